@@ -1,0 +1,351 @@
+// cli/main: the `rdmasan` command.
+//
+//   rdmasan run [--name=value ...] [--] program [args...]
+//       Validates each --name=value against core/options, appends them to
+//       RDMASAN_OPTIONS (after any already in the environment, so they win),
+//       prepends the absolute path of librdmasan.so to LD_PRELOAD and
+//       execvp()s the program: the exit status is the program's own.
+//   rdmasan devices [--name=value ...]
+//       Lists the RDMA devices exactly as a program under the shim sees them,
+//       by re-executing this binary under the shim (hidden subcommand
+//       __devices) so the listing goes through the same interposed verbs.
+//   rdmasan help | --help | --version
+//
+// What this module may not do: it never interprets options beyond checking
+// that they exist and parse (the preloaded runtime owns their meaning), never
+// talks to softnic or the shim directly (only through the verbs API, in the
+// re-executed child), and never forks a supervisor around the program: `run`
+// replaces itself with the program so signals, exit status and ptrace behave
+// as if rdmasan were not there.
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/options.h"
+
+#ifndef RDMASAN_VERSION
+#define RDMASAN_VERSION "unknown"
+#endif
+
+namespace rdmasan::cli {
+namespace {
+
+constexpr char kLibName[] = "librdmasan.so";
+constexpr char kHiddenDevices[] = "__devices";
+
+// Exit codes, following the shell's conventions where there is one.
+constexpr int kExitUsage = 2;
+constexpr int kExitNotExecutable = 126;
+constexpr int kExitNotFound = 127;
+
+constexpr char kUsage[] =
+    "usage: rdmasan <command> [args]\n"
+    "\n"
+    "commands:\n"
+    "  run [--name=value ...] [--] program [args...]\n"
+    "        run an unmodified verbs program under rdmasan (librdmasan.so is\n"
+    "        preloaded; --name=value options are added to RDMASAN_OPTIONS).\n"
+    "        The exit status is the program's own.\n"
+    "  devices [--name=value ...]\n"
+    "        list the RDMA devices a program under rdmasan sees (softnic0\n"
+    "        when no RDMA hardware is present), with GUID and port states.\n"
+    "  help  print this text.\n"
+    "\n"
+    "options: `rdmasan run --help=1` lists every option and its default.\n"
+    "environment: RDMASAN_OPTIONS=name=value:name=value, RDMASAN_LIB=path to\n"
+    "librdmasan.so (or its folder) to override where it is found.\n";
+
+void PrintUsage(FILE* out) { std::fputs(kUsage, out); }
+
+template <typename... Args>
+void Error(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  std::fprintf(stderr, "rdmasan: %s\n", absl::StrFormat(format, args...).c_str());
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  return std::string(buf, n);
+}
+
+std::string Absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) != nullptr) return buf;
+  return path;
+}
+
+// Finds librdmasan.so: $RDMASAN_LIB (the file, or a folder holding it) if
+// set, else next to this executable (the build tree), else ../lib/rdmasan/
+// relative to it (an installed tree).  Returns "" and prints where it looked
+// if none exists.
+std::string FindPreloadLibrary() {
+  std::vector<std::string> tried;
+  if (const char* env = getenv("RDMASAN_LIB"); env != nullptr && *env != '\0') {
+    std::string path = env;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path = absl::StrCat(path, "/", kLibName);
+    if (IsFile(path)) return Absolute(path);
+    Error("RDMASAN_LIB=%s: %s not found there", env, kLibName);
+    return "";
+  }
+  std::string exe = SelfExe();
+  if (!exe.empty()) {
+    std::string dir = Dirname(exe);
+    for (const std::string& candidate :
+         {absl::StrCat(dir, "/", kLibName), absl::StrCat(dir, "/../lib/rdmasan/", kLibName)}) {
+      if (IsFile(candidate)) return Absolute(candidate);
+      tried.push_back(candidate);
+    }
+  }
+  Error("cannot find %s (looked in: %s); set RDMASAN_LIB to its path", kLibName,
+        tried.empty() ? "nowhere: /proc/self/exe unreadable" : absl::StrJoin(tried, ", "));
+  return "";
+}
+
+// Options given on the command line, already validated, as "name=value".
+struct CommandLine {
+  std::vector<std::string> options;
+  bool help = false;
+  std::vector<char*> rest;  // the program and its arguments (run), or extras
+};
+
+// Parses leading --name=value options.  Stops at "--" (consumed) or at the
+// first argument not starting with "--".  Returns false (after printing why)
+// on an unknown option, a malformed one, or a bad value.
+bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
+  int i = 0;
+  for (; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!absl::StartsWith(arg, "--") && arg != "-h") break;
+    if (arg == "--help" || arg == "-h") {
+      cl->help = true;
+      continue;
+    }
+    absl::string_view body = arg.substr(2);
+    size_t eq = body.find('=');
+    absl::string_view name = body.substr(0, eq);
+    if (name.empty()) {
+      Error("malformed option '%s' (expected --name=value)", arg);
+      return false;
+    }
+    // core/options takes std::string_view, which Debian's absl (built with
+    // ABSL_OPTION_USE_STD_STRING_VIEW 0) does not share with
+    // absl::string_view: pass std::string, which converts to both.
+    if (!rdmasan::core::IsKnownOption(std::string(name))) {
+      Error("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name);
+      return false;
+    }
+    if (eq == absl::string_view::npos) {
+      Error("option '--%s' needs a value (--%s=value)", name, name);
+      return false;
+    }
+    absl::string_view value = body.substr(eq + 1);
+    // RDMASAN_OPTIONS separates items with ':', ',', spaces and newlines, so
+    // a value holding one of them cannot be passed through it.
+    if (value.find_first_of(":, \n") != absl::string_view::npos) {
+      Error("option '--%s': value '%s' may not contain ':', ',', spaces or newlines", name, value);
+      return false;
+    }
+    std::string item = absl::StrCat(name, "=", value);
+    rdmasan::core::Options scratch;
+    std::vector<std::string> errors = rdmasan::core::ParseOptions(std::string(item), &scratch);
+    if (!errors.empty()) {
+      Error("%s", errors.front());
+      return false;
+    }
+    if (name == "help" && scratch.help) cl->help = true;
+    cl->options.push_back(std::move(item));
+  }
+  for (; i < argc; ++i) cl->rest.push_back(argv[i]);
+  return true;
+}
+
+// Sets RDMASAN_OPTIONS and LD_PRELOAD for a child run under the shim.
+bool PrepareEnvironment(const CommandLine& cl) {
+  std::string lib = FindPreloadLibrary();
+  if (lib.empty()) return false;
+
+  if (!cl.options.empty()) {
+    std::string opts;
+    if (const char* env = getenv("RDMASAN_OPTIONS"); env != nullptr && *env != '\0') {
+      opts = env;
+      if (opts.back() != ':') opts += ':';
+    }
+    absl::StrAppend(&opts, absl::StrJoin(cl.options, ":"));
+    setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
+  }
+
+  // Prepend the shim; drop an earlier copy of the same path so repeated
+  // `rdmasan run` nesting does not load it twice.
+  std::vector<std::string> preload = {lib};
+  if (const char* env = getenv("LD_PRELOAD"); env != nullptr) {
+    for (absl::string_view item : absl::StrSplit(env, absl::ByAnyChar(": "), absl::SkipEmpty())) {
+      if (item != lib) preload.emplace_back(item.data(), item.size());
+    }
+  }
+  setenv("LD_PRELOAD", absl::StrJoin(preload, ":").c_str(), 1);
+  return true;
+}
+
+int Run(int argc, char** argv) {
+  CommandLine cl;
+  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (cl.help) {
+    std::fputs(rdmasan::core::OptionsHelp().c_str(), stdout);
+    return 0;
+  }
+  if (cl.rest.empty()) {
+    Error("run: no program given");
+    std::fputs("usage: rdmasan run [--name=value ...] [--] program [args...]\n", stderr);
+    return kExitUsage;
+  }
+  if (!PrepareEnvironment(cl)) return kExitUsage;
+  cl.rest.push_back(nullptr);
+  execvp(cl.rest[0], cl.rest.data());
+  int err = errno;
+  Error("%s: %s", cl.rest[0], err == ENOENT ? "command not found" : strerror(err));
+  return err == ENOENT ? kExitNotFound : kExitNotExecutable;
+}
+
+int Devices(int argc, char** argv) {
+  CommandLine cl;
+  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (cl.help) {
+    std::fputs("usage: rdmasan devices [--name=value ...]\n", stdout);
+    return 0;
+  }
+  if (!cl.rest.empty()) {
+    Error("devices: unexpected argument '%s'", cl.rest[0]);
+    return kExitUsage;
+  }
+  if (!PrepareEnvironment(cl)) return kExitUsage;
+  std::string self = SelfExe();
+  if (self.empty()) {
+    Error("devices: cannot read /proc/self/exe: %s", strerror(errno));
+    return 1;
+  }
+  char name[] = "rdmasan";
+  char hidden[sizeof(kHiddenDevices)];
+  memcpy(hidden, kHiddenDevices, sizeof(hidden));
+  char* child_argv[] = {name, hidden, nullptr};
+  execv(self.c_str(), child_argv);
+  Error("devices: cannot re-execute %s: %s", self, strerror(errno));
+  return 1;
+}
+
+std::string FormatGuid(__be64 guid_be) {
+  uint64_t g = be64toh(guid_be);
+  return absl::StrFormat("%04x:%04x:%04x:%04x", (g >> 48) & 0xffff, (g >> 32) & 0xffff,
+                         (g >> 16) & 0xffff, g & 0xffff);
+}
+
+// Runs under the shim (LD_PRELOAD set by Devices): one line per device.
+int ListDevicesUnderShim() {
+  int num = 0;
+  ibv_device** list = ibv_get_device_list(&num);
+  if (list == nullptr) {
+    Error("devices: ibv_get_device_list failed: %s", strerror(errno));
+    return 1;
+  }
+  if (num == 0) {
+    ibv_free_device_list(list);
+    Error("devices: no RDMA devices found");
+    return 1;
+  }
+  int status = 0;
+  for (int i = 0; i < num; ++i) {
+    const char* dev_name = ibv_get_device_name(list[i]);
+    std::string line = absl::StrFormat("%-10s guid %s", dev_name ? dev_name : "?",
+                                       FormatGuid(ibv_get_device_guid(list[i])));
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (ctx == nullptr) {
+      absl::StrAppend(&line, "  (ibv_open_device failed: ", strerror(errno), ")");
+      std::printf("%s\n", line.c_str());
+      status = 1;
+      continue;
+    }
+    ibv_device_attr attr;
+    int rc = ibv_query_device(ctx, &attr);
+    if (rc != 0) {
+      absl::StrAppend(&line, "  (ibv_query_device failed: ", strerror(rc), ")");
+      status = 1;
+    } else {
+      absl::StrAppendFormat(&line, "  ports %d", attr.phys_port_cnt);
+      for (int port = 1; port <= attr.phys_port_cnt; ++port) {
+        ibv_port_attr pattr;
+        rc = ibv_query_port(ctx, port, &pattr);
+        if (rc != 0) {
+          absl::StrAppendFormat(&line, "  port %d (ibv_query_port failed: %s)", port, strerror(rc));
+          status = 1;
+          continue;
+        }
+        absl::StrAppendFormat(&line, "  port %d %s lid %d", port, ibv_port_state_str(pattr.state),
+                              pattr.lid);
+      }
+    }
+    std::printf("%s\n", line.c_str());
+    ibv_close_device(ctx);
+  }
+  ibv_free_device_list(list);
+  std::fflush(stdout);
+  return status;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return kExitUsage;
+  }
+  absl::string_view command = argv[1];
+  if (command == "run") return Run(argc - 2, argv + 2);
+  if (command == "devices") return Devices(argc - 2, argv + 2);
+  if (command == kHiddenDevices) return ListDevicesUnderShim();
+  if (command == "help" || command == "--help" || command == "-h") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  if (command == "version" || command == "--version") {
+    std::printf("rdmasan %s\n", RDMASAN_VERSION);
+    return 0;
+  }
+  Error("unknown command '%s'", command);
+  PrintUsage(stderr);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace rdmasan::cli
+
+int main(int argc, char** argv) { return rdmasan::cli::Main(argc, argv); }
