@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# run_pair.sh: run a server/client pair of verbs programs under `rdmasan run`
+# on softnic, the way ctest, scripts/demo.sh and bench/ need it.
+#
+# usage:
+#   run_pair.sh [options] NAME PORT -- SERVER_CMD [args...] --- CLIENT_CMD [args...]
+#
+# Any argument of either command containing @PORT@ has it replaced by PORT.
+#
+# options:
+#   --rdmasan PATH   the rdmasan command (default: $RDMASAN_BIN, else
+#                    <repo>/build/rdmasan)
+#   --outdir DIR     where NAME.server.log / NAME.client.log go (default:
+#                    $RDMASAN_E2E_OUT, else <repo>/build/e2e-out)
+#   --timeout SEC    limit for each of the two processes (default 60)
+#   --listen-wait S  how long to wait for the server to listen on PORT (30)
+#   --expect REGEX   extended regex that must occur in the server's or the
+#                    client's output; repeatable, all must match
+#   --opt NAME=VAL   extra rdmasan option (becomes `rdmasan run --NAME=VAL`)
+#   --allow-findings do not fail on rdmasan error reports in the output
+#   --no-rdmasan     run both commands directly (tests of this harness)
+#   --quiet          print the logs only when the pair fails
+#
+# What it does: picks a softnic fabric private to this run
+# (softnic_fabric=e2e-NAME-<pid>, softnic=on), refuses a PORT already in
+# use, starts the server, waits (bounded) until something listens on PORT
+# while the server is alive, runs the client, then waits for the server
+# (killing it 5 s after a failed client).  Passes only if both exit 0, every
+# --expect matches, and neither printed an rdmasan error report.
+set -uo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_dir=$(cd "$script_dir/../.." && pwd)
+
+rdmasan=${RDMASAN_BIN:-$repo_dir/build/rdmasan}
+outdir=${RDMASAN_E2E_OUT:-$repo_dir/build/e2e-out}
+limit=60
+listen_wait=30
+expects=()
+extra_opts=()
+use_rdmasan=1
+allow_findings=0
+quiet=0
+
+die() { echo "run_pair: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rdmasan) rdmasan=$2; shift 2 ;;
+    --outdir) outdir=$2; shift 2 ;;
+    --timeout) limit=$2; shift 2 ;;
+    --listen-wait) listen_wait=$2; shift 2 ;;
+    --expect) expects+=("$2"); shift 2 ;;
+    --opt) extra_opts+=("--$2"); shift 2 ;;
+    --allow-findings) allow_findings=1; shift ;;
+    --no-rdmasan) use_rdmasan=0; shift ;;
+    --quiet) quiet=1; shift ;;
+    -*) die "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+
+[[ $# -ge 2 ]] || die "usage: run_pair.sh [options] NAME PORT -- SERVER... --- CLIENT..."
+name=$1 port=$2
+shift 2
+[[ $port =~ ^[0-9]+$ && $port -gt 0 && $port -lt 65536 ]] || die "bad port '$port'"
+[[ ${1:-} == "--" ]] || die "expected '--' before the server command"
+shift
+server=() client=()
+while [[ $# -gt 0 && $1 != "---" ]]; do server+=("${1//@PORT@/$port}"); shift; done
+[[ ${1:-} == "---" ]] || die "expected '---' between the server and the client command"
+shift
+while [[ $# -gt 0 ]]; do client+=("${1//@PORT@/$port}"); shift; done
+[[ ${#server[@]} -gt 0 ]] || die "empty server command"
+[[ ${#client[@]} -gt 0 ]] || die "empty client command"
+
+safe_name=${name//[^A-Za-z0-9_.-]/-}
+fabric_name=${name#e2e.}
+fabric="e2e-${fabric_name//[^A-Za-z0-9_-]/_}-$$"
+mkdir -p "$outdir" || die "cannot create $outdir"
+server_log="$outdir/$safe_name.server.log"
+client_log="$outdir/$safe_name.client.log"
+: >"$server_log"
+: >"$client_log"
+
+prefix=()
+if [[ $use_rdmasan -eq 1 ]]; then
+  [[ -x $rdmasan ]] || die "rdmasan not found at $rdmasan (build first, or pass --rdmasan)"
+  prefix=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${extra_opts[@]}" --)
+fi
+
+# True if some socket listens on TCP port $1 (IPv4 or IPv6).  Reads /proc so
+# it needs neither ss nor netstat.
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
+                    END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+server_pid=""
+cleanup() {
+  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+describe() {  # describe STATUS -> words
+  case $1 in
+    0) echo "exit 0" ;;
+    124) echo "TIMED OUT after ${limit}s" ;;
+    137) echo "killed (SIGKILL after timeout)" ;;
+    *) if [[ $1 -gt 128 ]]; then echo "exit $1 (signal $(( $1 - 128 )))"; else echo "exit $1"; fi ;;
+  esac
+}
+
+failures=()
+
+# A stale server (an earlier run, another test) would answer our client.
+for _ in $(seq 1 50); do listening "$port" || break; sleep 0.1; done
+if listening "$port"; then
+  die "TCP port $port is already in use; is a stale server still running?"
+fi
+
+echo "run_pair: $name: fabric $fabric, port $port, timeout ${limit}s, logs in $outdir"
+timeout -k 5 "$limit" "${prefix[@]}" "${server[@]}" >"$server_log" 2>&1 </dev/null &
+server_pid=$!
+
+# Wait until the server listens (bounded), or dies.
+now_ms() { local t=${EPOCHREALTIME//[.,]/}; echo $(( t / 1000 )); }
+deadline=$(( $(now_ms) + listen_wait * 1000 ))
+server_status=""
+until listening "$port"; do
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    wait "$server_pid"; server_status=$?
+    server_pid=""
+    failures+=("server exited ($(describe "$server_status")) before listening on port $port")
+    break
+  fi
+  if [[ $(now_ms) -ge $deadline ]]; then
+    failures+=("server did not listen on port $port within ${listen_wait}s")
+    break
+  fi
+  sleep 0.05
+done
+
+client_status="not run"
+killed_server=0
+if [[ ${#failures[@]} -eq 0 ]]; then
+  timeout -k 5 "$limit" "${prefix[@]}" "${client[@]}" >"$client_log" 2>&1 </dev/null
+  client_status=$?
+  if [[ $client_status -ne 0 ]]; then
+    # The server may wait forever for a peer that is gone: 5 s grace.
+    for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+fi
+if [[ -n $server_pid ]]; then
+  if [[ $client_status != 0 ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null
+    killed_server=1
+  fi
+  wait "$server_pid"; server_status=$?
+  server_pid=""
+fi
+
+if [[ $killed_server -eq 1 ]]; then
+  failures+=("server: still running at the end; killed by run_pair")
+elif [[ $server_status != 0 ]]; then
+  failures+=("server: $(describe "$server_status")")
+fi
+if [[ $client_status == "not run" ]]; then
+  failures+=("client: not run")
+elif [[ $client_status -ne 0 ]]; then
+  failures+=("client: $(describe "$client_status")")
+fi
+for re in "${expects[@]}"; do
+  if ! cat "$server_log" "$client_log" | grep -Eq -- "$re"; then
+    failures+=("expected output /$re/ not found")
+  fi
+done
+if [[ $allow_findings -eq 0 ]] && grep -Eq '==[0-9]+==ERROR: rdmasan' "$server_log" "$client_log"; then
+  failures+=("rdmasan reported errors")
+fi
+
+if [[ $quiet -eq 0 || ${#failures[@]} -gt 0 ]]; then
+  if [[ $killed_server -eq 1 ]]; then server_words="killed by run_pair"; else server_words=$(describe "${server_status:-?}"); fi
+  echo "---- server ($server_words): ${server[*]}"
+  cat "$server_log"
+  echo "---- client ($( [[ $client_status == "not run" ]] && echo "not run" || describe "$client_status")): ${client[*]}"
+  cat "$client_log"
+  echo "----"
+fi
+if [[ ${#failures[@]} -gt 0 ]]; then
+  for f in "${failures[@]}"; do echo "run_pair: $name: FAIL: $f"; done
+  exit 1
+fi
+echo "run_pair: $name: PASS"
+exit 0
