@@ -1,0 +1,41 @@
+// core/options: rdmasan's runtime options, parsed from RDMASAN_OPTIONS.
+//
+// One X-macro table (options.inc) generates the Options struct, its parser
+// and the help text, so an option exists in exactly one place.  Precedence:
+// built-in defaults, then the weak __rdmasan_default_options() hook, then
+// RDMASAN_OPTIONS.  Parsing never aborts the watched program: a bad option
+// yields an error message and the option keeps its previous value.
+#ifndef RDMASAN_CORE_OPTIONS_H_
+#define RDMASAN_CORE_OPTIONS_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+namespace rdmasan::core {
+
+struct Options {
+#define RDMASAN_OPTION(type, name, def, desc) type name = def;
+#include "core/options.inc"
+#undef RDMASAN_OPTION
+};
+
+// Parses "k=v:k=v" (',' or ':' separated pairs, empty items ignored) into
+// *opts.  Returns one human-readable error per bad item; good items apply.
+std::vector<std::string> ParseOptions(absl::string_view text, Options* opts);
+
+// True if `name` is a known option.
+bool IsKnownOption(absl::string_view name);
+
+// The help=1 text: every option, its default and description.
+std::string OptionsHelp();
+
+// The process-wide options, parsed once on first use from the hook and the
+// environment.  Errors are printed to stderr once.
+const Options& GlobalOptions();
+
+}  // namespace rdmasan::core
+
+extern "C" const char* __rdmasan_default_options() __attribute__((weak));
+
+#endif  // RDMASAN_CORE_OPTIONS_H_

@@ -1,0 +1,620 @@
+// The exported-symbol layer: every libibverbs function an application can
+// call (default versions IBVERBS_1.0 .. IBVERBS_1.14 of rdma-core 44).
+//
+// Each definition routes an object of a softnic context to softnic and
+// anything else to the real function.  Functions that take no object
+// (string helpers, rate conversions, fork control, kernel-struct copies) go
+// to the real function; without libibverbs loaded they fail with ENOSYS.
+#include <dlfcn.h>
+#include <errno.h>
+#include <infiniband/sa.h>
+#include <infiniband/verbs.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/options.h"
+#include "interpose/interpose.h"
+#include "softnic/softnic.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+#undef ibv_query_port
+#undef ibv_get_device_list
+
+namespace sn = rdmasan::softnic;
+using rdmasan::interpose::Real;
+using rdmasan::interpose::Reentry;
+
+#define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Resolves the real function once; `real` is null when libibverbs is absent.
+#define REAL(name, ver) \
+  static const auto real = reinterpret_cast<decltype(&::name)>(Real(#name, ver))
+
+namespace {
+
+bool IsSn(const ibv_context* c) { return sn::IsContext(c); }
+
+// Device lists handed out by the shim, with the real list they extend.
+struct ListRecord {
+  ibv_device** ours;
+  ibv_device** real;
+};
+std::mutex g_lists_mu;
+std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
+
+}  // namespace
+
+// ---------------------------------------------------------------- devices --
+
+RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  REAL(ibv_get_device_list, "IBVERBS_1.1");
+  Reentry re;
+  int nreal = 0;
+  ibv_device** real_list = nullptr;
+  const std::string& mode = rdmasan::core::GlobalOptions().softnic;
+  if (real) {
+    // Without any RDMA kernel support libibverbs finds nothing; keep its own
+    // diagnostics as they are.
+    real_list = real(&nreal);
+    if (!real_list) nreal = 0;
+  }
+  const bool add_softnic = mode == "on" || (mode == "auto" && nreal == 0);
+  if (!add_softnic) {
+    if (num_devices) *num_devices = nreal;
+    if (!real_list) {
+      real_list = static_cast<ibv_device**>(calloc(1, sizeof(ibv_device*)));
+      std::lock_guard<std::mutex> g(g_lists_mu);
+      g_lists->push_back({real_list, nullptr});
+    }
+    return real_list;
+  }
+  auto** out = static_cast<ibv_device**>(calloc(nreal + 2, sizeof(ibv_device*)));
+  if (!out) {
+    if (real_list && real) {
+      REAL(ibv_free_device_list, "IBVERBS_1.1");
+      if (real) real(real_list);
+    }
+    errno = ENOMEM;
+    return nullptr;
+  }
+  out[0] = sn::Device();
+  for (int i = 0; i < nreal; ++i) out[i + 1] = real_list[i];
+  if (num_devices) *num_devices = nreal + 1;
+  std::lock_guard<std::mutex> g(g_lists_mu);
+  g_lists->push_back({out, real_list});
+  return out;
+}
+
+RDMASAN_EXPORT void ibv_free_device_list(ibv_device** list) {
+  REAL(ibv_free_device_list, "IBVERBS_1.1");
+  Reentry re;
+  {
+    std::lock_guard<std::mutex> g(g_lists_mu);
+    for (size_t i = 0; i < g_lists->size(); ++i) {
+      if ((*g_lists)[i].ours == list) {
+        ibv_device** r = (*g_lists)[i].real;
+        g_lists->erase(g_lists->begin() + i);
+        if (r && real) real(r);
+        free(list);
+        return;
+      }
+    }
+  }
+  if (real) real(list);
+}
+
+RDMASAN_EXPORT const char* ibv_get_device_name(ibv_device* device) {
+  REAL(ibv_get_device_name, "IBVERBS_1.1");
+  if (sn::IsDevice(device)) return device->name;
+  return real ? real(device) : nullptr;
+}
+
+RDMASAN_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
+  REAL(ibv_get_device_guid, "IBVERBS_1.1");
+  if (sn::IsDevice(device)) return sn::DeviceGuid();
+  return real ? real(device) : 0;
+}
+
+RDMASAN_EXPORT int ibv_get_device_index(ibv_device* device) {
+  REAL(ibv_get_device_index, "IBVERBS_1.9");
+  if (sn::IsDevice(device)) return 0x7f00;  // not a kernel index
+  return real ? real(device) : -1;
+}
+
+RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  REAL(ibv_open_device, "IBVERBS_1.1");
+  Reentry re;
+  if (sn::IsDevice(device)) return sn::OpenDevice(device);
+  if (!real) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  ibv_context* ctx = real(device);
+  if (ctx && re.outer()) rdmasan::interpose::WrapRealContext(ctx);
+  return ctx;
+}
+
+RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
+  REAL(ibv_close_device, "IBVERBS_1.1");
+  Reentry re;
+  if (IsSn(context)) return sn::CloseDevice(context);
+  rdmasan::interpose::UnwrapRealContext(context);
+  return real ? real(context) : ENOSYS;
+}
+
+RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  REAL(ibv_import_device, "IBVERBS_1.10");
+  Reentry re;
+  if (!real) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_context* ctx = real(cmd_fd);
+  if (ctx && re.outer()) rdmasan::interpose::WrapRealContext(ctx);
+  return ctx;
+}
+
+RDMASAN_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  REAL(ibv_get_async_event, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::GetAsyncEvent(context, event);
+  return real ? real(context, event) : -1;
+}
+
+RDMASAN_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
+  REAL(ibv_ack_async_event, "IBVERBS_1.1");
+  const ibv_context* ctx = nullptr;
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR:
+      ctx = event->element.cq->context;
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      ctx = event->element.srq->context;
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      ctx = event->element.qp->context;
+      break;
+    default:
+      break;  // port and device events carry no object
+  }
+  if (ctx && IsSn(ctx)) return sn::AckAsyncEvent(event);
+  if (real) real(event);
+}
+
+// ---------------------------------------------------------------- queries --
+
+RDMASAN_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* device_attr) {
+  REAL(ibv_query_device, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::QueryDevice(context, device_attr);
+  return real ? real(context, device_attr) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* port_attr) {
+  REAL(ibv_query_port, "IBVERBS_1.1");
+  if (IsSn(context)) {
+    // The old layout is the prefix of ibv_port_attr up to link_layer.
+    ibv_port_attr a;
+    int rc = sn::QueryPort(context, port_num, &a);
+    if (!rc) memcpy(port_attr, &a, offsetof(ibv_port_attr, link_layer) + 1);
+    return rc;
+  }
+  return real ? real(context, port_num, port_attr) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  REAL(ibv_query_gid, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::QueryGid(context, port_num, index, gid);
+  return real ? real(context, port_num, index, gid) : -1;
+}
+
+RDMASAN_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                     ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  REAL(_ibv_query_gid_ex, "IBVERBS_1.11");
+  if (IsSn(context)) return sn::QueryGidEx(context, port_num, gid_index, entry, flags, entry_size);
+  return real ? real(context, port_num, gid_index, entry, flags, entry_size) : ENOSYS;
+}
+
+RDMASAN_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                                            uint32_t flags, size_t entry_size) {
+  REAL(_ibv_query_gid_table, "IBVERBS_1.11");
+  if (IsSn(context)) return sn::QueryGidTable(context, entries, max_entries, flags, entry_size);
+  return real ? real(context, entries, max_entries, flags, entry_size) : -ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  REAL(ibv_query_pkey, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::QueryPkey(context, port_num, index, pkey);
+  return real ? real(context, port_num, index, pkey) : -1;
+}
+
+RDMASAN_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
+  REAL(ibv_get_pkey_index, "IBVERBS_1.5");
+  if (IsSn(context)) return sn::GetPkeyIndex(context, port_num, pkey);
+  return real ? real(context, port_num, pkey) : -1;
+}
+
+// --------------------------------------------------------------- PD / MR --
+
+RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  REAL(ibv_alloc_pd, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::AllocPd(context);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(context);
+}
+
+RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  REAL(ibv_dealloc_pd, "IBVERBS_1.1");
+  if (IsSn(pd->context)) return sn::DeallocPd(pd);
+  return real ? real(pd) : ENOSYS;
+}
+
+RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  REAL(ibv_import_pd, "IBVERBS_1.10");
+  if (IsSn(context) || !real) return errno = EOPNOTSUPP, nullptr;
+  return real(context, pd_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
+  REAL(ibv_unimport_pd, "IBVERBS_1.10");
+  if (!IsSn(pd->context) && real) real(pd);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  REAL(ibv_reg_mr, "IBVERBS_1.1");
+  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, addr, length, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
+  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, iova, access);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, addr, length, iova, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
+  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, iova, access);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, addr, length, iova, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                         int access) {
+  REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12");
+  if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  return real(pd, offset, length, iova, fd, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  REAL(ibv_import_mr, "IBVERBS_1.10");
+  if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  return real(pd, mr_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  REAL(ibv_unimport_mr, "IBVERBS_1.10");
+  if (!IsSn(mr->context) && real) real(mr);
+}
+
+RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  REAL(ibv_rereg_mr, "IBVERBS_1.1");
+  if (IsSn(mr->context)) return sn::ReregMr(mr, flags, pd, addr, length, access);
+  return real ? real(mr, flags, pd, addr, length, access) : IBV_REREG_MR_ERR_INPUT;
+}
+
+RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  REAL(ibv_dereg_mr, "IBVERBS_1.1");
+  if (IsSn(mr->context)) return sn::DeregMr(mr);
+  return real ? real(mr) : ENOSYS;
+}
+
+RDMASAN_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  REAL(ibv_import_dm, "IBVERBS_1.13");
+  if (IsSn(context) || !real) return errno = EOPNOTSUPP, nullptr;
+  return real(context, dm_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
+  REAL(ibv_unimport_dm, "IBVERBS_1.13");
+  if (!IsSn(dm->context) && real) real(dm);
+}
+
+// ------------------------------------------------------- channels and CQs --
+
+RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  REAL(ibv_create_comp_channel, "IBVERBS_1.0");
+  if (IsSn(context)) return sn::CreateCompChannel(context);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(context);
+}
+
+RDMASAN_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  REAL(ibv_destroy_comp_channel, "IBVERBS_1.0");
+  if (IsSn(channel->context)) return sn::DestroyCompChannel(channel);
+  return real ? real(channel) : ENOSYS;
+}
+
+RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                                     int comp_vector) {
+  REAL(ibv_create_cq, "IBVERBS_1.1");
+  if (IsSn(context)) return sn::CreateCq(context, cqe, cq_context, channel, comp_vector);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(context, cqe, cq_context, channel, comp_vector);
+}
+
+RDMASAN_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  REAL(ibv_resize_cq, "IBVERBS_1.1");
+  if (IsSn(cq->context)) return sn::ResizeCq(cq, cqe);
+  return real ? real(cq, cqe) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  REAL(ibv_destroy_cq, "IBVERBS_1.1");
+  if (IsSn(cq->context)) return sn::DestroyCq(cq);
+  return real ? real(cq) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  REAL(ibv_get_cq_event, "IBVERBS_1.1");
+  if (IsSn(channel->context)) return sn::GetCqEvent(channel, cq, cq_context);
+  return real ? real(channel, cq, cq_context) : -1;
+}
+
+RDMASAN_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  REAL(ibv_ack_cq_events, "IBVERBS_1.1");
+  if (IsSn(cq->context)) return sn::AckCqEvents(cq, nevents);
+  if (real) real(cq, nevents);
+}
+
+// ------------------------------------------------------------------- SRQ --
+
+RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
+  REAL(ibv_create_srq, "IBVERBS_1.1");
+  if (IsSn(pd->context)) return sn::CreateSrq(pd, srq_init_attr);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, srq_init_attr);
+}
+
+RDMASAN_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
+  REAL(ibv_modify_srq, "IBVERBS_1.1");
+  if (IsSn(srq->context)) return sn::ModifySrq(srq, srq_attr, srq_attr_mask);
+  return real ? real(srq, srq_attr, srq_attr_mask) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) {
+  REAL(ibv_query_srq, "IBVERBS_1.1");
+  if (IsSn(srq->context)) return sn::QuerySrq(srq, srq_attr);
+  return real ? real(srq, srq_attr) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
+  REAL(ibv_destroy_srq, "IBVERBS_1.1");
+  if (IsSn(srq->context)) return sn::DestroySrq(srq);
+  return real ? real(srq) : ENOSYS;
+}
+
+// -------------------------------------------------------------------- QP --
+
+RDMASAN_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  REAL(ibv_create_qp, "IBVERBS_1.1");
+  if (IsSn(pd->context)) return sn::CreateQp(pd, qp_init_attr);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, qp_init_attr);
+}
+
+RDMASAN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  REAL(ibv_modify_qp, "IBVERBS_1.1");
+  if (IsSn(qp->context)) return sn::ModifyQp(qp, attr, attr_mask);
+  return real ? real(qp, attr, attr_mask) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+  REAL(ibv_query_qp, "IBVERBS_1.1");
+  if (IsSn(qp->context)) return sn::QueryQp(qp, attr, attr_mask, init_attr);
+  return real ? real(qp, attr, attr_mask, init_attr) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  REAL(ibv_destroy_qp, "IBVERBS_1.1");
+  if (IsSn(qp->context)) return sn::DestroyQp(qp);
+  return real ? real(qp) : ENOSYS;
+}
+
+RDMASAN_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6");
+  if (IsSn(qp->context)) return sn::QpToQpEx(qp);
+  return real ? real(qp) : nullptr;
+}
+
+RDMASAN_EXPORT int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
+  REAL(ibv_query_ece, "IBVERBS_1.10");
+  if (IsSn(qp->context) || !real) return EOPNOTSUPP;
+  return real(qp, ece);
+}
+
+RDMASAN_EXPORT int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
+  REAL(ibv_set_ece, "IBVERBS_1.10");
+  if (IsSn(qp->context) || !real) return EOPNOTSUPP;
+  return real(qp, ece);
+}
+
+RDMASAN_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags) {
+  REAL(ibv_query_qp_data_in_order, "IBVERBS_1.14");
+  if (IsSn(qp->context)) return 0;  // no in-order guarantee is promised
+  return real ? real(qp, op, flags) : 0;
+}
+
+RDMASAN_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  REAL(ibv_attach_mcast, "IBVERBS_1.1");
+  if (IsSn(qp->context)) return EOPNOTSUPP;
+  return real ? real(qp, gid, lid) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  REAL(ibv_detach_mcast, "IBVERBS_1.1");
+  if (IsSn(qp->context)) return EOPNOTSUPP;
+  return real ? real(qp, gid, lid) : ENOSYS;
+}
+
+// -------------------------------------------------------------------- AH --
+
+RDMASAN_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  REAL(ibv_create_ah, "IBVERBS_1.1");
+  if (IsSn(pd->context)) return sn::CreateAh(pd, attr);
+  if (!real) return errno = ENOSYS, nullptr;
+  return real(pd, attr);
+}
+
+RDMASAN_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
+  REAL(ibv_destroy_ah, "IBVERBS_1.1");
+  if (IsSn(ah->context)) return sn::DestroyAh(ah);
+  return real ? real(ah) : ENOSYS;
+}
+
+RDMASAN_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                                       ibv_ah_attr* ah_attr) {
+  REAL(ibv_init_ah_from_wc, "IBVERBS_1.1");
+  if (!IsSn(context)) return real ? real(context, port_num, wc, grh, ah_attr) : ENOSYS;
+  memset(ah_attr, 0, sizeof(*ah_attr));
+  ah_attr->dlid = wc->slid;
+  ah_attr->sl = wc->sl;
+  ah_attr->src_path_bits = wc->dlid_path_bits;
+  ah_attr->port_num = port_num;
+  if (wc->wc_flags & IBV_WC_GRH) {
+    ah_attr->is_global = 1;
+    ah_attr->grh.dgid = grh->sgid;
+    uint32_t flow = be32toh(grh->version_tclass_flow);
+    ah_attr->grh.flow_label = flow & 0xfffff;
+    ah_attr->grh.traffic_class = (flow >> 20) & 0xff;
+    ah_attr->grh.hop_limit = 0xff;
+    ah_attr->grh.sgid_index = 0;
+  }
+  return 0;
+}
+
+RDMASAN_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  REAL(ibv_create_ah_from_wc, "IBVERBS_1.1");
+  if (!IsSn(pd->context)) {
+    if (!real) return errno = ENOSYS, nullptr;
+    return real(pd, wc, grh, port_num);
+  }
+  ibv_ah_attr attr;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr)) return errno = EINVAL, nullptr;
+  return sn::CreateAh(pd, &attr);
+}
+
+RDMASAN_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],
+                                               uint16_t* vid) {
+  REAL(ibv_resolve_eth_l2_from_gid, "IBVERBS_1.1");
+  if (IsSn(context)) return EINVAL;  // InfiniBand link layer: no Ethernet L2
+  return real ? real(context, attr, eth_mac, vid) : ENOSYS;
+}
+
+// ------------------------------------------------- object-free helpers --
+
+#define PASS_STR(name, ver, type)                          \
+  RDMASAN_EXPORT const char* name(type v) {                \
+    REAL(name, ver);                                       \
+    return real ? real(v) : "unknown";                     \
+  }
+PASS_STR(ibv_wc_status_str, "IBVERBS_1.1", ibv_wc_status)
+PASS_STR(ibv_node_type_str, "IBVERBS_1.1", ibv_node_type)
+PASS_STR(ibv_port_state_str, "IBVERBS_1.1", ibv_port_state)
+PASS_STR(ibv_event_type_str, "IBVERBS_1.1", ibv_event_type)
+#undef PASS_STR
+
+RDMASAN_EXPORT int ibv_rate_to_mult(ibv_rate rate) {
+  REAL(ibv_rate_to_mult, "IBVERBS_1.0");
+  return real ? real(rate) : -1;
+}
+RDMASAN_EXPORT ibv_rate mult_to_ibv_rate(int mult) {
+  REAL(mult_to_ibv_rate, "IBVERBS_1.0");
+  return real ? real(mult) : IBV_RATE_MAX;
+}
+RDMASAN_EXPORT int ibv_rate_to_mbps(ibv_rate rate) {
+  REAL(ibv_rate_to_mbps, "IBVERBS_1.1");
+  return real ? real(rate) : -1;
+}
+RDMASAN_EXPORT ibv_rate mbps_to_ibv_rate(int mbps) {
+  REAL(mbps_to_ibv_rate, "IBVERBS_1.1");
+  return real ? real(mbps) : IBV_RATE_MAX;
+}
+
+RDMASAN_EXPORT int ibv_fork_init(void) {
+  REAL(ibv_fork_init, "IBVERBS_1.1");
+  return real ? real() : ENOSYS;
+}
+RDMASAN_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
+  REAL(ibv_is_fork_initialized, "IBVERBS_1.13");
+  return real ? real() : IBV_FORK_DISABLED;
+}
+RDMASAN_EXPORT int ibv_dontfork_range(void* base, size_t size) {
+  REAL(ibv_dontfork_range, "IBVERBS_1.1");
+  return real ? real(base, size) : 0;
+}
+RDMASAN_EXPORT int ibv_dofork_range(void* base, size_t size) {
+  REAL(ibv_dofork_range, "IBVERBS_1.1");
+  return real ? real(base, size) : 0;
+}
+
+RDMASAN_EXPORT const char* ibv_get_sysfs_path(void) {
+  REAL(ibv_get_sysfs_path, "IBVERBS_1.0");
+  return real ? real() : "/sys";
+}
+RDMASAN_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+  REAL(ibv_read_sysfs_file, "IBVERBS_1.0");
+  return real ? real(dir, file, buf, size) : -1;
+}
+
+// Kernel ABI struct copies: only meaningful for real devices.
+struct ib_user_path_rec;
+struct ib_uverbs_qp_attr;
+struct ib_uverbs_ah_attr;
+RDMASAN_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
+  using Fn = void (*)(ibv_sa_path_rec*, ib_user_path_rec*);
+  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_path_rec_from_kern", "IBVERBS_1.0"));
+  if (real) real(dst, src);
+}
+RDMASAN_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
+  using Fn = void (*)(ib_user_path_rec*, ibv_sa_path_rec*);
+  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_path_rec_to_kern", "IBVERBS_1.0"));
+  if (real) real(dst, src);
+}
+RDMASAN_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
+  using Fn = void (*)(ibv_qp_attr*, ib_uverbs_qp_attr*);
+  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_qp_attr_from_kern", "IBVERBS_1.0"));
+  if (real) real(dst, src);
+}
+RDMASAN_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
+  using Fn = void (*)(ibv_ah_attr*, ib_uverbs_ah_attr*);
+  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_ah_attr_from_kern", "IBVERBS_1.1"));
+  if (real) real(dst, src);
+}
+
+// ibv_query_gid_type is a private libibverbs symbol (IBVERBS_PRIVATE_*),
+// yet ibv_devinfo calls it.  Its signature is stable; the version name is
+// not, so the real one is found by its default version.
+RDMASAN_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
+  using Fn = int (*)(ibv_context*, uint8_t, unsigned int, int*);
+  static const auto real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_query_gid_type"));
+  if (IsSn(context)) {
+    ibv_gid gid;
+    if (sn::QueryGid(context, port_num, static_cast<int>(index), &gid)) return -1;
+    *type = 0;  // IB / RoCE v1 in sysfs terms
+    return 0;
+  }
+  return real ? real(context, port_num, index, type) : -1;
+}

@@ -1,0 +1,59 @@
+// interpose: the verbs calls of an unmodified program, seen from the inside.
+//
+// Two layers (DESIGN.md §2, decision 2).  (a) exports.cc defines every
+// function an application can call from libibverbs (the default-version
+// exports IBVERBS_1.0 .. 1.14); the dynamic linker binds the program's
+// versioned references to these unversioned definitions when librdmasan.so
+// is preloaded.  Objects of a softnic context go to softnic; everything else
+// goes to the real function, found with dlvsym(RTLD_NEXT, name, version).
+// (b) wrap.cc swaps the inline data-path dispatch pointers of each real
+// context after creation (ops.post_send, post_recv, post_srq_recv, poll_cq,
+// req_notify_cq; verbs_context create_cq_ex, create_qp_ex, query_port) and
+// chains to the provider's value.
+//
+// May not: crash or change the result of a verb (wrappers return exactly
+// what the provider returned, errno included), throw across the C ABI,
+// allocate on the data path, or take a global lock on the data path.
+#ifndef RDMASAN_INTERPOSE_INTERPOSE_H_
+#define RDMASAN_INTERPOSE_INTERPOSE_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace rdmasan::interpose {
+
+// The real libibverbs function `name` at `version`, or nullptr.
+void* Real(const char* name, const char* version);
+
+// Swaps the data-path pointers of a real (provider) context; idempotent.
+void WrapRealContext(ibv_context* ctx);
+// Forgets a real context before it is closed (restores its pointers).
+void UnwrapRealContext(ibv_context* ctx);
+// True if ctx's data path currently goes through the wrappers.
+bool IsWrapped(const ibv_context* ctx);
+
+// Counters of wrapped data-path calls (for tests and `rdmasan` diagnostics).
+struct Counters {
+  std::atomic<uint64_t> post_send{0}, post_recv{0}, post_srq_recv{0}, poll_cq{0}, req_notify_cq{0},
+      create_cq_ex{0}, create_qp_ex{0}, query_port{0};
+};
+Counters& GetCounters();
+
+// Re-entry guard: libibverbs calls its own exports through the PLT, which
+// land in the shim again; only the outermost call is the application's.
+class Reentry {
+ public:
+  Reentry() : outer_(depth_++ == 0) {}
+  ~Reentry() { --depth_; }
+  bool outer() const { return outer_; }
+
+ private:
+  static thread_local int depth_;
+  bool outer_;
+};
+
+}  // namespace rdmasan::interpose
+
+#endif  // RDMASAN_INTERPOSE_INTERPOSE_H_

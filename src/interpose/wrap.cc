@@ -1,0 +1,180 @@
+// Data-path pointer swapping for real provider contexts (see interpose.h).
+//
+// The provider's original pointers are kept in a small fixed table keyed by
+// context address: lookups are lock-free (a linear probe over atomics), so
+// pass-through costs a few nanoseconds and never serializes threads.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "interpose/interpose.h"
+
+namespace rdmasan::interpose {
+
+thread_local int Reentry::depth_ = 0;
+
+namespace {
+
+struct Saved {
+  std::atomic<ibv_context*> ctx{nullptr};
+  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
+  int (*post_recv)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
+  int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+  int (*poll_cq)(ibv_cq*, int, ibv_wc*);
+  int (*req_notify_cq)(ibv_cq*, int);
+  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
+  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
+};
+
+constexpr int kSlots = 64;
+Saved g_saved[kSlots];
+std::mutex g_mu;  // writers only
+
+Saved* Find(const ibv_context* ctx) {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_saved[i].ctx.load(std::memory_order_acquire) == ctx) return &g_saved[i];
+  return nullptr;
+}
+
+Counters g_counters;
+
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Saved* s = Find(qp->context);
+  g_counters.post_send.fetch_add(1, std::memory_order_relaxed);
+  if (!s) {
+    *bad = wr;
+    return ENODEV;
+  }
+  return s->post_send(qp, wr, bad);
+}
+
+int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Saved* s = Find(qp->context);
+  g_counters.post_recv.fetch_add(1, std::memory_order_relaxed);
+  if (!s) {
+    *bad = wr;
+    return ENODEV;
+  }
+  return s->post_recv(qp, wr, bad);
+}
+
+int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Saved* s = Find(srq->context);
+  g_counters.post_srq_recv.fetch_add(1, std::memory_order_relaxed);
+  if (!s || !s->post_srq_recv) {
+    *bad = wr;
+    return s ? EOPNOTSUPP : ENODEV;
+  }
+  return s->post_srq_recv(srq, wr, bad);
+}
+
+int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
+  Saved* s = Find(cq->context);
+  g_counters.poll_cq.fetch_add(1, std::memory_order_relaxed);
+  if (!s) return -1;
+  return s->poll_cq(cq, n, wc);
+}
+
+int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
+  Saved* s = Find(cq->context);
+  g_counters.req_notify_cq.fetch_add(1, std::memory_order_relaxed);
+  if (!s) return ENODEV;
+  return s->req_notify_cq(cq, solicited_only);
+}
+
+ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+  Saved* s = Find(ctx);
+  g_counters.create_cq_ex.fetch_add(1, std::memory_order_relaxed);
+  if (!s || !s->create_cq_ex) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return s->create_cq_ex(ctx, attr);
+}
+
+ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+  Saved* s = Find(ctx);
+  g_counters.create_qp_ex.fetch_add(1, std::memory_order_relaxed);
+  if (!s || !s->create_qp_ex) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return s->create_qp_ex(ctx, attr);
+}
+
+int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
+  Saved* s = Find(ctx);
+  g_counters.query_port.fetch_add(1, std::memory_order_relaxed);
+  if (!s || !s->query_port) return EOPNOTSUPP;
+  return s->query_port(ctx, port, attr, len);
+}
+
+bool HasOp(verbs_context* v, size_t offset) {
+  // verbs_get_ctx_op's rule: the op exists if the provider's struct is big
+  // enough to hold it.
+  return v && v->sz >= sizeof(*v) - offset;
+}
+
+}  // namespace
+
+Counters& GetCounters() { return g_counters; }
+
+void* Real(const char* name, const char* version) {
+  void* f = dlvsym(RTLD_NEXT, name, version);
+  if (!f) f = dlsym(RTLD_NEXT, name);
+  return f;
+}
+
+bool IsWrapped(const ibv_context* ctx) { return Find(ctx) != nullptr; }
+
+void WrapRealContext(ibv_context* ctx) {
+  if (!ctx) return;
+  std::lock_guard<std::mutex> g(g_mu);
+  if (Find(ctx)) return;
+  Saved* s = nullptr;
+  for (auto& e : g_saved)
+    if (!e.ctx.load(std::memory_order_relaxed)) {
+      s = &e;
+      break;
+    }
+  if (!s) return;  // more contexts than slots: leave this one unwrapped
+  s->post_send = ctx->ops.post_send;
+  s->post_recv = ctx->ops.post_recv;
+  s->post_srq_recv = ctx->ops.post_srq_recv;
+  s->poll_cq = ctx->ops.poll_cq;
+  s->req_notify_cq = ctx->ops.req_notify_cq;
+  verbs_context* v = verbs_get_ctx(ctx);
+  s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
+  s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
+  s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
+  s->ctx.store(ctx, std::memory_order_release);
+  if (s->post_send) ctx->ops.post_send = PostSend;
+  if (s->post_recv) ctx->ops.post_recv = PostRecv;
+  if (s->post_srq_recv) ctx->ops.post_srq_recv = PostSrqRecv;
+  if (s->poll_cq) ctx->ops.poll_cq = PollCq;
+  if (s->req_notify_cq) ctx->ops.req_notify_cq = ReqNotifyCq;
+  if (s->create_cq_ex) v->create_cq_ex = CreateCqEx;
+  if (s->create_qp_ex) v->create_qp_ex = CreateQpEx;
+  if (s->query_port) v->query_port = QueryPort;
+}
+
+void UnwrapRealContext(ibv_context* ctx) {
+  std::lock_guard<std::mutex> g(g_mu);
+  Saved* s = Find(ctx);
+  if (!s) return;
+  ctx->ops.post_send = s->post_send;
+  ctx->ops.post_recv = s->post_recv;
+  ctx->ops.post_srq_recv = s->post_srq_recv;
+  ctx->ops.poll_cq = s->poll_cq;
+  ctx->ops.req_notify_cq = s->req_notify_cq;
+  if (verbs_context* v = verbs_get_ctx(ctx)) {
+    if (s->create_cq_ex) v->create_cq_ex = s->create_cq_ex;
+    if (s->create_qp_ex) v->create_qp_ex = s->create_qp_ex;
+    if (s->query_port) v->query_port = s->query_port;
+  }
+  s->ctx.store(nullptr, std::memory_order_release);
+}
+
+}  // namespace rdmasan::interpose

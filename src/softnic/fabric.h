@@ -1,0 +1,280 @@
+// softnic/fabric: the shared-memory "wire" that softnic processes meet on.
+//
+// A fabric is one file in /dev/shm (mode 0600, per user, named by the
+// softnic_fabric option) holding fixed tables of every object a *remote*
+// process must see: processes, QPs (state, receive queue), CQs (completion
+// rings), SRQs, MRs (keys, ranges, access), completion channels and async
+// endpoints.  The requester executes a work request itself, under the fabric
+// lock: it validates keys against these tables and moves payload straight
+// into the peer's memory with process_vm_writev/readv (or memcpy when the
+// peer is itself), so no progress thread exists.
+//
+// May not: hold pointers into the segment across processes (it maps at a
+// different address in each; everything shared is an index or an offset),
+// call back into the application, or block while holding the lock on
+// anything but the bounded copy of one work request.  A process that dies
+// holding the lock is recovered through the robust mutex; its objects are
+// reclaimed by the next process that attaches.
+#ifndef RDMASAN_SOFTNIC_FABRIC_H_
+#define RDMASAN_SOFTNIC_FABRIC_H_
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace rdmasan::softnic {
+
+inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
+inline constexpr uint32_t kFabricVersion = 3;
+
+inline constexpr uint32_t kMaxProcs = 256;
+inline constexpr uint32_t kMaxContexts = 1024;
+inline constexpr uint32_t kMaxQps = 4096;  // QPN = gen << 12 | slot
+inline constexpr uint32_t kMaxCqs = 4096;
+inline constexpr uint32_t kMaxSrqs = 1024;
+inline constexpr uint32_t kMaxMrs = 16384;  // key = slot << 8 | gen
+inline constexpr uint32_t kMaxChannels = 4096;
+inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxInline = 512;
+inline constexpr uint32_t kMaxQpWr = 16384;
+inline constexpr uint32_t kMaxCqe = 65535;
+inline constexpr uint64_t kHeapBytes = 4ull << 30;  // sparse
+inline constexpr uint32_t kNone = 0xffffffffu;
+
+// Small SEND payloads to another process travel inside the completion, and
+// the receiver scatters them at poll time (one copy, no syscall).
+inline constexpr uint32_t kStageBytes = 128;
+inline constexpr uint32_t kStageSges = 4;
+
+struct ShmSge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+
+// One completion as it sits in a CQ ring.  `seq` is written last (release):
+// the consumer owns the slot when seq == its index + 1.
+struct alignas(64) ShmCqe {
+  std::atomic<uint64_t> seq;
+  uint64_t wr_id;
+  uint32_t status;
+  uint32_t opcode;
+  uint32_t vendor_err;
+  uint32_t byte_len;
+  uint32_t imm_data;  // network order, as ibv_wc
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint16_t pkey_index;
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+  uint8_t is_send;      // a send-queue completion (retires SQ slots)
+  uint8_t stage_nsge;   // staged payload: scatter at poll time
+  uint32_t qp_slot;     // local QP slot, to retire queue slots at poll
+  uint32_t sq_index;    // for send completions: WQE counter retired
+  uint32_t stage_len;
+  uint64_t ts_ns;
+  ShmSge stage_sge[kStageSges];
+  uint8_t stage[kStageBytes];
+};
+
+struct ShmRecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t pad;
+  ShmSge sge[];  // max_recv_sge entries
+};
+
+// A receive queue (of a QP or an SRQ) lives in the heap: ring of WQEs of
+// fixed stride.  Owner posts at `head`; requesters take at `tail`.
+struct ShmRq {
+  uint64_t ring_off;
+  uint32_t stride;
+  uint32_t nslots;
+  uint32_t max_wr;  // reported capacity
+  uint32_t max_sge;
+  uint64_t head;
+  uint64_t tail;
+};
+
+struct ShmProc {
+  uint32_t in_use;
+  int32_t pid;
+  uint64_t start_time;  // /proc/pid/stat field 22, defeats pid reuse
+};
+
+struct ShmContext {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t gen;
+};
+
+struct ShmChannel {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t gen;
+};
+
+struct alignas(64) ShmCq {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t gen;
+  uint32_t ctx;      // owning context slot (async events)
+  uint32_t channel;  // kNone or channel slot
+  uint32_t channel_gen;
+  uint32_t cqe;     // reported capacity
+  uint32_t nslots;  // ring slots (>= cqe)
+  uint64_t ring_off;
+  uint64_t prod;           // under the fabric lock
+  uint32_t overrun;        // CQ_ERR raised
+  std::atomic<uint32_t> attention;  // bumped when a bound QP changed remotely
+  alignas(64) std::atomic<uint64_t> cons;  // owner's consumer index
+  std::atomic<uint32_t> armed;  // 0 no, 1 next completion, 2 solicited
+};
+
+struct ShmSrq {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t gen;
+  uint32_t ctx;
+  uint32_t pd;
+  uint32_t srq_limit;
+  uint32_t armed_limit;
+  uint32_t pad;
+  ShmRq rq;
+};
+
+struct ShmMr {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t key;
+  uint32_t pd;
+  uint64_t addr;
+  uint64_t length;
+  uint64_t iova;
+  uint32_t access;
+  uint32_t pad;
+};
+
+struct alignas(64) ShmQp {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t qpn;
+  uint32_t gen;
+  uint32_t ctx;
+  uint32_t pd;
+  uint32_t type;  // ibv_qp_type
+  std::atomic<uint32_t> state;  // ibv_qp_state
+  uint32_t send_cq;
+  uint32_t recv_cq;
+  uint32_t srq;  // kNone if none
+  uint32_t sq_sig_all;
+  uint32_t access;  // qp_access_flags
+  uint32_t qkey;
+  uint32_t dest_qpn;
+  uint32_t min_rnr_timer;
+  uint32_t rnr_retry;
+  uint32_t timeout;
+  uint32_t retry_cnt;
+  uint32_t max_rd_atomic;
+  uint32_t max_dest_rd_atomic;
+  uint32_t path_mtu;
+  uint32_t rq_psn;
+  uint32_t sq_psn;
+  uint32_t pkey_index;
+  uint32_t port_num;
+  uint32_t remote_gone;  // set once the peer was found dead
+  uint32_t pad;
+  ShmRq rq;
+};
+
+struct ShmHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t initialized;
+  pthread_mutex_t lock;  // robust, process-shared
+  uint64_t heap_base;    // offset of the heap
+  uint64_t heap_size;
+  uint64_t free_head;    // offset of first free block, 0 = none
+  uint32_t next_pd;
+  uint32_t pad;
+  uint64_t ops;          // liveness and statistics
+  ShmProc procs[kMaxProcs];
+  ShmContext ctxs[kMaxContexts];
+  ShmChannel channels[kMaxChannels];
+  ShmCq cqs[kMaxCqs];
+  ShmSrq srqs[kMaxSrqs];
+  ShmMr mrs[kMaxMrs];
+  ShmQp qps[kMaxQps];
+};
+
+class Fabric {
+ public:
+  // Attaches to (creating if needed) the named fabric; "inproc" gives a
+  // private anonymous one.  Returns nullptr with errno set on failure.
+  static Fabric* Attach(const std::string& name);
+
+  ShmHeader* hdr() const { return hdr_; }
+  uint8_t* base() const { return base_; }
+  template <typename T>
+  T* At(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+
+  void Lock();
+  void Unlock();
+
+  // Heap, under the lock.  Returns 0 when exhausted.
+  uint64_t Alloc(uint64_t bytes);
+  void Free(uint64_t off);
+
+  // The calling process's slot in procs[].
+  uint32_t self_proc() const { return self_; }
+  const std::string& name() const { return name_; }
+  bool inproc() const { return inproc_; }
+
+  // True if the process in slot `proc` still runs.
+  bool ProcAlive(uint32_t proc) const;
+  // Frees every object of dead processes (under the lock).
+  void ReapDeadLocked();
+  // Releases every object of the calling process and detaches.
+  void Detach();
+
+  // Unix datagram endpoint names (abstract namespace) for events.
+  std::string ChannelAddr(uint32_t slot, uint32_t gen) const;
+  std::string AsyncAddr(uint32_t slot, uint32_t gen) const;
+
+ private:
+  Fabric() = default;
+  void ReleaseProcLocked(uint32_t proc);
+
+  ShmHeader* hdr_ = nullptr;
+  uint8_t* base_ = nullptr;
+  size_t map_size_ = 0;
+  int fd_ = -1;
+  uint32_t self_ = 0;
+  bool inproc_ = false;
+  std::string name_;
+  std::string path_;
+};
+
+class FabricLock {
+ public:
+  explicit FabricLock(Fabric* f) : f_(f) { f_->Lock(); }
+  ~FabricLock() { f_->Unlock(); }
+  FabricLock(const FabricLock&) = delete;
+  FabricLock& operator=(const FabricLock&) = delete;
+
+ private:
+  Fabric* f_;
+};
+
+uint64_t ProcStartTime(pid_t pid);
+
+}  // namespace rdmasan::softnic
+
+#endif  // RDMASAN_SOFTNIC_FABRIC_H_

@@ -1,0 +1,172 @@
+// softnic/internal: process-local objects behind the public verbs structs.
+//
+// Each object embeds its public verbs struct first (so the pointer the app
+// holds converts back with a cast) and names its shared-table slot.  The
+// send queue is private to the owning process: a requester executes its own
+// WRs; only receive queues, CQ rings, MRs and QP attributes are shared.
+#ifndef RDMASAN_SOFTNIC_INTERNAL_H_
+#define RDMASAN_SOFTNIC_INTERNAL_H_
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "softnic/fabric.h"
+
+namespace rdmasan::softnic {
+
+struct SnContext {
+  verbs_context vctx;
+  uint32_t slot = kNone;
+  uint32_t gen = 0;
+};
+
+struct SnPd {
+  ibv_pd pd;
+  uint32_t id;
+};
+
+struct SnMr {
+  ibv_mr mr;
+  uint32_t slot;
+};
+
+struct SnChannel {
+  ibv_comp_channel ch;
+  uint32_t slot;
+  uint32_t gen;
+};
+
+struct SnQp;
+
+struct SnCq {
+  ibv_cq_ex cqx;
+  uint32_t slot;
+  std::mutex mu;  // one poller at a time
+  ShmCq* shm;
+  ShmCqe* ring;
+  uint32_t seen_attention = 0;
+  uint32_t empty_polls = 0;
+  std::atomic<uint32_t> stalled{0};  // a bound SQ has RNR-stalled WRs
+  uint64_t last_peer_check_ns = 0;
+  uint64_t cur_ts = 0;
+  // cq_ex poll state: the completion being read.
+  ibv_wc cur{};
+  bool in_poll = false;
+  uint32_t events_reported = 0;
+};
+
+struct SnSrq {
+  ibv_srq srq;
+  uint32_t slot;
+  ShmSrq* shm;
+  std::atomic<uint32_t> outstanding{0};  // posted, completion not yet polled
+};
+
+// A send WR as the private send queue keeps it.
+struct SendWqe {
+  uint64_t wr_id;
+  uint32_t opcode;  // ibv_wr_opcode
+  uint32_t flags;   // ibv_send_flags
+  uint32_t imm;     // network order (or invalidate rkey)
+  uint32_t num_sge;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint32_t inline_len;
+  uint64_t compare_add;
+  uint64_t swap;
+  // UD
+  uint32_t remote_qpn;
+  uint32_t remote_qkey;
+  ibv_ah_attr ah;
+  bool has_ah;
+  // Execution state.
+  bool executed;
+  uint64_t rnr_since_ns;
+  ShmSge sge[kMaxSge];
+  uint8_t inline_data[kMaxInline];
+};
+
+// One WR being built through the ibv_wr_* API.
+struct BatchWr {
+  ibv_send_wr wr;
+  ibv_sge sge[kMaxSge];
+  uint32_t nsge;
+  uint8_t inl[kMaxInline];
+};
+
+struct SnQp {
+  ibv_qp_ex qpx;
+  uint32_t slot;
+  ShmQp* shm;
+  SnCq* send_cq;
+  SnCq* recv_cq;
+  SnSrq* srq;
+  uint32_t max_send_wr, max_send_sge, max_inline, max_recv_wr, max_recv_sge;
+  std::mutex sq_mu;
+  // Private send ring: [retired, exec) executed, [exec, posted) pending.
+  std::vector<SendWqe> sq;
+  uint64_t sq_retired = 0;
+  uint64_t sq_exec = 0;
+  uint64_t sq_posted = 0;
+  std::atomic<uint64_t> sq_retire_to{0};  // set by the poller
+  std::atomic<uint32_t> rq_outstanding{0};
+  uint32_t ops_since_check = 0;
+  // ibv_wr_* batch.
+  std::vector<BatchWr> batch;
+  int batch_error = 0;
+};
+
+struct SnAh {
+  ibv_ah ah;
+  ibv_ah_attr attr;
+};
+
+// The process's view of the fabric.
+struct Process {
+  Fabric* fab = nullptr;
+  std::mutex mu;  // object creation and destruction
+  SnQp* qps[kMaxQps] = {};
+  SnCq* cqs[kMaxCqs] = {};
+  SnSrq* srqs[kMaxSrqs] = {};
+  SnContext* ctxs[kMaxContexts] = {};
+};
+
+// Attaches on first use; nullptr with errno set if the fabric is unusable.
+Process* GetProcess();
+
+inline SnContext* Ctx(ibv_context* c) { return reinterpret_cast<SnContext*>(verbs_get_ctx(c)); }
+inline SnQp* Qp(ibv_qp* q) { return reinterpret_cast<SnQp*>(q); }
+inline SnCq* Cq(ibv_cq* c) { return reinterpret_cast<SnCq*>(c); }
+inline SnSrq* Srq(ibv_srq* s) { return reinterpret_cast<SnSrq*>(s); }
+
+// Data path (datapath.cc).
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
+int ReqNotifyCq(ibv_cq* cq, int solicited_only);
+void InstallCqExOps(SnCq* cq);
+void InstallQpExOps(SnQp* qp);
+// Moves a QP to ERR and flushes what it has outstanding (caller holds the
+// fabric lock when `locked`).
+void MoveToErrorLocked(Process* p, ShmQp* q);
+void FlushSq(Process* p, SnQp* qp);
+// Drives pending (RNR) work and liveness for QPs bound to `cq`.
+void ProgressCq(Process* p, SnCq* cq);
+// Posts a completion to a CQ ring (fabric lock held).  Returns false on
+// overrun.
+bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& cqe);
+// Sends an async event to the context that owns an object.
+void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t obj_kind, uint32_t obj_slot);
+enum : uint32_t { kObjNone = 0, kObjCq = 1, kObjQp = 2, kObjSrq = 3, kObjPort = 4 };
+uint64_t NowNs();
+// Wakes the owner of a completion channel (datagram to its socket).
+void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
+
+}  // namespace rdmasan::softnic
+
+#endif  // RDMASAN_SOFTNIC_INTERNAL_H_

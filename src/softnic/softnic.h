@@ -1,0 +1,78 @@
+// softnic: a user-space RDMA device presented through the public verbs ABI.
+//
+// softnic builds its own `struct verbs_context` (and ibv_qp_ex / ibv_cq_ex)
+// so the inline data-path functions of <infiniband/verbs.h> dispatch into it
+// directly; the interpose layer routes every exported verb whose object
+// belongs to a softnic context here.  Objects of a softnic context never
+// reach libibverbs.  The device behaves like a NIC: it honours and reports
+// capacities, rejects over-posting with ENOMEM, turns protection and length
+// violations into the error completions hardware gives, moves QPs to ERR and
+// flushes, retries on RNR per rnr_retry, raises CQ_ERR on overrun.  Processes
+// on one host talk through a shared-memory fabric (fabric.h).
+//
+// May not: touch memory that no valid key grants, start threads, block the
+// caller except where the verb itself blocks (ibv_get_cq_event,
+// ibv_get_async_event), or throw across the C ABI.
+#ifndef RDMASAN_SOFTNIC_SOFTNIC_H_
+#define RDMASAN_SOFTNIC_SOFTNIC_H_
+
+#include <infiniband/verbs.h>
+
+#include <string>
+
+namespace rdmasan::softnic {
+
+// The one softnic device (softnic0).
+ibv_device* Device();
+bool IsDevice(const ibv_device* dev);
+bool IsContext(const ibv_context* ctx);
+
+// Device-level verbs.
+ibv_context* OpenDevice(ibv_device* dev);
+int CloseDevice(ibv_context* ctx);
+__be64 DeviceGuid();
+int QueryDevice(ibv_context* ctx, ibv_device_attr* attr);
+int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr);
+int QueryGid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid);
+int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
+               size_t entry_size);
+ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t entry_size);
+int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey);
+int GetPkeyIndex(ibv_context* ctx, uint8_t port, __be16 pkey);
+int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event);
+void AckAsyncEvent(ibv_async_event* event);
+
+ibv_pd* AllocPd(ibv_context* ctx);
+int DeallocPd(ibv_pd* pd);
+ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+int DeregMr(ibv_mr* mr);
+int ReregMr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
+
+ibv_comp_channel* CreateCompChannel(ibv_context* ctx);
+int DestroyCompChannel(ibv_comp_channel* ch);
+ibv_cq* CreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int vector);
+int ResizeCq(ibv_cq* cq, int cqe);
+int DestroyCq(ibv_cq* cq);
+int GetCqEvent(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context);
+void AckCqEvents(ibv_cq* cq, unsigned n);
+
+ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr);
+int ModifySrq(ibv_srq* srq, ibv_srq_attr* attr, int mask);
+int QuerySrq(ibv_srq* srq, ibv_srq_attr* attr);
+int DestroySrq(ibv_srq* srq);
+
+ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr);
+int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+int DestroyQp(ibv_qp* qp);
+ibv_qp_ex* QpToQpEx(ibv_qp* qp);
+
+ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);
+int DestroyAh(ibv_ah* ah);
+
+// The fabric this process attached to (for diagnostics and tests).
+std::string FabricName();
+
+}  // namespace rdmasan::softnic
+
+#endif  // RDMASAN_SOFTNIC_SOFTNIC_H_
