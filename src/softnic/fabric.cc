@@ -60,8 +60,7 @@ void InitHeader(ShmHeader* h, uint64_t total) {
   h->next_pd = 1;
   h->version = kFabricVersion;
   h->magic = kFabricMagic;
-  std::atomic_thread_fence(std::memory_order_release);
-  h->initialized = 1;
+  reinterpret_cast<std::atomic<uint32_t>*>(&h->initialized)->store(2, std::memory_order_release);
 }
 
 }  // namespace
@@ -117,8 +116,10 @@ Fabric* Fabric::Attach(const std::string& name) {
         errno = e;
         return nullptr;
       }
+      // Shared lock for life; the last process to detach takes it
+      // exclusively (non-blocking) to remove the file.
       struct stat st;
-      if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+      if (flock(fd, LOCK_SH) != 0 || fstat(fd, &st) != 0) {
         close(fd);
         delete f;
         return nullptr;
@@ -145,10 +146,16 @@ Fabric* Fabric::Attach(const std::string& name) {
         return nullptr;
       }
       f->hdr_ = static_cast<ShmHeader*>(p);
-      if (!f->hdr_->initialized) {
+      // First one in initializes (0 -> 1 -> 2); the others wait for 2.
+      auto* state = reinterpret_cast<std::atomic<uint32_t>*>(&f->hdr_->initialized);
+      uint32_t expected = 0;
+      if (state->compare_exchange_strong(expected, 1)) {
         InitHeader(f->hdr_, total);
-      } else if (f->hdr_->magic != kFabricMagic || f->hdr_->version != kFabricVersion) {
-        fprintf(stderr, "==%d==rdmasan: softnic fabric %s has an incompatible layout; remove it or pick another softnic_fabric\n",
+      } else {
+        for (int spin = 0; state->load() != 2 && spin < 20000; ++spin) usleep(100);
+      }
+      if (state->load() != 2 || f->hdr_->magic != kFabricMagic || f->hdr_->version != kFabricVersion) {
+        fprintf(stderr, "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); remove it or pick another softnic_fabric\n",
                 getpid(), f->path_.c_str());
         munmap(p, total);
         close(fd);
@@ -156,7 +163,6 @@ Fabric* Fabric::Attach(const std::string& name) {
         errno = EPROTO;
         return nullptr;
       }
-      flock(fd, LOCK_SH);  // held for life: the last detacher removes the file
       f->fd_ = fd;
       break;
     }
