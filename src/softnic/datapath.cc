@@ -221,8 +221,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   ShmQp& me = *x.qp->shm;
   const bool ud = me.type == IBV_QPT_UD;
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
-  if (!resp || !x.p->fab->ProcAlive(resp->proc) || resp->type != me.type) return NoResponder(x);
-  if (!PeerAlive(x, *resp)) return NoResponder(x);
+  if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NoResponder(x);
   if (ud) {
     uint32_t qkey = (w.remote_qkey & 0x80000000u) ? me.qkey : w.remote_qkey;
@@ -347,7 +346,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
 int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
-  if (!resp || !x.p->fab->ProcAlive(resp->proc) || resp->type != me.type) return NoResponder(x);
+  if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return NoResponder(x);
   const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.h->procs[resp->proc].pid;
   uint64_t va = 0;
