@@ -210,10 +210,11 @@ int NoResponder(Exec& x) {
 
 bool PeerAlive(Exec& x, const ShmQp& resp) {
   if (resp.proc == x.p->fab->self_proc()) return true;
-  // Every so often, confirm that the peer's process still runs: a SEND that
-  // is staged into a dead process's CQ would otherwise succeed forever.
-  if (++x.qp->ops_since_check < 1024) return true;
-  x.qp->ops_since_check = 0;
+  // Every 10 ms, confirm that the peer's process still runs: a SEND staged
+  // into a dead process's CQ would otherwise succeed forever.
+  uint64_t now = NowNs();
+  if (now - x.qp->last_peer_check_ns < 10 * 1000 * 1000ull) return true;
+  x.qp->last_peer_check_ns = now;
   return x.p->fab->ProcAlive(resp.proc);
 }
 

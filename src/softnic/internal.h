@@ -114,7 +114,7 @@ struct SnQp {
   uint64_t sq_posted = 0;
   std::atomic<uint64_t> sq_retire_to{0};  // set by the poller
   std::atomic<uint32_t> rq_outstanding{0};
-  uint32_t ops_since_check = 0;
+  uint64_t last_peer_check_ns = 0;
   // ibv_wr_* batch.
   std::vector<BatchWr> batch;
   int batch_error = 0;

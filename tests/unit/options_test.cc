@@ -1,0 +1,32 @@
+#include "core/options.h"
+
+#include <gtest/gtest.h>
+
+namespace rdmasan::core {
+namespace {
+
+TEST(Options, ParsesKnownAndReportsBad) {
+  Options o;
+  auto errors = ParseOptions("softnic=on:softnic_fabric=abc,verbosity=2", &o);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(o.softnic, "on");
+  EXPECT_EQ(o.softnic_fabric, "abc");
+  EXPECT_EQ(o.verbosity, 2);
+  errors = ParseOptions("verbosity=x:nosuch=1:help", &o);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("verbosity"), std::string::npos);
+  EXPECT_NE(errors[1].find("unknown option 'nosuch'"), std::string::npos);
+  EXPECT_NE(errors[2].find("no value"), std::string::npos);
+  EXPECT_EQ(o.verbosity, 2) << "a bad value keeps the previous one";
+}
+
+TEST(Options, HelpListsEveryOption) {
+  std::string help = OptionsHelp();
+  for (const char* name : {"softnic", "softnic_fabric", "verbosity", "log_path", "help"})
+    EXPECT_NE(help.find(name), std::string::npos) << name;
+  EXPECT_TRUE(IsKnownOption("softnic"));
+  EXPECT_FALSE(IsKnownOption("softnicx"));
+}
+
+}  // namespace
+}  // namespace rdmasan::core

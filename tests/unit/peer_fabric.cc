@@ -1,0 +1,1 @@
+extern const char* const kRdmasanTestFabric = "unit-peer";

@@ -1,0 +1,231 @@
+// Two processes on one softnic fabric: payload crosses address spaces (the
+// staged small-SEND path, process_vm_writev/readv for large ones, atomics),
+// and a peer killed with SIGKILL gives the survivor retry-exceeded and flush
+// completions instead of a hang.
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "tests/unit/softnic_fixture.h"
+
+namespace rdmasan::testing {
+namespace {
+
+constexpr size_t kBuf = 1 << 16;
+
+struct Endpoint {
+  uint32_t qpn[2];
+  uint64_t addr;
+  uint32_t rkey;
+};
+
+struct Side {
+  ibv_context* ctx;
+  ibv_pd* pd;
+  ibv_cq* cq[2];
+  ibv_qp* qp[2];
+  ibv_mr* mr;
+  uint8_t* buf;
+};
+
+bool MakeSide(Side* s) {
+  s->ctx = OpenSoftnic();
+  if (!s->ctx) return false;
+  s->pd = ibv_alloc_pd(s->ctx);
+  s->buf = static_cast<uint8_t*>(aligned_alloc(4096, kBuf));
+  std::memset(s->buf, 0, kBuf);
+  s->mr = ibv_reg_mr(s->pd, s->buf, kBuf,
+                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC);
+  for (int i = 0; i < 2; ++i) {
+    s->cq[i] = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = s->cq[i];
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 16;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    s->qp[i] = ibv_create_qp(s->pd, &a);
+    if (!s->cq[i] || !s->qp[i]) return false;
+  }
+  return s->pd && s->mr;
+}
+
+int Connect(ibv_qp* qp, uint32_t remote) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_4096;
+  a.dest_qp_num = remote;
+  a.ah_attr.dlid = 1;
+  a.ah_attr.port_num = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  if (int rc = ibv_modify_qp(qp, &a,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+int PostRecv(Side& s, int q, uint64_t id, uint64_t off, uint32_t len) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf + off), len, s.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad;
+  return ibv_post_recv(s.qp[q], &wr, &bad);
+}
+
+int Post(Side& s, int q, ibv_wr_opcode op, uint64_t id, uint64_t off, uint32_t len, uint64_t raddr = 0,
+         uint32_t rkey = 0, uint64_t add = 0) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf + off), len, s.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    wr.wr.atomic = {raddr, add, 0, rkey};
+  } else {
+    wr.wr.rdma = {raddr, rkey};
+  }
+  ibv_send_wr* bad;
+  return ibv_post_send(s.qp[q], &wr, &bad);
+}
+
+bool PollOne(ibv_cq* cq, ibv_wc* wc, int timeout_ms = 3000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n == 1) return true;
+    if (n < 0) return false;
+  }
+  return false;
+}
+
+TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The responder: publishes its QPs and buffer, posts receives, waits.
+    Side s{};
+    if (!MakeSide(&s)) _exit(10);
+    for (size_t i = 0; i < 64; ++i) s.buf[32768 + i] = static_cast<uint8_t>(i * 3);
+    Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, reinterpret_cast<uint64_t>(s.buf), s.mr->rkey};
+    if (write(to_parent[1], &me, sizeof(me)) != sizeof(me)) _exit(11);
+    Endpoint peer;
+    if (read(to_child[0], &peer, sizeof(peer)) != sizeof(peer)) _exit(12);
+    for (int q = 0; q < 2; ++q)
+      if (Connect(s.qp[q], peer.qpn[q])) _exit(13);
+    if (PostRecv(s, 0, 1, 0, 8) || PostRecv(s, 0, 2, 4096, 8192)) _exit(14);
+    char ready = 'r';
+    if (write(to_parent[1], &ready, 1) != 1) _exit(15);
+    // Echo the two receives' bytes back to the parent for checking.
+    ibv_wc wc;
+    for (int i = 0; i < 2; ++i)
+      if (!PollOne(s.cq[0], &wc, 10000) || wc.status != IBV_WC_SUCCESS) _exit(16);
+    if (write(to_parent[1], s.buf, 8) != 8 || write(to_parent[1], s.buf + 4096, 8192) != 8192) _exit(17);
+    pause();
+    _exit(0);
+  }
+  Side s{};
+  ASSERT_TRUE(MakeSide(&s));
+  Endpoint peer;
+  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
+  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
+  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, reinterpret_cast<uint64_t>(s.buf), s.mr->rkey};
+  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
+  char ready;
+  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+
+  // Small SEND (staged in the completion) and large SEND (process_vm_writev).
+  std::memcpy(s.buf, "tinymsg", 8);
+  for (size_t i = 0; i < 8192; ++i) s.buf[4096 + i] = static_cast<uint8_t>(i * 7);
+  ibv_wc wc;
+  ASSERT_EQ(Post(s, 0, IBV_WR_SEND, 1, 0, 8), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Post(s, 0, IBV_WR_SEND, 2, 4096, 8192), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  std::vector<uint8_t> echo(8 + 8192);
+  size_t got = 0;
+  while (got < echo.size()) {
+    ssize_t n = read(to_parent[0], echo.data() + got, echo.size() - got);
+    ASSERT_GT(n, 0);
+    got += n;
+  }
+  EXPECT_EQ(std::memcmp(echo.data(), "tinymsg", 8), 0);
+  EXPECT_EQ(std::memcmp(echo.data() + 8, s.buf + 4096, 8192), 0);
+
+  // RDMA READ from the peer's memory, RDMA WRITE into it and read it back.
+  ASSERT_EQ(Post(s, 0, IBV_WR_RDMA_READ, 3, 20000, 64, peer.addr + 32768, peer.rkey), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  for (size_t i = 0; i < 64; ++i) ASSERT_EQ(s.buf[20000 + i], static_cast<uint8_t>(i * 3)) << i;
+  ASSERT_EQ(Post(s, 0, IBV_WR_RDMA_WRITE, 4, 4096, 8192, peer.addr + 40000, peer.rkey), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Post(s, 0, IBV_WR_RDMA_READ, 5, 50000, 8192, peer.addr + 40000, peer.rkey), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(s.buf + 50000, s.buf + 4096, 8192), 0);
+  // Atomics across processes.
+  ASSERT_EQ(Post(s, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 6, 100, 8, peer.addr + 64, peer.rkey, 5), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_EQ(Post(s, 0, IBV_WR_ATOMIC_FETCH_AND_ADD, 7, 100, 8, peer.addr + 64, peer.rkey, 5), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  uint64_t old;
+  std::memcpy(&old, s.buf + 100, 8);
+  EXPECT_EQ(old, 5u);
+
+  // The peer dies.  A survivor waiting only on a receive gets it flushed; a
+  // survivor that sends gets RETRY_EXC_ERR.  Neither hangs.
+  ASSERT_EQ(PostRecv(s, 1, 90, 0, 64), 0);
+  kill(child, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(PollOne(s.cq[1], &wc, 5000)) << "survivor hung waiting for a receive";
+  EXPECT_EQ(wc.wr_id, 90u);
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the liveness window
+  ASSERT_EQ(Post(s, 0, IBV_WR_SEND, 8, 0, 8), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc, 5000)) << "survivor hung on a send";
+  EXPECT_EQ(wc.wr_id, 8u);
+  EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ibv_qp_attr a;
+  ibv_qp_init_attr init;
+  ASSERT_EQ(ibv_query_qp(s.qp[0], &a, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+}
+
+}  // namespace
+}  // namespace rdmasan::testing

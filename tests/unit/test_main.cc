@@ -1,0 +1,20 @@
+// Unit-test main: every test binary gets a private softnic fabric, so
+// parallel test runs never meet.  A binary may ask for a named fabric
+// (needed when a test forks a peer process) by defining kFabricName.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+extern const char* const kRdmasanTestFabric;
+
+int main(int argc, char** argv) {
+  std::string fabric = kRdmasanTestFabric;
+  if (fabric != "inproc") fabric += "-" + std::to_string(getpid());
+  std::string opts = "softnic=on:softnic_fabric=" + fabric;
+  if (const char* extra = std::getenv("RDMASAN_OPTIONS")) opts = std::string(extra) + ":" + opts;
+  setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,100 @@
+// The data-path wrapping of real provider contexts, driven over a stub
+// context built here (no RDMA hardware exists to test it on): the inline
+// verbs must go through the shim's wrappers and chain to the provider's ops
+// with arguments and results untouched.
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <cstring>
+
+#include "interpose/interpose.h"
+
+namespace rdmasan::interpose {
+namespace {
+
+struct StubCalls {
+  int post_send = 0, post_recv = 0, poll_cq = 0, notify = 0, query_port = 0;
+  ibv_send_wr* last_wr = nullptr;
+} g_stub;
+
+int StubPostSend(ibv_qp*, ibv_send_wr* wr, ibv_send_wr** bad) {
+  ++g_stub.post_send;
+  g_stub.last_wr = wr;
+  *bad = wr->next;  // a provider that rejects the second WR
+  return wr->next ? ENOMEM : 0;
+}
+int StubPostRecv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) { return ++g_stub.post_recv, 0; }
+int StubPollCq(ibv_cq*, int n, ibv_wc* wc) {
+  ++g_stub.poll_cq;
+  if (n < 1) return 0;
+  std::memset(wc, 0, sizeof(*wc));
+  wc->wr_id = 0x1234;
+  return 1;
+}
+int StubNotify(ibv_cq*, int solicited) { return ++g_stub.notify, solicited ? 0 : 0; }
+int StubQueryPort(ibv_context*, uint8_t, ibv_port_attr* a, size_t) {
+  ++g_stub.query_port;
+  std::memset(a, 0, sizeof(*a));
+  a->state = IBV_PORT_ARMED;
+  return 0;
+}
+
+TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.query_port = StubQueryPort;
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.post_send = StubPostSend;
+  ctx.ops.post_recv = StubPostRecv;
+  ctx.ops.poll_cq = StubPollCq;
+  ctx.ops.req_notify_cq = StubNotify;
+  ibv_qp qp{};
+  qp.context = &ctx;
+  ibv_cq cq{};
+  cq.context = &ctx;
+
+  WrapRealContext(&ctx);
+  ASSERT_TRUE(IsWrapped(&ctx));
+  EXPECT_NE(ctx.ops.post_send, StubPostSend);
+  Counters& c = GetCounters();
+  const uint64_t sends0 = c.post_send, polls0 = c.poll_cq;
+
+  ibv_send_wr wr2{}, wr1{};
+  wr1.next = &wr2;
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(&qp, &wr1, &bad), ENOMEM);  // provider's result
+  EXPECT_EQ(bad, &wr2);                               // and bad_wr, untouched
+  EXPECT_EQ(g_stub.last_wr, &wr1);
+  ibv_recv_wr rwr{};
+  ibv_recv_wr* rbad = nullptr;
+  EXPECT_EQ(ibv_post_recv(&qp, &rwr, &rbad), 0);
+  ibv_wc wc;
+  EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
+  EXPECT_EQ(wc.wr_id, 0x1234u);
+  EXPECT_EQ(ibv_req_notify_cq(&cq, 1), 0);
+  ibv_port_attr pa;
+  EXPECT_EQ(ibv_query_port(&ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.state, IBV_PORT_ARMED);
+
+  EXPECT_EQ(g_stub.post_send, 1);
+  EXPECT_EQ(g_stub.post_recv, 1);
+  EXPECT_EQ(g_stub.poll_cq, 1);
+  EXPECT_EQ(g_stub.notify, 1);
+  EXPECT_EQ(g_stub.query_port, 1);
+  EXPECT_EQ(c.post_send - sends0, 1u);
+  EXPECT_EQ(c.poll_cq - polls0, 1u);
+
+  WrapRealContext(&ctx);  // idempotent: no double wrapping
+  EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
+  EXPECT_EQ(g_stub.poll_cq, 2);
+  EXPECT_EQ(c.poll_cq - polls0, 2u);
+
+  UnwrapRealContext(&ctx);
+  EXPECT_FALSE(IsWrapped(&ctx));
+  EXPECT_EQ(ctx.ops.post_send, StubPostSend);
+  EXPECT_EQ(v.query_port, StubQueryPort);
+}
+
+}  // namespace
+}  // namespace rdmasan::interpose
