@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "softnic/fabric.h"
 #include "tests/unit/softnic_fixture.h"
 
 namespace rdmasan::testing {
@@ -229,3 +231,56 @@ TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
 
 }  // namespace
 }  // namespace rdmasan::testing
+
+namespace rdmasan::softnic {
+namespace {
+
+// A process that dies without detaching leaves its objects in the fabric;
+// the next process to attach reclaims them.
+TEST(SoftnicFabric, DeadProcessStateIsReclaimed) {
+  const std::string name = "reap-" + std::to_string(getpid());
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Fabric* f = Fabric::Attach(name);
+    if (!f) _exit(1);
+    f->Lock();
+    ShmMr& m = f->hdr()->mrs[5];
+    m.in_use = 1;
+    m.proc = f->self_proc();
+    m.key = 5 << 8 | 1;
+    uint64_t ring = f->Alloc(1 << 20);
+    f->hdr()->cqs[3].in_use = 1;
+    f->hdr()->cqs[3].proc = f->self_proc();
+    f->hdr()->cqs[3].ring_off = ring;
+    f->Unlock();
+    char c = 'x';
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    pause();
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  Fabric* f = Fabric::Attach(name);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->hdr()->mrs[5].in_use, 1u) << "the peer still runs: its MR stays";
+  kill(child, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  f->Lock();
+  f->ReapDeadLocked();
+  EXPECT_EQ(f->hdr()->mrs[5].in_use, 0u);
+  EXPECT_EQ(f->hdr()->cqs[3].in_use, 0u);
+  // The heap block came back: a 1 MiB allocation fits again at the start.
+  uint64_t again = f->Alloc(1 << 20);
+  EXPECT_NE(again, 0u);
+  f->Free(again);
+  f->Unlock();
+  f->Detach();
+  EXPECT_NE(access(("/dev/shm/rdmasan-" + std::to_string(getuid()) + "-" + name).c_str(), F_OK), 0)
+      << "the last process to detach removes the fabric file";
+}
+
+}  // namespace
+}  // namespace rdmasan::softnic
