@@ -327,6 +327,11 @@ void Fabric::Detach() {
   }
 }
 
+Fabric::~Fabric() {
+  if (hdr_) munmap(hdr_, map_size_);
+  if (fd_ >= 0) close(fd_);
+}
+
 std::string Fabric::ChannelAddr(uint32_t slot, uint32_t gen) const {
   return absl::StrCat("rdmasan-", getuid(), "-", name_, "-ch-", slot, "-", gen);
 }

@@ -241,8 +241,10 @@ class Fabric {
   bool ProcAlive(uint32_t proc) const;
   // Frees every object of dead processes (under the lock).
   void ReapDeadLocked();
-  // Releases every object of the calling process and detaches.
+  // Releases every object of the calling process and detaches; the mapping
+  // stays until the Fabric is deleted.
   void Detach();
+  ~Fabric();
 
   // Unix datagram endpoint names (abstract namespace) for events.
   std::string ChannelAddr(uint32_t slot, uint32_t gen) const;

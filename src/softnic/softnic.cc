@@ -92,8 +92,6 @@ uint32_t FreeSlot(T (&table)[N], uint32_t first = 0) {
   return kNone;
 }
 
-bool SameCtx(ibv_context* a, ibv_context* b) { return a == b; }
-
 uint32_t PdId(ibv_pd* pd) { return reinterpret_cast<SnPd*>(pd)->id; }
 
 void FillPortAttr(ibv_port_attr* a) {

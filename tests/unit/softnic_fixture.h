@@ -120,13 +120,25 @@ class SoftnicPair : public ::testing::Test {
 
   void TearDown() override {
     for (int i = 0; i < 2; ++i) {
-      if (qp_[i]) EXPECT_EQ(ibv_destroy_qp(qp_[i]), 0);
-      if (mr_[i]) EXPECT_EQ(ibv_dereg_mr(mr_[i]), 0);
-      if (cq_[i]) EXPECT_EQ(ibv_destroy_cq(cq_[i]), 0);
+      if (qp_[i]) {
+        EXPECT_EQ(ibv_destroy_qp(qp_[i]), 0);
+      }
+      if (mr_[i]) {
+        EXPECT_EQ(ibv_dereg_mr(mr_[i]), 0);
+      }
+      if (cq_[i]) {
+        EXPECT_EQ(ibv_destroy_cq(cq_[i]), 0);
+      }
     }
-    if (channel_) EXPECT_EQ(ibv_destroy_comp_channel(channel_), 0);
-    if (pd_) EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
-    if (ctx_) EXPECT_EQ(ibv_close_device(ctx_), 0);
+    if (channel_) {
+      EXPECT_EQ(ibv_destroy_comp_channel(channel_), 0);
+    }
+    if (pd_) {
+      EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
+    }
+    if (ctx_) {
+      EXPECT_EQ(ibv_close_device(ctx_), 0);
+    }
   }
 
   int PostRecv(int side, uint64_t wr_id, uint64_t offset, uint32_t len, uint32_t lkey = 0) {

@@ -59,6 +59,17 @@ bool MakeSide(Side* s) {
   return s->pd && s->mr;
 }
 
+void DestroySide(Side* s) {
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ibv_destroy_qp(s->qp[i]), 0);
+    EXPECT_EQ(ibv_destroy_cq(s->cq[i]), 0);
+  }
+  EXPECT_EQ(ibv_dereg_mr(s->mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(s->pd), 0);
+  EXPECT_EQ(ibv_close_device(s->ctx), 0);
+  free(s->buf);
+}
+
 int Connect(ibv_qp* qp, uint32_t remote) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
@@ -227,6 +238,7 @@ TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
   ibv_qp_init_attr init;
   ASSERT_EQ(ibv_query_qp(s.qp[0], &a, IBV_QP_STATE, &init), 0);
   EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+  DestroySide(&s);
 }
 
 }  // namespace
@@ -278,6 +290,7 @@ TEST(SoftnicFabric, DeadProcessStateIsReclaimed) {
   f->Free(again);
   f->Unlock();
   f->Detach();
+  delete f;
   EXPECT_NE(access(("/dev/shm/rdmasan-" + std::to_string(getuid()) + "-" + name).c_str(), F_OK), 0)
       << "the last process to detach removes the fabric file";
 }

@@ -3,7 +3,9 @@
 #include <endian.h>
 #include <poll.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "tests/unit/softnic_fixture.h"
 
@@ -580,6 +582,96 @@ TEST_F(SoftnicPair, SharedReceiveQueueAndLimitEvent) {
   EXPECT_EQ(ibv_destroy_srq(srq), EBUSY) << "a QP still uses it";
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+}  // namespace
+}  // namespace rdmasan::testing
+
+namespace rdmasan::testing {
+namespace {
+
+// Threads posting and polling on their own QPs of one context at once: no
+// lost or duplicated completions, and (under TSan) no data race.
+TEST(SoftnicThreads, ConcurrentQpsOfOneContext) {
+  ibv_context* ctx = OpenSoftnic();
+  ASSERT_NE(ctx, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  constexpr int kThreads = 4, kIters = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> buf(4096);
+      ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+      ibv_cq* cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+      ibv_qp* qp[2];
+      for (auto& q : qp) {
+        ibv_qp_init_attr a{};
+        a.send_cq = a.recv_cq = cq;
+        a.qp_type = IBV_QPT_RC;
+        a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+        a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+        q = ibv_create_qp(pd, &a);
+      }
+      for (int i = 0; i < 2; ++i) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = qp[1 - i]->qp_num;
+        a.ah_attr.port_num = 1;
+        a.min_rnr_timer = 1;
+        ibv_modify_qp(qp[i], &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        a.rnr_retry = 7;
+        if (ibv_modify_qp(qp[i], &a,
+                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_MAX_QP_RD_ATOMIC))
+          ++failures;
+      }
+      int sent = 0, recvd = 0;
+      for (int i = 0; i < kIters; ++i) {
+        ibv_sge rs{reinterpret_cast<uint64_t>(buf.data() + 2048), 64, mr->lkey};
+        ibv_recv_wr rwr{};
+        rwr.wr_id = i;
+        rwr.sg_list = &rs;
+        rwr.num_sge = 1;
+        ibv_recv_wr* rbad;
+        if (ibv_post_recv(qp[1], &rwr, &rbad)) ++failures;
+        ibv_sge ss{reinterpret_cast<uint64_t>(buf.data()), 64, mr->lkey};
+        ibv_send_wr swr{};
+        swr.wr_id = i;
+        swr.opcode = IBV_WR_SEND;
+        swr.send_flags = IBV_SEND_SIGNALED;
+        swr.sg_list = &ss;
+        swr.num_sge = 1;
+        ibv_send_wr* sbad;
+        if (ibv_post_send(qp[0], &swr, &sbad)) ++failures;
+        for (int spins = 0; spins < 1000000 && (sent <= i || recvd <= i); ++spins) {
+          ibv_wc wc[4];
+          int n = ibv_poll_cq(cq, 4, wc);
+          for (int k = 0; k < n; ++k) {
+            if (wc[k].status != IBV_WC_SUCCESS) ++failures;
+            (wc[k].opcode == IBV_WC_SEND ? sent : recvd)++;
+          }
+        }
+      }
+      if (sent != kIters || recvd != kIters) ++failures;
+      for (auto* q : qp) ibv_destroy_qp(q);
+      ibv_destroy_cq(cq);
+      ibv_dereg_mr(mr);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
 }  // namespace
