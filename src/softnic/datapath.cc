@@ -471,7 +471,7 @@ void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index
 
 // Runs pending WRs in order, fabric lock and sq_mu held.
 void RunSqLocked(Process* p, SnQp* qp) {
-  Exec x{p, p->fab->hdr(), qp, getpid()};
+  Exec x{p, p->fab->hdr(), qp, p->pid};
   const uint32_t size = static_cast<uint32_t>(qp->sq.size());
   while (qp->sq_exec < qp->sq_posted) {
     auto state = qp->shm->state.load(std::memory_order_relaxed);

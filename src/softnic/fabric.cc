@@ -193,6 +193,20 @@ Fabric* Fabric::Attach(const std::string& name) {
 }
 
 void Fabric::Lock() {
+  // Critical sections are short (one WR's copy at most); spin a while
+  // before sleeping in the kernel, where a wake-up costs a scheduler round
+  // trip on a busy machine.
+  for (int i = 0; i < 4000; ++i) {
+    int rc = pthread_mutex_trylock(&hdr_->lock);
+    if (rc == 0) return;
+    if (rc == EOWNERDEAD) {
+      pthread_mutex_consistent(&hdr_->lock);
+      return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   int rc = pthread_mutex_lock(&hdr_->lock);
   if (rc == EOWNERDEAD) {
     // A process died inside a critical section.  Every critical section

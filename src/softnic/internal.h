@@ -9,6 +9,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -128,6 +130,7 @@ struct SnAh {
 // The process's view of the fabric.
 struct Process {
   Fabric* fab = nullptr;
+  pid_t pid = 0;  // cached: getpid() is a system call
   std::mutex mu;  // object creation and destruction
   SnQp* qps[kMaxQps] = {};
   SnCq* cqs[kMaxCqs] = {};

@@ -220,6 +220,7 @@ Process* GetProcess() {
       delete p;
       return;
     }
+    p->pid = getpid();
     g_process = p;
     atexit(DetachAtExit);
   });
