@@ -1,0 +1,142 @@
+// core/event: the vocabulary every rdmasan module speaks.
+//
+// An Event is a copy of one verbs call as the application made it: the
+// arguments that matter to the rules (WR chains with their SGEs, opcodes,
+// flags, remote address and rkey, immediate data, attributes), the result
+// (return value, errno, the index of *bad_wr), the calling thread, a
+// sequence number, the stack id of the call, and stable object ids assigned
+// by the interposer in creation order.  Events never hold application
+// pointers (addresses appear only as numbers), so a live run and the replay
+// of its trace feed the checkers identical values.
+//
+// May not: reference process state, allocate without bound (WR chains and
+// completion batches are copied by value; small ones inline).
+#ifndef RDMASAN_CORE_EVENT_H_
+#define RDMASAN_CORE_EVENT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+
+namespace rdmasan::core {
+
+using StackId = uint32_t;  // 0 = none; see core/stack.h
+using ObjId = uint64_t;    // 0 = none; unique per process, never reused
+
+enum class EventKind : uint8_t {
+  kOpenDevice,
+  kCloseDevice,
+  kAllocPd,
+  kDeallocPd,
+  kRegMr,
+  kDeregMr,
+  kCreateCompChannel,
+  kDestroyCompChannel,
+  kCreateCq,
+  kDestroyCq,
+  kCreateSrq,
+  kModifySrq,
+  kDestroySrq,
+  kCreateQp,
+  kModifyQp,
+  kDestroyQp,
+  kCreateAh,
+  kDestroyAh,
+  kPostSend,
+  kPostRecv,
+  kPostSrqRecv,
+  kPollCq,
+  kReqNotifyCq,
+  kGetCqEvent,
+  kAckCqEvents,
+  kAsyncEvent,
+  kFreeRange,  // free/munmap/realloc released [addr, addr+length)
+  kFork,
+  kForkInit,
+  kCount
+};
+
+const char* EventKindName(EventKind k);
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+  uint64_t hash = 0;  // payload hash at post (send side), 0 if not taken
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  uint32_t opcode = 0;      // ibv_wr_opcode
+  uint32_t send_flags = 0;  // ibv_send_flags
+  uint32_t imm_data = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t remote_qpn = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  ObjId ah = 0;
+  int32_t num_sge = 0;  // as given (may disagree with sges.size() if absurd)
+  absl::InlinedVector<Sge, 2> sges;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  int32_t num_sge = 0;
+  absl::InlinedVector<Sge, 2> sges;
+};
+
+struct Completion {
+  uint64_t wr_id = 0;
+  uint32_t status = 0;  // ibv_wc_status
+  uint32_t opcode = 0;  // ibv_wc_opcode
+  uint32_t qp_num = 0;
+  uint32_t byte_len = 0;
+  uint32_t vendor_err = 0;
+};
+
+struct QpCaps {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 0;
+  uint32_t max_recv_sge = 0;
+  uint32_t max_inline_data = 0;
+};
+
+struct Event {
+  uint64_t seq = 0;
+  uint32_t tid = 0;
+  EventKind kind = EventKind::kCount;
+  int32_t ret = 0;       // the verb's return value (pointer verbs: 0 ok, -1 failed)
+  int32_t err = 0;       // errno or returned error code when it failed
+  StackId stack = 0;
+
+  ObjId obj = 0;     // the object the call acts on or creates
+  ObjId parent = 0;  // context for PD/CQ/channel, PD for MR/QP/SRQ/AH
+  ObjId send_cq = 0, recv_cq = 0, srq = 0, channel = 0;
+
+  // Attributes, by kind.
+  uint64_t addr = 0;      // MR start, freed range start
+  uint64_t length = 0;    // MR length, freed range length
+  uint64_t iova = 0;
+  uint32_t access = 0;    // MR access / QP access flags
+  uint32_t lkey = 0, rkey = 0;
+  uint32_t qp_type = 0;
+  uint32_t qp_num = 0;
+  uint32_t sq_sig_all = 0;
+  QpCaps caps;            // returned caps (create_qp), SRQ max_wr in max_recv_wr
+  int32_t cqe = 0;        // returned cqe
+  uint32_t attr_mask = 0;
+  uint32_t qp_state = 0;  // new state (modify_qp) or state reported by an event
+  uint32_t count = 0;     // poll: entries asked; ack: nevents; notify: solicited_only
+  uint32_t bad_index = UINT32_MAX;  // post: index of *bad_wr in the chain
+
+  absl::InlinedVector<SendWr, 1> send_wrs;
+  absl::InlinedVector<RecvWr, 1> recv_wrs;
+  absl::InlinedVector<Completion, 4> wcs;
+};
+
+}  // namespace rdmasan::core
+
+#endif  // RDMASAN_CORE_EVENT_H_
