@@ -265,6 +265,19 @@ int Devices(int argc, char** argv) {
   return 1;
 }
 
+// Port state as ibv_devinfo prints it (ibv_port_state_str says "active").
+const char* PortStateName(ibv_port_state state) {
+  switch (state) {
+    case IBV_PORT_NOP: return "PORT_NOP";
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+  }
+  return "PORT_UNKNOWN";
+}
+
 std::string FormatGuid(__be64 guid_be) {
   uint64_t g = be64toh(guid_be);
   return absl::StrFormat("%04x:%04x:%04x:%04x", (g >> 48) & 0xffff, (g >> 32) & 0xffff,
@@ -311,7 +324,7 @@ int ListDevicesUnderShim() {
           status = 1;
           continue;
         }
-        absl::StrAppendFormat(&line, "  port %d %s lid %d", port, ibv_port_state_str(pattr.state),
+        absl::StrAppendFormat(&line, "  port %d %s lid %d", port, PortStateName(pattr.state),
                               pattr.lid);
       }
     }
