@@ -177,7 +177,9 @@ elif [[ $client_status -ne 0 ]]; then
   failures+=("client: $(describe "$client_status")")
 fi
 for re in "${expects[@]}"; do
-  if ! cat "$server_log" "$client_log" | grep -Eq -- "$re"; then
+  # Not `cat ... | grep -q`: grep quitting early would SIGPIPE cat and
+  # fail the pipeline under pipefail.
+  if ! grep -Eq -- "$re" "$server_log" "$client_log"; then
     failures+=("expected output /$re/ not found")
   fi
 done
