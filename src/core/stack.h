@@ -1,0 +1,85 @@
+// core/stack: call-stack capture, the process-wide stack depot, and
+// symbolization.
+//
+// Capture is a fast frame-pointer walk, like the sanitizers' fast unwinder:
+// frame #0 is always the exact return address of the capturing call (right
+// even when the application has no frame pointers); the deeper frames come
+// from the rbp chain, checked to be aligned, increasing and inside the
+// thread's stack, so a broken chain only ends the walk early.  Stacks are
+// interned in a depot and named by a 32-bit StackId; the hit path of
+// capture+intern takes no lock and does not allocate.
+//
+// Symbolization (libdwfl) is slow, takes a lock and allocates: it is for
+// report time only, never for the data path.  It never crashes on odd
+// addresses and never reaches for the network (debuginfod is not used).
+#ifndef RDMASAN_CORE_STACK_H_
+#define RDMASAN_CORE_STACK_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rdmasan::core {
+
+using StackId = uint32_t;  // 0 = none
+
+inline constexpr size_t kMaxStackFrames = 32;
+
+// The stack of the caller of CaptureStack: frame #0 is the return address of
+// this call (the call site in the caller), then the caller's callers from the
+// frame-pointer chain.  The first `skip` frames are dropped (rdmasan's own
+// frames; they are reliable only if those functions keep frame pointers).
+// Returns 0 only if the depot is full.
+StackId CaptureStack(int skip = 0);
+
+// The stack as seen from a function F: `pc` is F's return address and
+// `frame` F's frame address.  Use the macro below inside an exported entry
+// point, so that frame #0 is exactly the application's call site.
+StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame);
+
+#define RDMASAN_CAPTURE_CALLER_STACK()                                          \
+  ::rdmasan::core::CaptureStackFrom(                                            \
+      reinterpret_cast<uintptr_t>(__builtin_return_address(0)),                 \
+      reinterpret_cast<uintptr_t>(__builtin_frame_address(0)))
+
+// Interns an explicit list of return addresses (at most kMaxStackFrames are
+// kept).  The same PCs always give the same id; n == 0 gives 0.
+StackId InternStack(const uintptr_t* pcs, size_t n);
+
+// The PCs of a stack (empty for 0 or an unknown id).
+std::vector<uintptr_t> StackPcs(StackId id);
+
+// Number of distinct stacks interned so far.
+size_t StackDepotSize();
+
+// One symbolized frame.  A PC with inlined calls yields several Frames with
+// the same pc, innermost first.  Unknown parts are empty / 0.
+struct Frame {
+  uintptr_t pc = 0;          // the return address as captured
+  std::string function;      // demangled
+  std::string file;          // source path as DWARF gives it
+  int line = 0;              // line of the call instruction (pc - 1)
+  std::string module;        // path of the ELF object holding pc
+  uintptr_t module_offset = 0;  // pc as an address of that ELF file
+};
+
+// Symbolizes every PC of a stack (results cached per PC).  Stack PCs are
+// return addresses, so pc - 1 is looked up: the line is the call's line.
+std::vector<Frame> SymbolizeStack(StackId id);
+std::vector<Frame> SymbolizePcs(const std::vector<uintptr_t>& pcs);
+
+// Symbolizes (module path, module_offset) pairs as SymbolizeStack reported
+// them, by opening the module files; for replaying a recorded trace,
+// possibly in another process.  Frames get pc = module_offset.
+std::vector<Frame> SymbolizeOffline(const std::vector<std::pair<std::string, uintptr_t>>& module_offsets);
+
+// "0x55d0c0a1b2c3 in teardown client.c:88", the frame part of a report line
+// after "#i ": unknown files print "(module+0xoff)", unknown everything
+// "(<unknown>)".
+std::string FormatFrame(const Frame& frame);
+
+}  // namespace rdmasan::core
+
+#endif  // RDMASAN_CORE_STACK_H_
