@@ -48,7 +48,8 @@ enum class EventKind : uint8_t {
   kPostSrqRecv,
   kPollCq,
   kReqNotifyCq,
-  kGetCqEvent,
+  kWaitCqEvent,  // entering ibv_get_cq_event on a channel (obj = channel)
+  kGetCqEvent,   // it returned an event (obj = CQ)
   kAckCqEvents,
   kAsyncEvent,
   kFreeRange,  // free/munmap/realloc released [addr, addr+length)

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/options.h"
+#include "core/stack.h"
+#include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "softnic/softnic.h"
 
@@ -27,6 +29,13 @@
 namespace sn = rdmasan::softnic;
 using rdmasan::interpose::Real;
 using rdmasan::interpose::Reentry;
+namespace ip = rdmasan::interpose;
+using rdmasan::core::Event;
+using rdmasan::core::EventKind;
+
+// Captures the application's call site; only valid directly in an exported
+// function's body.
+#define CALLER_STACK() RDMASAN_CAPTURE_CALLER_STACK()
 
 #define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -38,6 +47,24 @@ namespace {
 
 bool IsSn(const ibv_context* c) { return sn::IsContext(c); }
 
+// Whether this call should become an Event.
+bool Watch(const Reentry& re) { return re.outer() && ip::Checking(); }
+
+Event Ev(EventKind kind, rdmasan::core::StackId stack) {
+  Event e;
+  e.kind = kind;
+  e.stack = stack;
+  return e;
+}
+
+// Emits the event of a verb that returns an int (0 or an error code).
+int Done(Event e, int rc) {
+  e.ret = rc;
+  e.err = rc ? (rc > 0 ? rc : errno) : 0;
+  ip::Emit(e);
+  return rc;
+}
+
 // Device lists handed out by the shim, with the real list they extend.
 struct ListRecord {
   ibv_device** ours;
@@ -47,6 +74,24 @@ std::mutex g_lists_mu;
 std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
 
 }  // namespace
+
+ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, ibv_mr* mr, void* addr,
+                   size_t length, uint64_t iova, unsigned access) {
+  if (!Watch(re)) return mr;
+  Event e = Ev(EventKind::kRegMr, stack);
+  e.parent = ip::Id(pd);
+  e.addr = reinterpret_cast<uintptr_t>(addr);
+  e.length = length;
+  e.iova = iova;
+  e.access = access;
+  if (mr) {
+    e.obj = ip::Assign(mr);
+    e.lkey = mr->lkey;
+    e.rkey = mr->rkey;
+  }
+  Done(e, mr ? 0 : -1);
+  return mr;
+}
 
 // ---------------------------------------------------------------- devices --
 
@@ -128,21 +173,29 @@ RDMASAN_EXPORT int ibv_get_device_index(ibv_device* device) {
 RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   REAL(ibv_open_device, "IBVERBS_1.1");
   Reentry re;
-  if (sn::IsDevice(device)) return sn::OpenDevice(device);
-  if (!real) {
+  ibv_context* ctx;
+  if (sn::IsDevice(device)) {
+    ctx = sn::OpenDevice(device);
+  } else if (real) {
+    ctx = real(device);
+  } else {
     errno = ENOSYS;
     return nullptr;
   }
-  ibv_context* ctx = real(device);
-  if (ctx && re.outer()) rdmasan::interpose::WrapRealContext(ctx);
+  // Both real and softnic contexts get the data-path wrappers.
+  if (ctx && re.outer()) {
+    ip::WrapRealContext(ctx);
+    ip::Assign(ctx);
+  }
   return ctx;
 }
 
 RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
   REAL(ibv_close_device, "IBVERBS_1.1");
   Reentry re;
+  ip::UnwrapRealContext(context);
+  ip::Forget(context);
   if (IsSn(context)) return sn::CloseDevice(context);
-  rdmasan::interpose::UnwrapRealContext(context);
   return real ? real(context) : ENOSYS;
 }
 
@@ -248,15 +301,28 @@ RDMASAN_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __
 
 RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   REAL(ibv_alloc_pd, "IBVERBS_1.1");
-  if (IsSn(context)) return sn::AllocPd(context);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(context);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_pd* pd = IsSn(context) ? sn::AllocPd(context) : real ? real(context) : (errno = ENOSYS, nullptr);
+  if (Watch(re)) {
+    Event e = Ev(EventKind::kAllocPd, stack);
+    e.parent = ip::Id(context);
+    if (pd) e.obj = ip::Assign(pd);
+    Done(e, pd ? 0 : -1);
+  }
+  return pd;
 }
 
 RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   REAL(ibv_dealloc_pd, "IBVERBS_1.1");
-  if (IsSn(pd->context)) return sn::DeallocPd(pd);
-  return real ? real(pd) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDeallocPd, stack);
+  e.obj = ip::Id(pd);
+  int rc = IsSn(pd->context) ? sn::DeallocPd(pd) : real ? real(pd) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(pd);
+  return rc;
 }
 
 RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
@@ -272,23 +338,33 @@ RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   REAL(ibv_reg_mr, "IBVERBS_1.1");
-  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, addr, length, access);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  const uint64_t iova = reinterpret_cast<uintptr_t>(addr);
+  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
+               : real            ? real(pd, addr, length, access)
+                                 : (errno = ENOSYS, nullptr);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
   REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
-  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, iova, access);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, addr, length, iova, access);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
+               : real            ? real(pd, addr, length, iova, access)
+                                 : (errno = ENOSYS, nullptr);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
-  if (IsSn(pd->context)) return sn::RegMr(pd, addr, length, iova, access);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, addr, length, iova, access);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
+               : real            ? real(pd, addr, length, iova, access)
+                                 : (errno = ENOSYS, nullptr);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
@@ -317,8 +393,15 @@ RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, s
 
 RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   REAL(ibv_dereg_mr, "IBVERBS_1.1");
-  if (IsSn(mr->context)) return sn::DeregMr(mr);
-  return real ? real(mr) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDeregMr, stack);
+  e.obj = ip::Id(mr);
+  e.lkey = mr->lkey;
+  int rc = IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(mr);
+  return rc;
 }
 
 RDMASAN_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
@@ -336,23 +419,29 @@ RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
 
 RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   REAL(ibv_create_comp_channel, "IBVERBS_1.0");
-  if (IsSn(context)) return sn::CreateCompChannel(context);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(context);
+  Reentry re;
+  ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context) : real ? real(context) : (errno = ENOSYS, nullptr);
+  if (ch && re.outer()) ip::Assign(ch);
+  return ch;
 }
 
 RDMASAN_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   REAL(ibv_destroy_comp_channel, "IBVERBS_1.0");
-  if (IsSn(channel->context)) return sn::DestroyCompChannel(channel);
-  return real ? real(channel) : ENOSYS;
+  int rc = IsSn(channel->context) ? sn::DestroyCompChannel(channel) : real ? real(channel) : ENOSYS;
+  if (!rc) ip::Forget(channel);
+  return rc;
 }
 
 RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                      int comp_vector) {
   REAL(ibv_create_cq, "IBVERBS_1.1");
-  if (IsSn(context)) return sn::CreateCq(context, cqe, cq_context, channel, comp_vector);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(context, cqe, cq_context, channel, comp_vector);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_cq* cq = IsSn(context) ? sn::CreateCq(context, cqe, cq_context, channel, comp_vector)
+               : real        ? real(context, cqe, cq_context, channel, comp_vector)
+                             : (errno = ENOSYS, nullptr);
+  if (Watch(re)) ip::OnCreateCq(cq, context, channel, stack);
+  return cq;
 }
 
 RDMASAN_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
@@ -363,29 +452,70 @@ RDMASAN_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
 
 RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   REAL(ibv_destroy_cq, "IBVERBS_1.1");
-  if (IsSn(cq->context)) return sn::DestroyCq(cq);
-  return real ? real(cq) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDestroyCq, stack);
+  e.obj = ip::Id(cq);
+  int rc = IsSn(cq->context) ? sn::DestroyCq(cq) : real ? real(cq) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(cq);
+  return rc;
 }
 
 RDMASAN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   REAL(ibv_get_cq_event, "IBVERBS_1.1");
-  if (IsSn(channel->context)) return sn::GetCqEvent(channel, cq, cq_context);
-  return real ? real(channel, cq, cq_context) : -1;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  const bool watch = Watch(re);
+  if (watch) {
+    Event w = Ev(EventKind::kWaitCqEvent, stack);
+    w.obj = ip::Id(channel);
+    Done(w, 0);
+  }
+  int rc = IsSn(channel->context) ? sn::GetCqEvent(channel, cq, cq_context) : real ? real(channel, cq, cq_context) : -1;
+  if (watch) {
+    Event e = Ev(EventKind::kGetCqEvent, stack);
+    e.obj = rc == 0 ? ip::Id(*cq) : 0;
+    e.channel = ip::Id(channel);
+    Done(e, rc);
+  }
+  return rc;
 }
 
 RDMASAN_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
   REAL(ibv_ack_cq_events, "IBVERBS_1.1");
-  if (IsSn(cq->context)) return sn::AckCqEvents(cq, nevents);
-  if (real) real(cq, nevents);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  if (IsSn(cq->context))
+    sn::AckCqEvents(cq, nevents);
+  else if (real)
+    real(cq, nevents);
+  if (Watch(re)) {
+    Event e = Ev(EventKind::kAckCqEvents, stack);
+    e.obj = ip::Id(cq);
+    e.count = nevents;
+    Done(e, 0);
+  }
 }
 
 // ------------------------------------------------------------------- SRQ --
 
 RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_attr) {
   REAL(ibv_create_srq, "IBVERBS_1.1");
-  if (IsSn(pd->context)) return sn::CreateSrq(pd, srq_init_attr);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, srq_init_attr);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_srq* srq = IsSn(pd->context) ? sn::CreateSrq(pd, srq_init_attr)
+                 : real            ? real(pd, srq_init_attr)
+                                   : (errno = ENOSYS, nullptr);
+  if (Watch(re)) {
+    Event e = Ev(EventKind::kCreateSrq, stack);
+    e.parent = ip::Id(pd);
+    e.caps.max_recv_wr = srq_init_attr->attr.max_wr;
+    e.caps.max_recv_sge = srq_init_attr->attr.max_sge;
+    if (srq) e.obj = ip::Assign(srq);
+    Done(e, srq ? 0 : -1);
+  }
+  return srq;
 }
 
 RDMASAN_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* srq_attr, int srq_attr_mask) {
@@ -402,23 +532,45 @@ RDMASAN_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* srq_attr) {
 
 RDMASAN_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   REAL(ibv_destroy_srq, "IBVERBS_1.1");
-  if (IsSn(srq->context)) return sn::DestroySrq(srq);
-  return real ? real(srq) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDestroySrq, stack);
+  e.obj = ip::Id(srq);
+  int rc = IsSn(srq->context) ? sn::DestroySrq(srq) : real ? real(srq) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(srq);
+  return rc;
 }
 
 // -------------------------------------------------------------------- QP --
 
 RDMASAN_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   REAL(ibv_create_qp, "IBVERBS_1.1");
-  if (IsSn(pd->context)) return sn::CreateQp(pd, qp_init_attr);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, qp_init_attr);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_qp* qp = IsSn(pd->context) ? sn::CreateQp(pd, qp_init_attr)
+               : real            ? real(pd, qp_init_attr)
+                                 : (errno = ENOSYS, nullptr);
+  if (Watch(re))
+    ip::OnCreateQp(qp, pd, qp_init_attr->cap, qp_init_attr->send_cq, qp_init_attr->recv_cq, qp_init_attr->srq,
+                   qp_init_attr->qp_type, qp_init_attr->sq_sig_all, stack);
+  return qp;
 }
 
 RDMASAN_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   REAL(ibv_modify_qp, "IBVERBS_1.1");
-  if (IsSn(qp->context)) return sn::ModifyQp(qp, attr, attr_mask);
-  return real ? real(qp, attr, attr_mask) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  int rc = IsSn(qp->context) ? sn::ModifyQp(qp, attr, attr_mask) : real ? real(qp, attr, attr_mask) : ENOSYS;
+  if (Watch(re)) {
+    Event e = Ev(EventKind::kModifyQp, stack);
+    e.obj = ip::Id(qp);
+    e.attr_mask = attr_mask;
+    e.qp_state = (attr_mask & IBV_QP_STATE) ? attr->qp_state : 0;
+    e.access = (attr_mask & IBV_QP_ACCESS_FLAGS) ? attr->qp_access_flags : 0;
+    Done(e, rc);
+  }
+  return rc;
 }
 
 RDMASAN_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
@@ -429,8 +581,14 @@ RDMASAN_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ib
 
 RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   REAL(ibv_destroy_qp, "IBVERBS_1.1");
-  if (IsSn(qp->context)) return sn::DestroyQp(qp);
-  return real ? real(qp) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDestroyQp, stack);
+  e.obj = ip::Id(qp);
+  int rc = IsSn(qp->context) ? sn::DestroyQp(qp) : real ? real(qp) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(qp);
+  return rc;
 }
 
 RDMASAN_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
@@ -473,15 +631,28 @@ RDMASAN_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid
 
 RDMASAN_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   REAL(ibv_create_ah, "IBVERBS_1.1");
-  if (IsSn(pd->context)) return sn::CreateAh(pd, attr);
-  if (!real) return errno = ENOSYS, nullptr;
-  return real(pd, attr);
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  ibv_ah* ah = IsSn(pd->context) ? sn::CreateAh(pd, attr) : real ? real(pd, attr) : (errno = ENOSYS, nullptr);
+  if (Watch(re)) {
+    Event e = Ev(EventKind::kCreateAh, stack);
+    e.parent = ip::Id(pd);
+    if (ah) e.obj = ip::Assign(ah);
+    Done(e, ah ? 0 : -1);
+  }
+  return ah;
 }
 
 RDMASAN_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   REAL(ibv_destroy_ah, "IBVERBS_1.1");
-  if (IsSn(ah->context)) return sn::DestroyAh(ah);
-  return real ? real(ah) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  Event e = Ev(EventKind::kDestroyAh, stack);
+  e.obj = ip::Id(ah);
+  int rc = IsSn(ah->context) ? sn::DestroyAh(ah) : real ? real(ah) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(ah);
+  return rc;
 }
 
 RDMASAN_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
@@ -555,7 +726,11 @@ RDMASAN_EXPORT ibv_rate mbps_to_ibv_rate(int mbps) {
 
 RDMASAN_EXPORT int ibv_fork_init(void) {
   REAL(ibv_fork_init, "IBVERBS_1.1");
-  return real ? real() : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  int rc = real ? real() : 0;  // softnic copies through the kernel: fork is safe
+  if (Watch(re)) Done(Ev(EventKind::kForkInit, stack), rc);
+  return rc;
 }
 RDMASAN_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
   REAL(ibv_is_fork_initialized, "IBVERBS_1.13");

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <mutex>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "core/stack.h"
+#include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
 namespace rdmasan::interpose {
@@ -40,6 +44,12 @@ Saved* Find(const ibv_context* ctx) {
 
 Counters g_counters;
 
+// CQs armed and not polled since: their empty polls matter to the
+// notify-without-poll check; every other empty poll is not an event.
+absl::Mutex g_armed_mu;
+absl::flat_hash_set<const ibv_cq*>* g_armed = new absl::flat_hash_set<const ibv_cq*>();
+std::atomic<int> g_armed_count{0};
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   g_counters.post_send.fetch_add(1, std::memory_order_relaxed);
@@ -47,7 +57,32 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  return s->post_send(qp, wr, bad);
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->post_send(qp, wr, bad);
+  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  int rc = s->post_send(qp, wr, bad);
+  core::Event e;
+  e.kind = core::EventKind::kPostSend;
+  e.obj = Id(qp);
+  e.ret = rc;
+  e.err = rc;
+  e.stack = stack;
+  CopySendChain(wr, rc ? *bad : nullptr, &e);
+  Emit(e);
+  return rc;
+}
+
+int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_recv_wr** bad, int rc,
+                   core::StackId stack) {
+  core::Event e;
+  e.kind = kind;
+  e.obj = Id(obj);
+  e.ret = rc;
+  e.err = rc;
+  e.stack = stack;
+  CopyRecvChain(wr, rc ? *bad : nullptr, &e);
+  Emit(e);
+  return rc;
 }
 
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -57,7 +92,10 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  return s->post_recv(qp, wr, bad);
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->post_recv(qp, wr, bad);
+  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad, s->post_recv(qp, wr, bad), stack);
 }
 
 int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -67,21 +105,58 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return s ? EOPNOTSUPP : ENODEV;
   }
-  return s->post_srq_recv(srq, wr, bad);
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->post_srq_recv(srq, wr, bad);
+  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad, s->post_srq_recv(srq, wr, bad), stack);
 }
 
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* s = Find(cq->context);
   g_counters.poll_cq.fetch_add(1, std::memory_order_relaxed);
   if (!s) return -1;
-  return s->poll_cq(cq, n, wc);
+  Reentry re;
+  int got = s->poll_cq(cq, n, wc);
+  if (!re.outer() || !Checking()) return got;
+  if (got <= 0) {
+    if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
+    absl::MutexLock l(&g_armed_mu);
+    if (!g_armed->erase(cq)) return got;
+    g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+  core::Event e;
+  e.kind = core::EventKind::kPollCq;
+  e.obj = Id(cq);
+  e.ret = got < 0 ? -1 : 0;
+  e.count = n;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  for (int i = 0; i < got; ++i)
+    e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
+                     wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
+  Emit(e);
+  return got;
 }
 
 int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   Saved* s = Find(cq->context);
   g_counters.req_notify_cq.fetch_add(1, std::memory_order_relaxed);
   if (!s) return ENODEV;
-  return s->req_notify_cq(cq, solicited_only);
+  Reentry re;
+  int rc = s->req_notify_cq(cq, solicited_only);
+  if (!re.outer() || !Checking()) return rc;
+  if (rc == 0) {
+    absl::MutexLock l(&g_armed_mu);
+    if (g_armed->insert(cq).second) g_armed_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  core::Event e;
+  e.kind = core::EventKind::kReqNotifyCq;
+  e.obj = Id(cq);
+  e.ret = rc;
+  e.err = rc;
+  e.count = solicited_only;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  Emit(e);
+  return rc;
 }
 
 ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
@@ -91,7 +166,12 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  return s->create_cq_ex(ctx, attr);
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->create_cq_ex(ctx, attr);
+  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  ibv_cq_ex* cq = s->create_cq_ex(ctx, attr);
+  OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
+  return cq;
 }
 
 ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
@@ -101,7 +181,13 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  return s->create_qp_ex(ctx, attr);
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->create_qp_ex(ctx, attr);
+  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  ibv_qp* qp = s->create_qp_ex(ctx, attr);
+  OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type, attr->sq_sig_all,
+             stack);
+  return qp;
 }
 
 int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {

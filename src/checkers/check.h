@@ -1,0 +1,63 @@
+// checkers/check: what one check sees and how it speaks.
+//
+// A check is a function of (event, state before the event) that may emit
+// Findings.  It may not change the state, keep state of its own, read a
+// clock, do I/O or call verbs: the engine applies the event to the books
+// after every check has looked at it, so a live run and a replay agree.
+#ifndef RDMASAN_CHECKERS_CHECK_H_
+#define RDMASAN_CHECKERS_CHECK_H_
+
+#include <infiniband/verbs.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "checkers/state.h"
+#include "core/checks.h"
+#include "core/event.h"
+#include "core/report.h"
+
+namespace rdmasan::checkers {
+
+class CheckContext {
+ public:
+  CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out) : e(e), s(s), out_(out) {}
+  const core::Event& e;
+  const State& s;
+  void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
+    out_->push_back(core::Finding{id, std::move(message), e.stack, std::move(related)});
+  }
+
+ private:
+  std::vector<core::Finding>* out_;
+};
+
+using CheckFn = void (*)(CheckContext&);
+
+// One function per check id, each in its own file.
+void CheckSqOverflow(CheckContext&);
+void CheckUnsignaledDeadlock(CheckContext&);
+void CheckUnsignaledRun(CheckContext&);
+void CheckRqOverflow(CheckContext&);
+void CheckCqOverrun(CheckContext&);
+void CheckDeregInFlight(CheckContext&);
+void CheckSgeRules(CheckContext&);  // invalid-lkey, sge-out-of-bounds, mr-access, sge-count
+void CheckInlineTooLarge(CheckContext&);
+void CheckAtomicMisaligned(CheckContext&);
+void CheckPostState(CheckContext&);  // post-bad-qp-state, post-after-error
+void CheckUnackedCqEvents(CheckContext&);
+void CheckNotifyWithoutPoll(CheckContext&);
+void CheckDestroyInUse(CheckContext&);
+void CheckErrorCompletion(CheckContext&);
+void CheckWrIdDuplicate(CheckContext&);
+void CheckForkWithMrs(CheckContext&);
+
+// Small formatting helpers shared by the checks.
+inline std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+std::string QpName(const State& s, core::ObjId qp);
+std::string WrLabel(const OutstandingWr& w, const char* what);
+
+}  // namespace rdmasan::checkers
+
+#endif  // RDMASAN_CHECKERS_CHECK_H_

@@ -1,0 +1,81 @@
+// destroy-in-use: no object is destroyed while another references it: a CQ
+// by QPs, a PD by its MRs/QPs/SRQs/AHs, an SRQ by QPs, an AH by outstanding
+// UD WRs.
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckDestroyInUse(CheckContext& c) {
+  const auto& e = c.e;
+  switch (e.kind) {
+    case core::EventKind::kDestroyCq: {
+      const CqState* cq = c.s.Cq(e.obj);
+      if (!cq || cq->qps.empty()) return;
+      core::ObjId qp = *cq->qps.begin();
+      const QpState* q = c.s.Qp(qp);
+      c.Emit(core::CheckId::kDestroyInUse,
+             absl::StrFormat("CQ 0x%x destroyed while %d QP(s) still use it, e.g. %s", e.obj, cq->qps.size(),
+                             QpName(c.s, qp)),
+             {{"that QP created at:", q ? q->stack : 0}, {"CQ created at:", cq->stack}});
+      return;
+    }
+    case core::EventKind::kDeallocPd: {
+      if (!c.s.Pd(e.obj)) return;
+      for (const auto& [id, m] : c.s.mrs())
+        if (m.pd == e.obj) {
+          c.Emit(core::CheckId::kDestroyInUse,
+                 absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id, m.lkey),
+                 {{"MR registered at:", m.stack}});
+          return;
+        }
+      for (const auto& [id, q] : c.s.qps())
+        if (q.pd == e.obj) {
+          c.Emit(core::CheckId::kDestroyInUse,
+                 absl::StrFormat("PD 0x%x deallocated while %s still belongs to it", e.obj, QpName(c.s, id)),
+                 {{"QP created at:", q.stack}});
+          return;
+        }
+      for (const auto& [id, s] : c.s.srqs())
+        if (s.pd == e.obj) {
+          c.Emit(core::CheckId::kDestroyInUse,
+                 absl::StrFormat("PD 0x%x deallocated while SRQ 0x%x still belongs to it", e.obj, id),
+                 {{"SRQ created at:", s.stack}});
+          return;
+        }
+      for (const auto& [id, a] : c.s.ahs())
+        if (a.pd == e.obj) {
+          c.Emit(core::CheckId::kDestroyInUse,
+                 absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
+                 {{"AH created at:", a.stack}});
+          return;
+        }
+      return;
+    }
+    case core::EventKind::kDestroySrq: {
+      const SrqState* s = c.s.Srq(e.obj);
+      if (!s || s->qps.empty()) return;
+      core::ObjId qp = *s->qps.begin();
+      c.Emit(core::CheckId::kDestroyInUse,
+             absl::StrFormat("SRQ 0x%x destroyed while %s still uses it", e.obj, QpName(c.s, qp)),
+             {{"SRQ created at:", s->stack}});
+      return;
+    }
+    case core::EventKind::kDestroyAh: {
+      const AhState* a = c.s.Ah(e.obj);
+      if (!a) return;
+      for (const auto& [id, q] : c.s.qps())
+        for (const auto& w : q.sq)
+          if (w.ah == e.obj) {
+            c.Emit(core::CheckId::kDestroyInUse,
+                   absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
+                   {{WrLabel(w, "outstanding"), w.stack}, {"AH created at:", a->stack}});
+            return;
+          }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace rdmasan::checkers

@@ -1,0 +1,22 @@
+// inline-too-large: the inline payload fits in the returned max_inline_data.
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckInlineTooLarge(CheckContext& c) {
+  if (c.e.kind != core::EventKind::kPostSend) return;
+  const QpState* q = c.s.Qp(c.e.obj);
+  if (!q) return;
+  for (const auto& w : c.e.send_wrs) {
+    if (!(w.send_flags & IBV_SEND_INLINE)) continue;
+    uint64_t total = 0;
+    for (const auto& g : w.sges) total += g.length;
+    if (total > q->caps.max_inline_data)
+      c.Emit(core::CheckId::kInlineTooLarge,
+             absl::StrFormat("post_send to %s: inline WR wr_id=0x%x carries %d bytes, max_inline_data is %d",
+                             QpName(c.s, c.e.obj), w.wr_id, total, q->caps.max_inline_data),
+             {{"QP created at:", q->stack}});
+  }
+}
+
+}  // namespace rdmasan::checkers

@@ -1,0 +1,28 @@
+// notify-without-poll: after ibv_req_notify_cq the CQ is polled before the
+// program blocks for its next event.  A completion that arrived before the
+// arming raises no event: only a poll after arming finds it (the pattern of
+// ibv_rc_pingpong -e).  Reported when the program enters ibv_get_cq_event on
+// the channel while some CQ of it was armed, not polled since, and could
+// already hold completions then.
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckNotifyWithoutPoll(CheckContext& c) {
+  if (c.e.kind != core::EventKind::kWaitCqEvent) return;
+  // The state has no channel index; scan the CQs bound to it.
+  for (const auto& [id, q] : c.s.qps()) {
+    for (core::ObjId cq_id : {q.send_cq, q.recv_cq}) {
+      const CqState* cq = c.s.Cq(cq_id);
+      if (!cq || cq->channel != c.e.obj || !cq->armed || cq->polled_since_arm || !cq->armed_with_pending) continue;
+      c.Emit(core::CheckId::kNotifyWithoutPoll,
+             absl::StrFormat("waiting for the next event of CQ 0x%x without polling it after ibv_req_notify_cq; "
+                             "completions that arrived before the arming raise no event",
+                             cq_id),
+             {{"CQ created at:", cq->stack}});
+      return;
+    }
+  }
+}
+
+}  // namespace rdmasan::checkers

@@ -1,0 +1,22 @@
+// sq-overflow: outstanding WRs plus the posted chain fit in the max_send_wr
+// the provider returned (seed 000: track SQEs directly, check every post).
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckSqOverflow(CheckContext& c) {
+  if (c.e.kind != core::EventKind::kPostSend) return;
+  const QpState* q = c.s.Qp(c.e.obj);
+  if (!q) return;
+  const uint64_t outstanding = q->sq.size(), chain = c.e.send_wrs.size();
+  if (outstanding + chain <= q->caps.max_send_wr) return;
+  std::vector<core::RelatedStack> rel;
+  if (!q->sq.empty()) rel.push_back({WrLabel(q->sq.front(), "oldest outstanding"), q->sq.front().stack});
+  rel.push_back({"QP created at:", q->stack});
+  c.Emit(core::CheckId::kSqOverflow,
+         absl::StrFormat("post_send of %d WR(s) to %s with %d outstanding exceeds max_send_wr=%d",
+                         chain, QpName(c.s, c.e.obj), outstanding, q->caps.max_send_wr),
+         std::move(rel));
+}
+
+}  // namespace rdmasan::checkers

@@ -1,0 +1,350 @@
+#include "checkers/state.h"
+
+#include <infiniband/verbs.h>
+
+namespace rdmasan::checkers {
+
+using core::Event;
+using core::EventKind;
+
+bool WritesLocal(uint32_t op) {
+  return op == IBV_WR_RDMA_READ || op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+bool IsAtomic(uint32_t op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
+
+const char* WrOpcodeName(uint32_t op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_SEND: return "SEND";
+    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+    case IBV_WR_RDMA_READ: return "RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
+    case IBV_WR_BIND_MW: return "BIND_MW";
+    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
+    default: return "WR";
+  }
+}
+
+const char* QpStateName(uint32_t s) {
+  static constexpr const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return s < 7 ? kNames[s] : "UNKNOWN";
+}
+
+ObjId State::MrByLkey(uint32_t lkey) const {
+  auto it = mr_by_lkey_.find(lkey);
+  return it == mr_by_lkey_.end() ? 0 : it->second;
+}
+
+ObjId State::QpByNum(uint32_t qpn) const {
+  auto it = qp_by_num_.find(qpn);
+  return it == qp_by_num_.end() ? 0 : it->second;
+}
+
+uint64_t State::PendingOn(ObjId cq_id) const {
+  const CqState* cq = Cq(cq_id);
+  if (!cq) return 0;
+  uint64_t n = 0;
+  absl::flat_hash_set<ObjId> srqs;
+  for (ObjId q : cq->qps) {
+    const QpState* qp = Qp(q);
+    if (!qp) continue;
+    if (qp->send_cq == cq_id)
+      for (const auto& w : qp->sq) n += w.signaled;
+    if (qp->recv_cq == cq_id) {
+      if (qp->srq)
+        srqs.insert(qp->srq);
+      else
+        n += qp->rq.size();
+    }
+  }
+  for (ObjId s : srqs)
+    if (const SrqState* srq = Srq(s)) n += srq->rq.size();
+  return n;
+}
+
+std::optional<State::Queue> State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
+  const bool send_here = qp.send_cq == cq, recv_here = qp.recv_cq == cq;
+  if (wc.status == IBV_WC_SUCCESS) {
+    // Receive opcodes have bit 7 set (IBV_WC_RECV and later).
+    bool recv = (wc.opcode & IBV_WC_RECV) != 0;
+    if (recv) return qp.srq ? Queue::kSrq : Queue::kRecv;
+    return Queue::kSend;
+  }
+  // The opcode of an error completion is undefined: decide by CQ, then by
+  // the wr_id at the head of each queue.
+  if (send_here && !recv_here) return Queue::kSend;
+  if (recv_here && !send_here) return qp.srq ? Queue::kSrq : Queue::kRecv;
+  if (!qp.sq.empty() && qp.sq.front().wr_id == wc.wr_id) return Queue::kSend;
+  if (!qp.srq && !qp.rq.empty() && qp.rq.front().wr_id == wc.wr_id) return Queue::kRecv;
+  if (!qp.sq.empty()) return Queue::kSend;
+  if (qp.srq) return Queue::kSrq;
+  if (!qp.rq.empty()) return Queue::kRecv;
+  return std::nullopt;
+}
+
+void State::Retire(const core::Completion& wc, ObjId cq) {
+  ObjId qid = QpByNum(wc.qp_num);
+  auto it = qps_.find(qid);
+  if (it == qps_.end()) return;
+  QpState& qp = it->second;
+  auto q = Classify(wc, qp, cq);
+  if (!q) return;
+  if (wc.status != IBV_WC_SUCCESS) {
+    qp.known_error = true;
+    qp.state = IBV_QPS_ERR;
+  }
+  switch (*q) {
+    case Queue::kSend: {
+      if (qp.sq.empty()) return;
+      if (wc.status != IBV_WC_SUCCESS) {
+        // Error and flush completions retire one each, in order; unsignaled
+        // WRs before it completed successfully and go with it.
+        size_t i = 0;
+        while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
+        if (i == qp.sq.size()) i = 0;
+        qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
+        return;
+      }
+      // A signaled completion retires its WR and every earlier one.
+      for (size_t i = 0; i < qp.sq.size(); ++i) {
+        if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
+          qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
+          return;
+        }
+      }
+      return;
+    }
+    case Queue::kRecv:
+      if (!qp.rq.empty()) qp.rq.pop_front();
+      return;
+    case Queue::kSrq: {
+      auto s = srqs_.find(qp.srq);
+      if (s == srqs_.end() || s->second.rq.empty()) return;
+      auto& rq = s->second.rq;
+      // SRQ receives complete in any order across QPs: retire by wr_id.
+      for (size_t i = 0; i < rq.size(); ++i)
+        if (rq[i].wr_id == wc.wr_id) {
+          rq.erase(rq.begin() + i);
+          return;
+        }
+      rq.pop_front();
+      return;
+    }
+  }
+}
+
+namespace {
+
+OutstandingWr FromSend(const core::SendWr& w, bool sig_all, StackId stack, const State& s) {
+  OutstandingWr o;
+  o.wr_id = w.wr_id;
+  o.opcode = w.opcode;
+  o.signaled = sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  o.is_inline = (w.send_flags & IBV_SEND_INLINE) != 0;
+  o.stack = stack;
+  o.ah = w.ah;
+  o.sges = w.sges;
+  for (const auto& g : w.sges) o.mrs.push_back(o.is_inline ? 0 : s.MrByLkey(g.lkey));
+  return o;
+}
+
+OutstandingWr FromRecv(const core::RecvWr& w, StackId stack, const State& s) {
+  OutstandingWr o;
+  o.wr_id = w.wr_id;
+  o.signaled = true;
+  o.is_recv = true;
+  o.stack = stack;
+  o.sges = w.sges;
+  for (const auto& g : w.sges) o.mrs.push_back(s.MrByLkey(g.lkey));
+  return o;
+}
+
+}  // namespace
+
+void State::Apply(const Event& e) {
+  const bool ok = e.ret == 0;
+  switch (e.kind) {
+    case EventKind::kAllocPd:
+      if (ok) pds_[e.obj] = {e.stack};
+      break;
+    case EventKind::kDeallocPd:
+      if (ok) pds_.erase(e.obj);
+      break;
+    case EventKind::kRegMr:
+      if (ok) {
+        mrs_[e.obj] = {e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
+        mr_by_lkey_[e.lkey] = e.obj;
+      }
+      break;
+    case EventKind::kDeregMr:
+      if (ok) {
+        auto it = mrs_.find(e.obj);
+        if (it != mrs_.end()) {
+          auto k = mr_by_lkey_.find(it->second.lkey);
+          if (k != mr_by_lkey_.end() && k->second == e.obj) mr_by_lkey_.erase(k);
+          mrs_.erase(it);
+        }
+      }
+      break;
+    case EventKind::kCreateCq:
+      if (ok) {
+        CqState c;
+        c.channel = e.channel;
+        c.cqe = e.cqe;
+        c.stack = e.stack;
+        cqs_[e.obj] = std::move(c);
+      }
+      break;
+    case EventKind::kDestroyCq:
+      if (ok) cqs_.erase(e.obj);
+      break;
+    case EventKind::kCreateSrq:
+      if (ok) {
+        SrqState s;
+        s.pd = e.parent;
+        s.max_wr = e.caps.max_recv_wr;
+        s.stack = e.stack;
+        srqs_[e.obj] = std::move(s);
+      }
+      break;
+    case EventKind::kDestroySrq:
+      if (ok) srqs_.erase(e.obj);
+      break;
+    case EventKind::kCreateQp:
+      if (ok) {
+        QpState q;
+        q.pd = e.parent;
+        q.send_cq = e.send_cq;
+        q.recv_cq = e.recv_cq;
+        q.srq = e.srq;
+        q.type = e.qp_type;
+        q.qpn = e.qp_num;
+        q.state = IBV_QPS_RESET;
+        q.sq_sig_all = e.sq_sig_all;
+        q.caps = e.caps;
+        q.stack = e.stack;
+        qps_[e.obj] = std::move(q);
+        qp_by_num_[e.qp_num] = e.obj;
+        if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
+        if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
+        if (auto it = srqs_.find(e.srq); it != srqs_.end()) it->second.qps.insert(e.obj);
+      }
+      break;
+    case EventKind::kModifyQp:
+      if (ok && (e.attr_mask & IBV_QP_STATE)) {
+        auto it = qps_.find(e.obj);
+        if (it != qps_.end()) {
+          QpState& q = it->second;
+          q.state = e.qp_state;
+          if (e.qp_state == IBV_QPS_RESET) {
+            q.sq.clear();
+            q.rq.clear();
+            q.unsignaled_run = 0;
+            q.known_error = false;
+          }
+        }
+      }
+      break;
+    case EventKind::kDestroyQp:
+      if (ok) {
+        auto it = qps_.find(e.obj);
+        if (it != qps_.end()) {
+          for (ObjId c : {it->second.send_cq, it->second.recv_cq})
+            if (auto ci = cqs_.find(c); ci != cqs_.end()) ci->second.qps.erase(e.obj);
+          if (auto si = srqs_.find(it->second.srq); si != srqs_.end()) si->second.qps.erase(e.obj);
+          auto n = qp_by_num_.find(it->second.qpn);
+          if (n != qp_by_num_.end() && n->second == e.obj) qp_by_num_.erase(n);
+          qps_.erase(it);
+        }
+      }
+      break;
+    case EventKind::kCreateAh:
+      if (ok) ahs_[e.obj] = {e.parent, e.stack};
+      break;
+    case EventKind::kDestroyAh:
+      if (ok) ahs_.erase(e.obj);
+      break;
+    case EventKind::kPostSend: {
+      auto it = qps_.find(e.obj);
+      if (it == qps_.end()) break;
+      QpState& q = it->second;
+      const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+      for (size_t i = 0; i < n; ++i) {
+        OutstandingWr o = FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, *this);
+        q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
+        q.sq.push_back(std::move(o));
+      }
+      break;
+    }
+    case EventKind::kPostRecv: {
+      auto it = qps_.find(e.obj);
+      if (it == qps_.end()) break;
+      const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+      for (size_t i = 0; i < n; ++i) it->second.rq.push_back(FromRecv(e.recv_wrs[i], e.stack, *this));
+      break;
+    }
+    case EventKind::kPostSrqRecv: {
+      auto it = srqs_.find(e.obj);
+      if (it == srqs_.end()) break;
+      const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+      for (size_t i = 0; i < n; ++i) it->second.rq.push_back(FromRecv(e.recv_wrs[i], e.stack, *this));
+      break;
+    }
+    case EventKind::kPollCq: {
+      for (const auto& wc : e.wcs) Retire(wc, e.obj);
+      auto it = cqs_.find(e.obj);
+      if (it != cqs_.end()) it->second.polled_since_arm = true;
+      break;
+    }
+    case EventKind::kReqNotifyCq: {
+      auto it = cqs_.find(e.obj);
+      if (ok && it != cqs_.end()) {
+        CqState& c = it->second;
+        c.armed = true;
+        c.polled_since_arm = false;
+        // Could a completion already be waiting, unseen by this arming?  Only
+        // if some bound QP can complete work now.
+        bool pending = false;
+        for (ObjId qid : c.qps) {
+          const QpState* q = Qp(qid);
+          if (!q) continue;
+          if (q->send_cq == e.obj && !q->sq.empty() && q->state >= IBV_QPS_RTS) pending = true;
+          if (q->recv_cq == e.obj && q->state >= IBV_QPS_RTR &&
+              (!q->rq.empty() || (q->srq && Srq(q->srq) && !Srq(q->srq)->rq.empty())))
+            pending = true;
+        }
+        c.armed_with_pending = pending;
+      }
+      break;
+    }
+    case EventKind::kGetCqEvent: {
+      auto it = cqs_.find(e.obj);
+      if (ok && it != cqs_.end()) {
+        ++it->second.events_got;
+        it->second.armed = false;
+      }
+      break;
+    }
+    case EventKind::kAckCqEvents: {
+      auto it = cqs_.find(e.obj);
+      if (it != cqs_.end()) it->second.events_acked += e.count;
+      break;
+    }
+    case EventKind::kAsyncEvent: {
+      auto it = qps_.find(e.obj);
+      if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
+      break;
+    }
+    case EventKind::kForkInit:
+      if (ok) fork_init_ = true;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace rdmasan::checkers

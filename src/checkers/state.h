@@ -1,0 +1,146 @@
+// checkers/state: the books the verbs rules require, kept from Events alone.
+//
+// Objects by id (PDs, MRs, CQs, SRQs, QPs, AHs), each with the stack that
+// made it; per QP the exact send-queue model (a WR occupies its slot from
+// post until a completion retires it; a signaled completion retires it and
+// every earlier WR of that SQ; an error or flush completion retires one),
+// the receive-queue occupancy and the shadow QP state; per CQ the bound
+// QPs, arming and event counts.  Limits are the values the provider
+// returned.
+//
+// May not: look at anything but Events (no clock, no I/O, no verbs), or
+// report: checks read this state and decide.
+#ifndef RDMASAN_CHECKERS_STATE_H_
+#define RDMASAN_CHECKERS_STATE_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "core/event.h"
+
+namespace rdmasan::checkers {
+
+using core::ObjId;
+using core::StackId;
+
+struct PdState {
+  StackId stack = 0;
+};
+
+struct MrState {
+  ObjId pd = 0;
+  uint64_t addr = 0, length = 0, iova = 0;
+  uint32_t access = 0, lkey = 0, rkey = 0;
+  StackId stack = 0;
+};
+
+struct OutstandingWr {
+  uint64_t wr_id = 0;
+  uint32_t opcode = 0;
+  bool signaled = false;
+  bool is_inline = false;
+  bool is_recv = false;
+  StackId stack = 0;
+  ObjId ah = 0;
+  absl::InlinedVector<core::Sge, 2> sges;
+  absl::InlinedVector<ObjId, 2> mrs;  // the MR of each SGE at post (0 if none)
+};
+
+struct QpState {
+  ObjId pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+  uint32_t type = 0, qpn = 0, state = 0;  // ibv_qp_state (shadow)
+  bool sq_sig_all = false;
+  core::QpCaps caps;
+  StackId stack = 0;
+  std::deque<OutstandingWr> sq;       // oldest first
+  std::deque<OutstandingWr> rq;       // oldest first (not used with an SRQ)
+  uint32_t unsignaled_run = 0;        // unsignaled WRs since the last signaled one
+  bool error_reported = false;
+  bool known_error = false;           // an error completion was seen
+};
+
+struct CqState {
+  ObjId channel = 0;
+  int32_t cqe = 0;
+  StackId stack = 0;
+  uint64_t events_got = 0, events_acked = 0;
+  bool armed = false;
+  bool armed_with_pending = false;  // completions could be pending when armed
+  bool polled_since_arm = true;
+  absl::flat_hash_set<ObjId> qps;   // bound as send or recv CQ
+};
+
+struct SrqState {
+  ObjId pd = 0;
+  uint32_t max_wr = 0;
+  StackId stack = 0;
+  std::deque<OutstandingWr> rq;
+  absl::flat_hash_set<ObjId> qps;
+};
+
+struct AhState {
+  ObjId pd = 0;
+  StackId stack = 0;
+};
+
+class State {
+ public:
+  // Applies an event to the books (after the checks of that event ran).
+  void Apply(const core::Event& e);
+
+  const PdState* Pd(ObjId id) const { return Find(pds_, id); }
+  const MrState* Mr(ObjId id) const { return Find(mrs_, id); }
+  const CqState* Cq(ObjId id) const { return Find(cqs_, id); }
+  const QpState* Qp(ObjId id) const { return Find(qps_, id); }
+  const SrqState* Srq(ObjId id) const { return Find(srqs_, id); }
+  const AhState* Ah(ObjId id) const { return Find(ahs_, id); }
+  // The live MR with this lkey, or 0.
+  ObjId MrByLkey(uint32_t lkey) const;
+  ObjId QpByNum(uint32_t qpn) const;
+
+  const absl::flat_hash_map<ObjId, MrState>& mrs() const { return mrs_; }
+  const absl::flat_hash_map<ObjId, QpState>& qps() const { return qps_; }
+  const absl::flat_hash_map<ObjId, SrqState>& srqs() const { return srqs_; }
+  const absl::flat_hash_map<ObjId, AhState>& ahs() const { return ahs_; }
+  bool fork_initialized() const { return fork_init_; }
+
+  // Completions that can still land on `cq`: outstanding signaled sends and
+  // posted receives of every QP (and SRQ) bound to it.
+  uint64_t PendingOn(ObjId cq) const;
+
+  // Which queue a completion retires: nullopt if it matches nothing.
+  enum class Queue { kSend, kRecv, kSrq };
+  std::optional<Queue> Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
+
+ private:
+  template <typename M>
+  static const typename M::mapped_type* Find(const M& m, ObjId id) {
+    auto it = m.find(id);
+    return it == m.end() ? nullptr : &it->second;
+  }
+  void Retire(const core::Completion& wc, ObjId cq);
+
+  absl::flat_hash_map<ObjId, PdState> pds_;
+  absl::flat_hash_map<ObjId, MrState> mrs_;
+  absl::flat_hash_map<ObjId, CqState> cqs_;
+  absl::flat_hash_map<ObjId, QpState> qps_;
+  absl::flat_hash_map<ObjId, SrqState> srqs_;
+  absl::flat_hash_map<ObjId, AhState> ahs_;
+  absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
+  absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
+  bool fork_init_ = false;
+};
+
+// WR opcodes that write into the local SGEs (RDMA READ and atomics).
+bool WritesLocal(uint32_t wr_opcode);
+bool IsAtomic(uint32_t wr_opcode);
+const char* WrOpcodeName(uint32_t wr_opcode);
+const char* QpStateName(uint32_t state);
+
+}  // namespace rdmasan::checkers
+
+#endif  // RDMASAN_CHECKERS_STATE_H_

@@ -1,0 +1,28 @@
+// unsignaled-deadlock: the SQ never becomes full while no signaled WR is
+// outstanding — unsignaled WRs are retired only by a later signaled one, so
+// such an SQ can never drain (seed 000: signal the WR that fills the SQ).
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckUnsignaledDeadlock(CheckContext& c) {
+  if (c.e.kind != core::EventKind::kPostSend) return;
+  const QpState* q = c.s.Qp(c.e.obj);
+  if (!q || q->caps.max_send_wr == 0) return;
+  uint64_t occupancy = q->sq.size();
+  bool any_signaled = false;
+  for (const auto& w : q->sq) any_signaled |= w.signaled;
+  const size_t n = std::min<size_t>(c.e.send_wrs.size(), c.e.bad_index);
+  for (size_t i = 0; i < n; ++i) {
+    any_signaled |= q->sq_sig_all || (c.e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);
+    if (++occupancy == q->caps.max_send_wr && !any_signaled) {
+      c.Emit(core::CheckId::kUnsignaledDeadlock,
+             absl::StrFormat("%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
+                             QpName(c.s, c.e.obj), q->caps.max_send_wr),
+             {{"QP created at:", q->stack}});
+      return;
+    }
+  }
+}
+
+}  // namespace rdmasan::checkers

@@ -1,0 +1,173 @@
+#include "interpose/hooks.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <errno.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "checkers/engine.h"
+#include "core/options.h"
+#include "core/report.h"
+
+namespace rdmasan::interpose {
+namespace {
+
+struct Registry {
+  absl::Mutex mu;
+  absl::flat_hash_map<const void*, core::ObjId> ids ABSL_GUARDED_BY(mu);
+  core::ObjId next ABSL_GUARDED_BY(mu) = 1;
+};
+
+Registry& Objects() {
+  static Registry* r = new Registry();  // outlives every atexit handler
+  return *r;
+}
+
+struct Pipeline {
+  absl::Mutex mu;
+  checkers::Engine engine ABSL_GUARDED_BY(mu);
+  uint64_t seq ABSL_GUARDED_BY(mu) = 0;
+};
+
+Pipeline& GetPipeline() {
+  static Pipeline* p = new Pipeline();
+  return *p;
+}
+
+thread_local uint32_t t_tid = 0;
+
+uint32_t Tid() {
+  if (!t_tid) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+void AtExit() {
+  core::Reporter& r = core::GlobalReporter();
+  int code = r.Finish();
+  if (code) _exit(code);
+}
+
+std::atomic<bool> g_atexit_registered{false};
+
+}  // namespace
+
+bool Checking() { return core::GlobalOptions().checking; }
+
+core::ObjId Assign(const void* obj) {
+  Registry& r = Objects();
+  absl::MutexLock l(&r.mu);
+  core::ObjId id = r.next++;
+  r.ids[obj] = id;
+  return id;
+}
+
+core::ObjId Id(const void* obj) {
+  if (!obj) return 0;
+  Registry& r = Objects();
+  absl::ReaderMutexLock l(&r.mu);
+  auto it = r.ids.find(obj);
+  return it == r.ids.end() ? 0 : it->second;
+}
+
+void Forget(const void* obj) {
+  Registry& r = Objects();
+  absl::MutexLock l(&r.mu);
+  r.ids.erase(obj);
+}
+
+void Emit(core::Event& e) {
+  if (!g_atexit_registered.exchange(true)) atexit(AtExit);
+  e.tid = Tid();
+  std::vector<core::Finding> findings;
+  {
+    Pipeline& p = GetPipeline();
+    absl::MutexLock l(&p.mu);
+    e.seq = ++p.seq;
+    findings = p.engine.OnEvent(e);
+  }
+  for (const auto& f : findings) core::GlobalReporter().Report(f);
+}
+
+void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::StackId stack) {
+  core::Event e;
+  e.kind = core::EventKind::kCreateCq;
+  e.ret = cq ? 0 : -1;
+  e.err = cq ? 0 : errno;
+  e.stack = stack;
+  e.parent = Id(ctx);
+  e.channel = Id(channel);
+  if (cq) {
+    e.obj = Assign(cq);
+    e.cqe = cq->cqe;
+  }
+  Emit(e);
+}
+
+void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
+                ibv_qp_type type, int sq_sig_all, core::StackId stack) {
+  core::Event e;
+  e.kind = core::EventKind::kCreateQp;
+  e.ret = qp ? 0 : -1;
+  e.err = qp ? 0 : errno;
+  e.stack = stack;
+  e.parent = Id(pd);
+  e.send_cq = Id(send_cq);
+  e.recv_cq = Id(recv_cq);
+  e.srq = Id(srq);
+  e.qp_type = type;
+  e.sq_sig_all = sq_sig_all;
+  e.caps = {cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data};
+  if (qp) {
+    e.obj = Assign(qp);
+    e.qp_num = qp->qp_num;
+  }
+  Emit(e);
+}
+
+void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e) {
+  uint32_t i = 0;
+  for (; wr && i < 4096; wr = wr->next, ++i) {
+    if (wr == bad) e->bad_index = i;
+    core::SendWr w;
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.send_flags = wr->send_flags;
+    w.imm_data = wr->imm_data;
+    w.num_sge = wr->num_sge;
+    if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      w.remote_addr = wr->wr.atomic.remote_addr;
+      w.rkey = wr->wr.atomic.rkey;
+      w.compare_add = wr->wr.atomic.compare_add;
+      w.swap = wr->wr.atomic.swap;
+    } else {
+      w.remote_addr = wr->wr.rdma.remote_addr;
+      w.rkey = wr->wr.rdma.rkey;
+    }
+    // For UD QPs the union holds the AH; the checkers read it only for UD.
+    w.ah = Id(wr->wr.ud.ah);
+    w.remote_qpn = wr->wr.ud.remote_qpn;
+    const int n = wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
+    e->send_wrs.push_back(std::move(w));
+  }
+}
+
+void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e) {
+  uint32_t i = 0;
+  for (; wr && i < 65536; wr = wr->next, ++i) {
+    if (wr == bad) e->bad_index = i;
+    core::RecvWr w;
+    w.wr_id = wr->wr_id;
+    w.num_sge = wr->num_sge;
+    const int n = wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
+    e->recv_wrs.push_back(std::move(w));
+  }
+}
+
+}  // namespace rdmasan::interpose

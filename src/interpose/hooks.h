@@ -1,0 +1,45 @@
+// interpose/hooks: from verbs calls to Events to Findings, live.
+//
+// Assigns stable object ids (in creation order, never reused), copies each
+// call into a core::Event, runs the checkers engine and hands the findings
+// to the reporter.  Entry points call Emit() after the real call returns
+// (or, for ibv_get_cq_event, also before it blocks).
+//
+// May not: change a verb's result, throw, or run when the shim is re-entered
+// from libibverbs itself (the caller checks Reentry::outer()).  The engine
+// is serialized by one lock for now: events of different QPs still order
+// correctly, but threads posting to different QPs contend on it.
+#ifndef RDMASAN_INTERPOSE_HOOKS_H_
+#define RDMASAN_INTERPOSE_HOOKS_H_
+
+#include <infiniband/verbs.h>
+
+#include "core/event.h"
+
+namespace rdmasan::interpose {
+
+// True when checking is on (the event pipeline runs at all).
+bool Checking();
+
+// Object ids.  Assign() gives a new id to a created object; Id() looks one
+// up (0 if unknown); Forget() drops it after destruction.
+core::ObjId Assign(const void* obj);
+core::ObjId Id(const void* obj);
+void Forget(const void* obj);
+
+// Fills seq and tid, runs the checkers and reports.
+void Emit(core::Event& e);
+
+// Events of object creation shared by both layers (exports and the
+// verbs_context create_*_ex wrappers).  `obj` may be null (failed call).
+void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::StackId stack);
+void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
+                ibv_qp_type type, int sq_sig_all, core::StackId stack);
+
+// Copies of the verbs arguments.
+void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e);
+void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e);
+
+}  // namespace rdmasan::interpose
+
+#endif  // RDMASAN_INTERPOSE_HOOKS_H_
