@@ -16,7 +16,7 @@ void CheckDestroyInUse(CheckContext& c) {
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("CQ 0x%x destroyed while %d QP(s) still use it, e.g. %s", e.obj, cq->qps.size(),
                              QpName(c.s, qp)),
-             {{"that QP created at:", q ? q->stack : 0}, {"CQ created at:", cq->stack}});
+             {{"that QP created at", q ? q->stack : 0}, {"CQ created at", cq->stack}});
       return;
     }
     case core::EventKind::kDeallocPd: {
@@ -25,28 +25,28 @@ void CheckDestroyInUse(CheckContext& c) {
         if (m.pd == e.obj) {
           c.Emit(core::CheckId::kDestroyInUse,
                  absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id, m.lkey),
-                 {{"MR registered at:", m.stack}});
+                 {{"MR registered at", m.stack}});
           return;
         }
       for (const auto& [id, q] : c.s.qps())
         if (q.pd == e.obj) {
           c.Emit(core::CheckId::kDestroyInUse,
                  absl::StrFormat("PD 0x%x deallocated while %s still belongs to it", e.obj, QpName(c.s, id)),
-                 {{"QP created at:", q.stack}});
+                 {{"QP created at", q.stack}});
           return;
         }
       for (const auto& [id, s] : c.s.srqs())
         if (s.pd == e.obj) {
           c.Emit(core::CheckId::kDestroyInUse,
                  absl::StrFormat("PD 0x%x deallocated while SRQ 0x%x still belongs to it", e.obj, id),
-                 {{"SRQ created at:", s.stack}});
+                 {{"SRQ created at", s.stack}});
           return;
         }
       for (const auto& [id, a] : c.s.ahs())
         if (a.pd == e.obj) {
           c.Emit(core::CheckId::kDestroyInUse,
                  absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
-                 {{"AH created at:", a.stack}});
+                 {{"AH created at", a.stack}});
           return;
         }
       return;
@@ -57,7 +57,7 @@ void CheckDestroyInUse(CheckContext& c) {
       core::ObjId qp = *s->qps.begin();
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("SRQ 0x%x destroyed while %s still uses it", e.obj, QpName(c.s, qp)),
-             {{"SRQ created at:", s->stack}});
+             {{"SRQ created at", s->stack}});
       return;
     }
     case core::EventKind::kDestroyAh: {
@@ -68,7 +68,7 @@ void CheckDestroyInUse(CheckContext& c) {
           if (w.ah == e.obj) {
             c.Emit(core::CheckId::kDestroyInUse,
                    absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
-                   {{WrLabel(w, "outstanding"), w.stack}, {"AH created at:", a->stack}});
+                   {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
             return;
           }
       return;

@@ -20,7 +20,7 @@ std::string QpName(const State& s, core::ObjId qp) {
 }
 
 std::string WrLabel(const OutstandingWr& w, const char* what) {
-  return absl::StrFormat("%s WR wr_id=0x%x %s posted at:", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
+  return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }
 
 std::vector<core::Finding> Engine::OnEvent(const core::Event& e) {

@@ -9,7 +9,7 @@ void CheckForkWithMrs(CheckContext& c) {
   const auto& [id, mr] = *c.s.mrs().begin();
   c.Emit(core::CheckId::kForkWithMrs,
          absl::StrFormat("fork() with %d MR(s) registered and no ibv_fork_init()", c.s.mrs().size()),
-         {{absl::StrFormat("MR 0x%x registered at:", id), mr.stack}});
+         {{absl::StrFormat("MR 0x%x registered at", id), mr.stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -15,7 +15,7 @@ void CheckInlineTooLarge(CheckContext& c) {
       c.Emit(core::CheckId::kInlineTooLarge,
              absl::StrFormat("post_send to %s: inline WR wr_id=0x%x carries %d bytes, max_inline_data is %d",
                              QpName(c.s, c.e.obj), w.wr_id, total, q->caps.max_inline_data),
-             {{"QP created at:", q->stack}});
+             {{"QP created at", q->stack}});
   }
 }
 

@@ -22,7 +22,7 @@ void CheckPostState(CheckContext& c) {
     c.Emit(core::CheckId::kPostBadQpState,
            absl::StrFormat("%s to %s in state %s (%s)", verb, QpName(c.s, e.obj), QpStateName(q->state),
                            send ? "sends need RTS or SQD" : "receives need INIT or later"),
-           {{"QP created at:", q->stack}});
+           {{"QP created at", q->stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -22,7 +22,7 @@ void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, i
       c.Emit(core::CheckId::kInvalidLkey,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d has lkey 0x%x, which names %s", where, wr_id, i, g.lkey,
                              mr ? "an MR of another PD" : "no live MR"),
-             mr ? std::vector<core::RelatedStack>{{"that MR registered at:", mr->stack}}
+             mr ? std::vector<core::RelatedStack>{{"that MR registered at", mr->stack}}
                 : std::vector<core::RelatedStack>{});
       continue;
     }
@@ -30,14 +30,14 @@ void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, i
       c.Emit(core::CheckId::kSgeOutOfBounds,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)", where,
                              wr_id, i, g.addr, g.length, mr->iova, mr->length, g.lkey),
-             {{"MR registered at:", mr->stack}});
+             {{"MR registered at", mr->stack}});
     }
     if (nic_writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) {
       c.Emit(core::CheckId::kMrAccess,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "
                              "IBV_ACCESS_LOCAL_WRITE",
                              where, wr_id, i, g.lkey),
-             {{"MR registered at:", mr->stack}});
+             {{"MR registered at", mr->stack}});
     }
   }
 }

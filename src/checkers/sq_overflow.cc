@@ -12,7 +12,7 @@ void CheckSqOverflow(CheckContext& c) {
   if (outstanding + chain <= q->caps.max_send_wr) return;
   std::vector<core::RelatedStack> rel;
   if (!q->sq.empty()) rel.push_back({WrLabel(q->sq.front(), "oldest outstanding"), q->sq.front().stack});
-  rel.push_back({"QP created at:", q->stack});
+  rel.push_back({"QP created at", q->stack});
   c.Emit(core::CheckId::kSqOverflow,
          absl::StrFormat("post_send of %d WR(s) to %s with %d outstanding exceeds max_send_wr=%d",
                          chain, QpName(c.s, c.e.obj), outstanding, q->caps.max_send_wr),

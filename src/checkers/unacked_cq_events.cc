@@ -11,7 +11,7 @@ void CheckUnackedCqEvents(CheckContext& c) {
   c.Emit(core::CheckId::kUnackedCqEvents,
          absl::StrFormat("CQ 0x%x destroyed with %d of its %d completion events not acked (ibv_ack_cq_events)",
                          c.e.obj, cq->events_got - cq->events_acked, cq->events_got),
-         {{"CQ created at:", cq->stack}});
+         {{"CQ created at", cq->stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -19,7 +19,7 @@ void CheckUnsignaledDeadlock(CheckContext& c) {
       c.Emit(core::CheckId::kUnsignaledDeadlock,
              absl::StrFormat("%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
                              QpName(c.s, c.e.obj), q->caps.max_send_wr),
-             {{"QP created at:", q->stack}});
+             {{"QP created at", q->stack}});
       return;
     }
   }
