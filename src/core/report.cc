@@ -1,0 +1,508 @@
+#include "core/report.h"
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace rdmasan::core {
+namespace {
+
+int Pid(int pid) { return pid ? pid : static_cast<int>(getpid()); }
+
+absl::string_view Basename(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+void AppendJsonString(std::string* out, absl::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20)
+          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
+        else
+          out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+std::string Json(absl::string_view s) {
+  std::string out;
+  AppendJsonString(&out, s);
+  return out;
+}
+
+std::string Hex(uintptr_t v) { return absl::StrFormat("\"0x%x\"", v); }
+
+void AppendTextFrames(std::string* out, const std::vector<Frame>& frames) {
+  if (frames.empty()) {
+    out->append("    <empty stack>\n");
+    return;
+  }
+  for (size_t i = 0; i < frames.size(); ++i)
+    absl::StrAppend(out, "    #", i, " ", FormatFrame(frames[i]), "\n");
+}
+
+void AppendJsonFrames(std::string* out, const std::vector<Frame>& frames) {
+  out->push_back('[');
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (i) out->push_back(',');
+    absl::StrAppend(out, "{\"pc\":", Hex(f.pc), ",\"function\":", Json(f.function), ",\"file\":", Json(f.file),
+                    ",\"line\":", f.line, ",\"module\":", Json(f.module), ",\"offset\":", Hex(f.module_offset),
+                    "}");
+  }
+  out->push_back(']');
+}
+
+const char* SarifLevel(CheckId check) {
+  return CheckSeverity(check) == Severity::kError ? "error" : "warning";
+}
+
+// A SARIF artifact URI: absolute paths become file:// URIs.
+std::string SarifUri(absl::string_view path) {
+  std::string out = absl::StartsWith(path, "/") ? "file://" : "";
+  for (char c : path) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (absl::ascii_isalnum(u) || std::strchr("/-._~", c))
+      out.push_back(c);
+    else
+      absl::StrAppendFormat(&out, "%%%02X", u);
+  }
+  return out;
+}
+
+// A SARIF location object for one frame, or "" when it has nothing to say.
+std::string SarifLocation(const Frame& f, absl::string_view message = "", int id = -1) {
+  std::vector<std::string> parts;
+  if (id >= 0) parts.push_back(absl::StrCat("\"id\":", id));
+  if (!message.empty()) parts.push_back(absl::StrCat("\"message\":{\"text\":", Json(message), "}"));
+  if (!f.file.empty()) {
+    std::string phys = absl::StrCat("\"physicalLocation\":{\"artifactLocation\":{\"uri\":", Json(SarifUri(f.file)), "}");
+    if (f.line > 0) absl::StrAppend(&phys, ",\"region\":{\"startLine\":", f.line, "}");
+    phys.push_back('}');
+    parts.push_back(phys);
+  } else if (!f.module.empty()) {
+    parts.push_back(absl::StrCat("\"physicalLocation\":{\"artifactLocation\":{\"uri\":", Json(SarifUri(f.module)),
+                                 "},\"address\":{\"relativeAddress\":", f.module_offset, "}}"));
+  }
+  if (!f.function.empty())
+    parts.push_back(absl::StrCat("\"logicalLocations\":[{\"fullyQualifiedName\":", Json(f.function),
+                                 ",\"kind\":\"function\"}]"));
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+std::string SarifStack(absl::string_view message, const std::vector<Frame>& frames) {
+  std::string out = absl::StrCat("{\"message\":{\"text\":", Json(message), "},\"frames\":[");
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame& f = frames[i];
+    if (i) out.push_back(',');
+    absl::StrAppend(&out, "{\"location\":", SarifLocation(f), ",\"module\":", Json(f.module),
+                    ",\"address\":{\"absoluteAddress\":", f.pc, "}}");
+  }
+  out.append("]}");
+  return out;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+void WriteAll(int fd, absl::string_view text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+// Set while this thread is inside Reporter::Report.
+thread_local bool tls_in_report = false;
+
+}  // namespace
+
+// ------------------------------------------------------------ renderers --
+
+std::string RenderSummaryLine(const Finding& finding, const std::vector<Frame>& main) {
+  std::string out = absl::StrCat("SUMMARY: rdmasan: ", CheckName(finding.check));
+  if (!main.empty()) {
+    const Frame& f = main[0];
+    if (!f.file.empty()) {
+      absl::StrAppend(&out, " ", Basename(f.file));
+      if (f.line > 0) absl::StrAppend(&out, ":", f.line);
+    } else if (!f.module.empty()) {
+      absl::StrAppendFormat(&out, " (%s+0x%x)", f.module, f.module_offset);
+    }
+    if (!f.function.empty()) absl::StrAppend(&out, " in ", f.function);
+  }
+  return out;
+}
+
+std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
+                       const std::vector<std::vector<Frame>>& related, int pid) {
+  std::string out = absl::StrFormat("==%d==%s: rdmasan: %s: %s\n", Pid(pid),
+                                    SeverityName(CheckSeverity(finding.check)), CheckName(finding.check),
+                                    finding.message);
+  AppendTextFrames(&out, main);
+  for (size_t i = 0; i < finding.related.size(); ++i) {
+    absl::StrAppend(&out, "  ", finding.related[i].label, ":\n");
+    AppendTextFrames(&out, i < related.size() ? related[i] : std::vector<Frame>{});
+  }
+  absl::StrAppend(&out, RenderSummaryLine(finding, main), "\n");
+  return out;
+}
+
+std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
+                       const std::vector<std::vector<Frame>>& related, int pid) {
+  std::string out = absl::StrCat("{\"pid\":", Pid(pid), ",\"check\":", Json(CheckName(finding.check)),
+                                 ",\"severity\":", Json(SarifLevel(finding.check)),
+                                 ",\"message\":", Json(finding.message), ",\"stack\":");
+  AppendJsonFrames(&out, main);
+  out.append(",\"related\":[");
+  for (size_t i = 0; i < finding.related.size(); ++i) {
+    if (i) out.push_back(',');
+    absl::StrAppend(&out, "{\"label\":", Json(finding.related[i].label), ",\"stack\":");
+    AppendJsonFrames(&out, i < related.size() ? related[i] : std::vector<Frame>{});
+    out.push_back('}');
+  }
+  out.append("]}\n");
+  return out;
+}
+
+std::string RenderSarif(const std::vector<RenderedFinding>& findings) {
+  std::string out =
+      "{\n  \"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\",\n  \"version\": \"2.1.0\",\n"
+      "  \"runs\": [{\n    \"tool\": {\"driver\": {\"name\": \"rdmasan\", \"informationUri\": "
+      "\"https://github.com/rdmasan/rdmasan\", \"rules\": [\n";
+  for (size_t i = 0; i < kNumChecks; ++i) {
+    CheckId c = static_cast<CheckId>(i);
+    absl::StrAppend(&out, "      {\"id\": ", Json(CheckName(c)), ", \"shortDescription\": {\"text\": ",
+                    Json(CheckDescription(c)), "}, \"defaultConfiguration\": {\"level\": \"", SarifLevel(c),
+                    "\", \"enabled\": ", CheckDefaultOn(c) ? "true" : "false", "}}",
+                    i + 1 < kNumChecks ? ",\n" : "\n");
+  }
+  out.append("    ]}},\n    \"results\": [");
+  for (size_t r = 0; r < findings.size(); ++r) {
+    const RenderedFinding& rf = findings[r];
+    const Finding& f = rf.finding;
+    absl::StrAppend(&out, r ? ",\n" : "\n", "      {\"ruleId\": ", Json(CheckName(f.check)),
+                    ", \"ruleIndex\": ", static_cast<size_t>(f.check), ", \"level\": \"", SarifLevel(f.check),
+                    "\", \"message\": {\"text\": ", Json(f.message), "}");
+    if (!rf.main.empty()) absl::StrAppend(&out, ", \"locations\": [", SarifLocation(rf.main[0]), "]");
+    std::vector<std::string> stacks = {SarifStack(f.message, rf.main)};
+    std::vector<std::string> related_locations;
+    for (size_t i = 0; i < f.related.size(); ++i) {
+      const std::vector<Frame> empty;
+      const std::vector<Frame>& frames = i < rf.related.size() ? rf.related[i] : empty;
+      stacks.push_back(SarifStack(f.related[i].label, frames));
+      if (!frames.empty())
+        related_locations.push_back(SarifLocation(frames[0], f.related[i].label, static_cast<int>(i)));
+    }
+    if (!related_locations.empty())
+      absl::StrAppend(&out, ", \"relatedLocations\": [", absl::StrJoin(related_locations, ", "), "]");
+    absl::StrAppend(&out, ", \"stacks\": [", absl::StrJoin(stacks, ", "), "]}");
+  }
+  out.append(findings.empty() ? "]\n  }]\n}\n" : "\n    ]\n  }]\n}\n");
+  return out;
+}
+
+// --------------------------------------------------------- suppressions --
+
+std::vector<std::string> Suppressions::Parse(absl::string_view text) {
+  std::vector<std::string> errors;
+  int lineno = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++lineno;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) {
+      errors.push_back(absl::StrCat("suppressions line ", lineno, ": expected check-id:pattern, got '", line, "'"));
+      continue;
+    }
+    absl::string_view id = absl::StripAsciiWhitespace(line.substr(0, colon));
+    absl::string_view pattern = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    std::optional<CheckId> check = CheckByName(id);
+    if (!check) {
+      errors.push_back(absl::StrCat("suppressions line ", lineno, ": unknown check id '", id, "'"));
+      continue;
+    }
+    if (pattern.empty()) {
+      errors.push_back(absl::StrCat("suppressions line ", lineno, ": empty pattern"));
+      continue;
+    }
+    rules_.push_back({*check, std::string(pattern)});
+  }
+  return errors;
+}
+
+int Suppressions::Match(CheckId check, const std::vector<Frame>& frames) const {
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (rules_[i].check != check) continue;
+    const char* pattern = rules_[i].pattern.c_str();
+    auto matches = [&](const std::string& s) { return !s.empty() && fnmatch(pattern, s.c_str(), 0) == 0; };
+    for (const Frame& f : frames) {
+      if (matches(f.function) || matches(f.file) || matches(std::string(Basename(f.file))) ||
+          matches(f.module) || matches(std::string(Basename(f.module))))
+        return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+std::string Suppressions::RuleText(int index) const {
+  if (index < 0 || static_cast<size_t>(index) >= rules_.size()) return "";
+  return absl::StrCat(CheckName(rules_[index].check), ":", rules_[index].pattern);
+}
+
+// ------------------------------------------------------------- reporter --
+
+Reporter::Reporter(const Options& options, Sink sink)
+    : sink_(std::move(sink)),
+      halt_on_error_(options.halt_on_error),
+      exitcode_(options.exitcode),
+      verbosity_(options.verbosity),
+      log_path_(options.log_path),
+      strip_path_prefix_(options.strip_path_prefix) {
+  std::vector<std::string> errors;
+  if (options.report_format == "json") {
+    format_ = Format::kJson;
+  } else if (options.report_format == "sarif") {
+    format_ = Format::kSarif;
+  } else if (options.report_format != "text") {
+    errors.push_back(absl::StrCat("report_format: unknown format '", options.report_format,
+                                  "' (text, json or sarif); using text"));
+  }
+  std::string error;
+  if (!CheckSet::Parse(options.checks, &checks_, &error)) errors.push_back(error + "; using the default checks");
+  if (!options.suppressions.empty()) {
+    std::string text;
+    if (!ReadFile(options.suppressions, &text)) {
+      errors.push_back(absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
+    } else {
+      for (std::string& e : suppressions_.Parse(text)) errors.push_back(std::move(e));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  suppression_hits_.assign(suppressions_.size(), 0);
+  for (const std::string& e : errors) Write(absl::StrFormat("==%d==rdmasan: %s\n", getpid(), e));
+}
+
+void Reporter::Write(absl::string_view text) {
+  if (sink_) {
+    sink_(text);
+    return;
+  }
+  int fd = 2;
+  if (log_path_ == "stdout") {
+    fd = 1;
+  } else if (!log_path_.empty() && log_path_ != "stderr") {
+    int pid = getpid();
+    if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
+      if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
+      std::string path = absl::StrCat(log_path_, ".", pid);
+      log_fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      log_pid_ = pid;
+    }
+    if (log_fd_ >= 0) fd = log_fd_;
+  }
+  WriteAll(fd, text);
+}
+
+void Reporter::StripPaths(std::vector<Frame>* frames) const {
+  if (strip_path_prefix_.empty()) return;
+  for (Frame& f : *frames) {
+    size_t at = f.file.find(strip_path_prefix_);
+    if (at != std::string::npos) f.file.erase(0, at + strip_path_prefix_.size());
+  }
+}
+
+uint64_t Reporter::DedupKey(const Finding& finding) const {
+  uint64_t check = static_cast<uint64_t>(finding.check);
+  if (finding.stack != 0) return (check << 32) | finding.stack;
+  uint64_t h = absl::Hash<std::string>()(finding.message) & ((uint64_t{1} << 47) - 1);
+  return (uint64_t{1} << 63) | (check << 47) | h;
+}
+
+bool Reporter::Report(const Finding& finding) {
+  if (tls_in_report || !checks_.Enabled(finding.check)) return false;
+  tls_in_report = true;
+  bool printed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto seen = seen_.find(DedupKey(finding));
+    if (seen != seen_.end()) {
+      if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;
+    } else {
+      std::vector<std::vector<Frame>> related;
+      for (const RelatedStack& r : finding.related) related.push_back(SymbolizeStack(r.stack));
+      printed = ReportLocked(finding, SymbolizeStack(finding.stack), std::move(related));
+    }
+  }
+  tls_in_report = false;
+  return printed;
+}
+
+bool Reporter::ReportSymbolized(const Finding& finding, std::vector<Frame> main,
+                                std::vector<std::vector<Frame>> related) {
+  if (tls_in_report || !checks_.Enabled(finding.check)) return false;
+  tls_in_report = true;
+  bool printed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    printed = ReportLocked(finding, std::move(main), std::move(related));
+  }
+  tls_in_report = false;
+  return printed;
+}
+
+bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
+                            std::vector<std::vector<Frame>> related) {
+  auto [seen, fresh] = seen_.try_emplace(DedupKey(finding), -1);
+  if (!fresh) {
+    if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;
+    return false;
+  }
+  int rule = suppressions_.Match(finding.check, main);
+  if (rule >= 0) {
+    seen->second = rule;
+    ++suppression_hits_[rule];
+    ++suppressed_;
+    return false;
+  }
+  StripPaths(&main);
+  for (auto& r : related) StripPaths(&r);
+  Write(format_ == Format::kJson ? RenderJson(finding, main, related) : RenderText(finding, main, related));
+  ++counts_[static_cast<size_t>(finding.check)];
+  bool error = CheckSeverity(finding.check) == Severity::kError;
+  had_errors_ |= error;
+  if (format_ == Format::kSarif) sarif_.push_back({finding, std::move(main), std::move(related)});
+  if (error && halt_on_error_) {
+    FinishLocked();
+    _exit(exitcode_);
+  }
+  return true;
+}
+
+int Reporter::Finish() {
+  absl::MutexLock lock(&mu_);
+  return FinishLocked();
+}
+
+int Reporter::FinishLocked() {
+  int status = had_errors_ ? exitcode_ : 0;
+  if (finished_) return status;
+  finished_ = true;
+  size_t total = 0;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < kNumChecks; ++i) {
+    if (!counts_[i]) continue;
+    total += counts_[i];
+    parts.push_back(absl::StrCat(CheckName(static_cast<CheckId>(i)), " ", counts_[i]));
+  }
+  int pid = getpid();
+  if (format_ == Format::kJson) {
+    if (total > 0 || verbosity_ >= 1) {
+      std::string line = absl::StrCat("{\"pid\":", pid, ",\"summary\":{\"findings\":", total, ",\"counts\":{");
+      bool first = true;
+      for (size_t i = 0; i < kNumChecks; ++i) {
+        if (!counts_[i]) continue;
+        absl::StrAppend(&line, first ? "" : ",", Json(CheckName(static_cast<CheckId>(i))), ":", counts_[i]);
+        first = false;
+      }
+      absl::StrAppend(&line, "},\"suppressed\":", suppressed_, "}}\n");
+      Write(line);
+    }
+  } else if (total > 0) {
+    Write(absl::StrFormat("==%d==rdmasan: %d finding%s: %s\n", pid, total, total == 1 ? "" : "s",
+                          absl::StrJoin(parts, ", ")));
+  } else if (verbosity_ >= 1) {
+    Write(absl::StrFormat("==%d==rdmasan: no findings\n", pid));
+  }
+  if (verbosity_ >= 1 && suppressions_.size() > 0) {
+    std::string text = absl::StrFormat("==%d==rdmasan: suppressions used:\n", pid);
+    for (size_t i = 0; i < suppression_hits_.size(); ++i)
+      if (suppression_hits_[i]) absl::StrAppendFormat(&text, "  %6d %s\n", suppression_hits_[i], suppressions_.RuleText(i));
+    Write(text);
+  }
+  if (format_ == Format::kSarif) {
+    std::string path = SarifPath();
+    std::string sarif = RenderSarif(sarif_);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      WriteAll(fd, sarif);
+      close(fd);
+      if (verbosity_ >= 1) Write(absl::StrFormat("==%d==rdmasan: SARIF log written to %s\n", pid, path));
+    } else {
+      Write(absl::StrFormat("==%d==rdmasan: cannot write SARIF log %s: %s\n", pid, path, std::strerror(errno)));
+    }
+  }
+  return status;
+}
+
+bool Reporter::HadErrors() const {
+  absl::MutexLock lock(&mu_);
+  return had_errors_;
+}
+
+size_t Reporter::Count(CheckId check) const {
+  absl::MutexLock lock(&mu_);
+  size_t i = static_cast<size_t>(check);
+  return i < kNumChecks ? counts_[i] : 0;
+}
+
+size_t Reporter::TotalCount() const {
+  absl::MutexLock lock(&mu_);
+  size_t total = 0;
+  for (size_t c : counts_) total += c;
+  return total;
+}
+
+size_t Reporter::SuppressedCount() const {
+  absl::MutexLock lock(&mu_);
+  return suppressed_;
+}
+
+std::string Reporter::SarifPath() const {
+  int pid = getpid();
+  if (!log_path_.empty() && log_path_ != "stderr" && log_path_ != "stdout")
+    return absl::StrCat(log_path_, ".", pid, ".sarif");
+  return absl::StrCat("rdmasan.", pid, ".sarif");
+}
+
+Reporter& GlobalReporter() {
+  static Reporter* reporter = new Reporter(GlobalOptions());
+  return *reporter;
+}
+
+}  // namespace rdmasan::core

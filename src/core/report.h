@@ -1,0 +1,176 @@
+// core/report: findings as data, and the one renderer that prints them the
+// sanitizer way (text, JSON lines, or SARIF 2.1.0 at exit).
+//
+// A Finding names a check, a message and stacks (StackIds); the Reporter
+// filters it (enabled checks, suppressions, once per (check, stack)),
+// symbolizes it, renders it and counts it.  The Render* functions are pure
+// functions of already-symbolized frames, so tests and trace replay get
+// byte-identical output.  Nothing here throws; Report may be called from any
+// thread, and a report raised on a thread that is already inside Report
+// (e.g. by an interposed free() during symbolization) is dropped rather than
+// deadlocking.  Reporting allocates and symbolizes: it is off the data path.
+#ifndef RDMASAN_CORE_REPORT_H_
+#define RDMASAN_CORE_REPORT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "core/checks.h"
+#include "core/options.h"
+#include "core/stack.h"
+
+namespace rdmasan::core {
+
+struct RelatedStack {
+  std::string label;  // printed as "  <label>:", e.g. "MR 0x7 registered at"
+  StackId stack = 0;
+};
+
+struct Finding {
+  CheckId check = CheckId::kCount;
+  std::string message;  // one line, no trailing newline
+  StackId stack = 0;    // where the offending call was made
+  std::vector<RelatedStack> related;
+};
+
+// ------------------------------------------------------------ renderers --
+// `pid` 0 means getpid().  Text and JSON end with '\n'.
+
+// The sanitizer-style report:
+//   ==PID==ERROR: rdmasan: <check>: <message>
+//       #0 0x... in func file:line
+//     <label>:
+//       #0 ...
+//   SUMMARY: rdmasan: <check> <basename(file)>:<line> in <func>
+std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
+                       const std::vector<std::vector<Frame>>& related, int pid = 0);
+
+// One JSON object on one line: pid, check, severity, message, stack (frames
+// with pc, function, file, line, module, offset; pc/offset as "0x.." strings)
+// and related ([{label, stack}]).
+std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
+                       const std::vector<std::vector<Frame>>& related, int pid = 0);
+
+// A finding with its frames, as kept for the SARIF log.
+struct RenderedFinding {
+  Finding finding;
+  std::vector<Frame> main;
+  std::vector<std::vector<Frame>> related;
+};
+
+// A complete SARIF 2.1.0 log: every check as a rule, one result per finding.
+std::string RenderSarif(const std::vector<RenderedFinding>& findings);
+
+// "SUMMARY: rdmasan: ..." without the newline.
+std::string RenderSummaryLine(const Finding& finding, const std::vector<Frame>& main);
+
+// --------------------------------------------------------- suppressions --
+
+// `check-id:pattern` lines; '#' starts a comment line.  A finding is
+// suppressed when some frame of its main stack has a function, file, file
+// basename, module or module basename matching the fnmatch(3) pattern.
+class Suppressions {
+ public:
+  // Parses file text; returns one error per bad line (good lines apply).
+  std::vector<std::string> Parse(absl::string_view text);
+  // Index of the first matching rule, or -1.
+  int Match(CheckId check, const std::vector<Frame>& frames) const;
+  size_t size() const { return rules_.size(); }
+  std::string RuleText(int index) const;
+
+ private:
+  struct Rule {
+    CheckId check;
+    std::string pattern;
+  };
+  std::vector<Rule> rules_;
+};
+
+// ------------------------------------------------------------- reporter --
+
+class Reporter {
+ public:
+  // Receives each rendered chunk (one report, a summary, an option error).
+  using Sink = std::function<void(absl::string_view)>;
+
+  // Uses options.checks, suppressions, report_format, halt_on_error,
+  // exitcode, verbosity, strip_path_prefix, log_path.  A null sink writes to
+  // log_path.<pid> (opened lazily, reopened after fork) or stderr.  Option
+  // errors (bad checks=, unreadable suppressions) are printed once.
+  explicit Reporter(const Options& options, Sink sink = nullptr);
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  // Symbolizes the finding's stacks and reports it.  Returns true if it was
+  // printed (enabled, not suppressed, first of its (check, stack)).  With
+  // halt_on_error, an Error finding is followed by Finish() and
+  // _exit(exitcode).
+  bool Report(const Finding& finding);
+
+  // Same, with frames already symbolized (trace replay, tests).  Dedup still
+  // keys on finding.stack (on the message when stack is 0).
+  bool ReportSymbolized(const Finding& finding, std::vector<Frame> main,
+                        std::vector<std::vector<Frame>> related);
+
+  // End of run: prints "==PID==rdmasan: N findings: id n, ..." (if any),
+  // suppression hit counts (verbosity >= 1), writes the SARIF log
+  // (report_format=sarif) to <log_path>.<pid>.sarif or rdmasan.<pid>.sarif.
+  // Returns the exit status the process should use if it would exit 0:
+  // exitcode when an Error finding was printed, else 0.  Idempotent.
+  int Finish();
+
+  bool HadErrors() const;
+  size_t Count(CheckId check) const;  // printed findings of one check
+  size_t TotalCount() const;
+  size_t SuppressedCount() const;
+  // Where Finish() writes the SARIF log.
+  std::string SarifPath() const;
+
+ private:
+  bool ReportLocked(const Finding& finding, std::vector<Frame> main,
+                    std::vector<std::vector<Frame>> related) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Write(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StripPaths(std::vector<Frame>* frames) const;
+  uint64_t DedupKey(const Finding& finding) const;
+
+  enum class Format { kText, kJson, kSarif };
+
+  const Sink sink_;
+  const bool halt_on_error_;
+  const int exitcode_;
+  const int verbosity_;
+  const std::string log_path_;
+  const std::string strip_path_prefix_;
+  Format format_ = Format::kText;
+  CheckSet checks_;
+  Suppressions suppressions_;
+
+  mutable absl::Mutex mu_;
+  int log_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int log_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  // Dedup key -> index of the suppression that hid it, or -1 if printed.
+  absl::flat_hash_map<uint64_t, int> seen_ ABSL_GUARDED_BY(mu_);
+  std::array<size_t, kNumChecks> counts_ ABSL_GUARDED_BY(mu_) = {};
+  std::vector<size_t> suppression_hits_ ABSL_GUARDED_BY(mu_);
+  size_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool had_errors_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<RenderedFinding> sarif_ ABSL_GUARDED_BY(mu_);
+};
+
+// The process-wide reporter, built from GlobalOptions() on first use and
+// never destroyed.
+Reporter& GlobalReporter();
+
+}  // namespace rdmasan::core
+
+#endif  // RDMASAN_CORE_REPORT_H_

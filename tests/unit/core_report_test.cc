@@ -1,0 +1,448 @@
+#include "core/report.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/checks.h"
+#include "core/options.h"
+#include "core/stack.h"
+
+namespace rdmasan::core {
+namespace {
+
+std::vector<Frame> MainFrames() {
+  Frame a;
+  a.pc = 0x55d0c0a1b2c3;
+  a.function = "teardown";
+  a.file = "/src/app/client.c";
+  a.line = 88;
+  a.module = "/usr/bin/client";
+  a.module_offset = 0x12c3;
+  Frame b = a;
+  b.pc = 0x55d0c0a1b400;
+  b.function = "main";
+  b.line = 120;
+  return {a, b};
+}
+
+std::vector<Frame> PostFrames() {
+  Frame f;
+  f.pc = 0x55d0c0a1b111;
+  f.function = "send_chunk";
+  f.file = "/src/app/client.c";
+  f.line = 61;
+  f.module = "/usr/bin/client";
+  f.module_offset = 0x1111;
+  return {f};
+}
+
+Finding DeregFinding(StackId stack = 101) {
+  return Finding{CheckId::kDeregInFlight, "MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11",
+                 stack, {{"outstanding WR wr_id=0x2a RDMA_WRITE posted at", 102}}};
+}
+
+struct Captured {
+  std::string text;
+  Reporter::Sink Sink() {
+    return [this](absl::string_view s) { text.append(s.data(), s.size()); };
+  }
+};
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/rdmasan_report_test.XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  return dir ? dir : "/tmp";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t CountOf(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(Checks, NamesAndProperties) {
+  EXPECT_STREQ(CheckName(CheckId::kSqOverflow), "sq-overflow");
+  EXPECT_EQ(CheckSeverity(CheckId::kUnsignaledRun), Severity::kWarning);
+  EXPECT_FALSE(CheckDefaultOn(CheckId::kWrIdDuplicate));
+  EXPECT_TRUE(CheckDefaultOn(CheckId::kDeregInFlight));
+  EXPECT_NE(std::string(CheckDescription(CheckId::kCqOverrun)).find("cqe"), std::string::npos);
+  EXPECT_EQ(CheckByName("free-in-flight"), CheckId::kFreeInFlight);
+  EXPECT_EQ(CheckByName("nope"), std::nullopt);
+  for (size_t i = 0; i < kNumChecks; ++i) EXPECT_EQ(CheckByName(CheckName(static_cast<CheckId>(i))), static_cast<CheckId>(i));
+}
+
+TEST(Checks, ParseCheckSets) {
+  CheckSet s;
+  std::string error;
+  EXPECT_FALSE(s.Enabled(CheckId::kWrIdDuplicate));
+  ASSERT_TRUE(CheckSet::Parse("all,-wr-id-duplicate", &s, &error)) << error;
+  EXPECT_EQ(s.Count(), kNumChecks - 1);
+  EXPECT_FALSE(s.Enabled(CheckId::kWrIdDuplicate));
+  ASSERT_TRUE(CheckSet::Parse("sq-overflow,cq-overrun", &s, &error));
+  EXPECT_EQ(s.Count(), 2u);
+  EXPECT_TRUE(s.Enabled(CheckId::kSqOverflow));
+  EXPECT_TRUE(s.Enabled(CheckId::kCqOverrun));
+  ASSERT_TRUE(CheckSet::Parse("-unsignaled-run;+wr-id-duplicate", &s, &error));
+  EXPECT_FALSE(s.Enabled(CheckId::kUnsignaledRun));
+  EXPECT_TRUE(s.Enabled(CheckId::kWrIdDuplicate));
+  EXPECT_TRUE(s.Enabled(CheckId::kSqOverflow));
+  ASSERT_TRUE(CheckSet::Parse("", &s, &error));
+  EXPECT_EQ(s, CheckSet::Defaults());
+  ASSERT_TRUE(CheckSet::Parse("default", &s, &error));
+  EXPECT_EQ(s, CheckSet::Defaults());
+  ASSERT_TRUE(CheckSet::Parse("none", &s, &error));
+  EXPECT_EQ(s.Count(), 0u);
+  EXPECT_FALSE(CheckSet::Parse("all,-no-such-check", &s, &error));
+  EXPECT_NE(error.find("no-such-check"), std::string::npos) << error;
+  EXPECT_EQ(s.Count(), 0u) << "a failed parse leaves the set alone";
+}
+
+TEST(Checks, NewOptionsParse) {
+  Options o;
+  EXPECT_EQ(o.exitcode, 66);
+  EXPECT_FALSE(o.halt_on_error);
+  EXPECT_EQ(o.report_format, "text");
+  auto errors = ParseOptions("halt_on_error=1:exitcode=3:report_format=json:checks=all;-wr-id-duplicate", &o);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_TRUE(o.halt_on_error);
+  EXPECT_EQ(o.exitcode, 3);
+  EXPECT_EQ(o.checks, "all;-wr-id-duplicate");
+  for (const char* name : {"halt_on_error", "exitcode", "log_path", "report_format", "suppressions", "checks",
+                           "strip_path_prefix"})
+    EXPECT_NE(OptionsHelp().find(name), std::string::npos) << name;
+}
+
+TEST(Render, TextHasTheSanitizerShape) {
+  Finding f = DeregFinding();
+  std::string text = RenderText(f, MainFrames(), {PostFrames()}, 4242);
+  EXPECT_EQ(text,
+            "==4242==ERROR: rdmasan: dereg-in-flight: MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11\n"
+            "    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"
+            "    #1 0x55d0c0a1b400 in main /src/app/client.c:120\n"
+            "  outstanding WR wr_id=0x2a RDMA_WRITE posted at:\n"
+            "    #0 0x55d0c0a1b111 in send_chunk /src/app/client.c:61\n"
+            "SUMMARY: rdmasan: dereg-in-flight client.c:88 in teardown\n");
+}
+
+TEST(Render, WarningsUnknownFramesAndEmptyStacks) {
+  Finding f{CheckId::kUnsignaledRun, "run of 9 unsignaled WRs", 0, {{"QP created at", 0}}};
+  Frame lib;
+  lib.pc = 0x7f0000001000;
+  lib.module = "/lib/libx.so";
+  lib.module_offset = 0x1000;
+  Frame none;
+  none.pc = 0x10;
+  std::string text = RenderText(f, {lib, none}, {{}}, 7);
+  EXPECT_EQ(text,
+            "==7==WARNING: rdmasan: unsignaled-run: run of 9 unsignaled WRs\n"
+            "    #0 0x7f0000001000 (/lib/libx.so+0x1000)\n"
+            "    #1 0x10 (<unknown>)\n"
+            "  QP created at:\n"
+            "    <empty stack>\n"
+            "SUMMARY: rdmasan: unsignaled-run (/lib/libx.so+0x1000)\n");
+  EXPECT_EQ(RenderSummaryLine(f, {}), "SUMMARY: rdmasan: unsignaled-run");
+}
+
+TEST(Render, JsonIsOneObjectPerLine) {
+  Finding f = DeregFinding();
+  f.message = "quote \" and backslash \\ and\nnewline";
+  std::string json = RenderJson(f, MainFrames(), {PostFrames()}, 4242);
+  ASSERT_FALSE(json.empty());
+  EXPECT_EQ(json.back(), '\n');
+  EXPECT_EQ(CountOf(json, "\n"), 1u);
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json[json.size() - 2], '}');
+  EXPECT_EQ(CountOf(json, "{"), CountOf(json, "}"));
+  EXPECT_EQ(CountOf(json, "["), CountOf(json, "]"));
+  EXPECT_NE(json.find("\"check\":\"dereg-in-flight\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"severity\":\"error\""), std::string::npos);
+  EXPECT_NE(json.find("\"message\":\"quote \\\" and backslash \\\\ and\\nnewline\""), std::string::npos) << json;
+  EXPECT_NE(json.find("{\"pc\":\"0x55d0c0a1b2c3\",\"function\":\"teardown\",\"file\":\"/src/app/client.c\",\"line\":88,"
+                      "\"module\":\"/usr/bin/client\",\"offset\":\"0x12c3\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"stack\":[{"),
+            std::string::npos)
+      << json;
+}
+
+TEST(Render, SarifLog) {
+  std::vector<RenderedFinding> findings = {{DeregFinding(), MainFrames(), {PostFrames()}}};
+  std::string sarif = RenderSarif(findings);
+  EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos);
+  for (size_t i = 0; i < kNumChecks; ++i)
+    EXPECT_NE(sarif.find(absl::StrCat("{\"id\": \"", CheckName(static_cast<CheckId>(i)), "\"")), std::string::npos);
+  EXPECT_EQ(CountOf(sarif, "\"ruleId\""), 1u);
+  EXPECT_NE(sarif.find("\"ruleId\": \"dereg-in-flight\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"level\": \"error\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"uri\":\"file:///src/app/client.c\"},\"region\":{\"startLine\":88}"), std::string::npos)
+      << sarif;
+  EXPECT_NE(sarif.find("\"relatedLocations\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"startLine\":61"), std::string::npos);
+  EXPECT_EQ(CountOf(sarif, "{"), CountOf(sarif, "}"));
+  std::string empty = RenderSarif({});
+  EXPECT_NE(empty.find("\"results\": []"), std::string::npos) << empty;
+}
+
+TEST(Reporter, PrintsOncePerCheckAndStack) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(101), MainFrames(), {PostFrames()}));
+  EXPECT_FALSE(r.ReportSymbolized(DeregFinding(101), MainFrames(), {PostFrames()}));
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(103), MainFrames(), {PostFrames()}));
+  Finding other = DeregFinding(101);
+  other.check = CheckId::kFreeInFlight;
+  EXPECT_TRUE(r.ReportSymbolized(other, MainFrames(), {PostFrames()}));
+  EXPECT_EQ(CountOf(out.text, "ERROR: rdmasan: dereg-in-flight"), 2u);
+  EXPECT_EQ(r.Count(CheckId::kDeregInFlight), 2u);
+  EXPECT_EQ(r.TotalCount(), 3u);
+  EXPECT_TRUE(r.HadErrors());
+}
+
+TEST(Reporter, DisabledChecksAndWarningsDoNotFail) {
+  Captured out;
+  Options o;
+  Reporter r(o, out.Sink());
+  Finding dup{CheckId::kWrIdDuplicate, "wr_id 0x1 twice", 5, {}};
+  EXPECT_FALSE(r.ReportSymbolized(dup, MainFrames(), {}));  // off by default
+  Finding warn{CheckId::kUnsignaledRun, "long run", 5, {}};
+  EXPECT_TRUE(r.ReportSymbolized(warn, MainFrames(), {}));
+  EXPECT_FALSE(r.HadErrors());
+  EXPECT_EQ(r.Finish(), 0);
+  o.checks = "sq-overflow";
+  Reporter only(o, out.Sink());
+  EXPECT_FALSE(only.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()}));
+}
+
+TEST(Reporter, StacklessFindingsDedupByMessage) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  Finding a{CheckId::kForkWithMrs, "fork with 2 MRs", 0, {}};
+  Finding b{CheckId::kForkWithMrs, "fork with 3 MRs", 0, {}};
+  EXPECT_TRUE(r.ReportSymbolized(a, {}, {}));
+  EXPECT_FALSE(r.ReportSymbolized(a, {}, {}));
+  EXPECT_TRUE(r.ReportSymbolized(b, {}, {}));
+}
+
+TEST(Reporter, SuppressionsByFunctionFileAndModule) {
+  std::string dir = TempDir();
+  std::string supp = dir + "/supp.txt";
+  {
+    std::ofstream f(supp);
+    f << "# comment\n\n"
+         "dereg-in-flight:teardown\n"
+         "  free-in-flight : *client.c  \n"
+         "sq-overflow:libx.so\n"
+         "cq-overrun:*nomatch*\n";
+  }
+  Captured out;
+  Options o;
+  o.suppressions = supp;
+  o.verbosity = 1;
+  Reporter r(o, out.Sink());
+  EXPECT_EQ(out.text, "") << "no parse errors";
+  EXPECT_FALSE(r.ReportSymbolized(DeregFinding(1), MainFrames(), {}));
+  EXPECT_FALSE(r.ReportSymbolized(DeregFinding(1), MainFrames(), {}));
+  EXPECT_FALSE(r.ReportSymbolized(DeregFinding(2), MainFrames(), {}));
+  Finding free_f{CheckId::kFreeInFlight, "free", 3, {}};
+  EXPECT_FALSE(r.ReportSymbolized(free_f, PostFrames(), {}));  // file basename
+  Frame lib;
+  lib.pc = 0x7f0000001000;
+  lib.module = "/lib/libx.so";
+  Finding sq{CheckId::kSqOverflow, "full", 4, {}};
+  EXPECT_FALSE(r.ReportSymbolized(sq, {lib}, {}));  // module basename
+  Finding cq{CheckId::kCqOverrun, "overrun", 5, {}};
+  EXPECT_TRUE(r.ReportSymbolized(cq, MainFrames(), {}));
+  Finding other{CheckId::kInvalidLkey, "bad lkey", 1, {}};
+  EXPECT_TRUE(r.ReportSymbolized(other, MainFrames(), {})) << "patterns apply to their own check only";
+  EXPECT_EQ(r.SuppressedCount(), 5u);
+  r.Finish();
+  EXPECT_NE(out.text.find("suppressions used:"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("3 dereg-in-flight:teardown"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("1 free-in-flight:*client.c"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("cq-overrun:*nomatch*"), std::string::npos) << "unused rules are not listed";
+}
+
+TEST(Reporter, BadSuppressionsAndOptionsAreReported) {
+  std::string dir = TempDir();
+  std::string supp = dir + "/bad.txt";
+  {
+    std::ofstream f(supp);
+    f << "no-such-check:foo\nmissing-colon\nsq-overflow:ok\n";
+  }
+  Captured out;
+  Options o;
+  o.suppressions = supp;
+  o.checks = "all,-bogus";
+  o.report_format = "xml";
+  Reporter r(o, out.Sink());
+  EXPECT_NE(out.text.find("unknown check id 'no-such-check'"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("line 2"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("'bogus'"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("report_format"), std::string::npos) << out.text;
+  Captured out2;
+  o.suppressions = dir + "/does-not-exist";
+  o.checks = "default";
+  Reporter r2(o, out2.Sink());
+  EXPECT_NE(out2.text.find("cannot read"), std::string::npos) << out2.text;
+}
+
+TEST(Reporter, JsonFormatWritesOneLinePerFindingAndASummary) {
+  Captured out;
+  Options o;
+  o.report_format = "json";
+  Reporter r(o, out.Sink());
+  r.ReportSymbolized(DeregFinding(1), MainFrames(), {PostFrames()});
+  r.ReportSymbolized(DeregFinding(2), MainFrames(), {PostFrames()});
+  r.Finish();
+  EXPECT_EQ(CountOf(out.text, "\n"), 3u) << out.text;
+  EXPECT_EQ(CountOf(out.text, "\n{"), 2u);
+  EXPECT_NE(out.text.find("\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2}"), std::string::npos)
+      << out.text;
+}
+
+TEST(Reporter, FinishPrintsCountsAndReturnsExitcode) {
+  Captured out;
+  Options o;
+  o.exitcode = 42;
+  Reporter r(o, out.Sink());
+  r.ReportSymbolized(Finding{CheckId::kSqOverflow, "x", 1, {}}, MainFrames(), {});
+  r.ReportSymbolized(DeregFinding(2), MainFrames(), {});
+  r.ReportSymbolized(DeregFinding(3), MainFrames(), {});
+  EXPECT_EQ(r.Finish(), 42);
+  EXPECT_NE(out.text.find(absl::StrCat("==", getpid(), "==rdmasan: 3 findings: sq-overflow 1, dereg-in-flight 2\n")),
+            std::string::npos)
+      << out.text;
+  size_t len = out.text.size();
+  EXPECT_EQ(r.Finish(), 42);
+  EXPECT_EQ(out.text.size(), len) << "Finish is idempotent";
+  Captured quiet;
+  Reporter clean(Options{}, quiet.Sink());
+  EXPECT_EQ(clean.Finish(), 0);
+  EXPECT_EQ(quiet.text, "");
+}
+
+TEST(Reporter, SarifFileAtFinish) {
+  std::string dir = TempDir();
+  Captured out;
+  Options o;
+  o.report_format = "sarif";
+  o.log_path = dir + "/log";
+  Reporter r(o, out.Sink());
+  EXPECT_EQ(r.SarifPath(), absl::StrCat(dir, "/log.", getpid(), ".sarif"));
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()}));
+  EXPECT_NE(out.text.find("ERROR: rdmasan: dereg-in-flight"), std::string::npos) << "text is printed too";
+  r.Finish();
+  std::string sarif = Slurp(r.SarifPath());
+  EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos) << sarif;
+  EXPECT_NE(sarif.find("\"id\": \"sq-overflow\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"id\": \"fork-with-mrs\""), std::string::npos);
+  EXPECT_EQ(CountOf(sarif, "\"ruleId\""), 1u);
+}
+
+TEST(Reporter, LogPathGetsPidSuffix) {
+  std::string dir = TempDir();
+  Options o;
+  o.log_path = dir + "/rdmasan";
+  Reporter r(o);
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()}));
+  r.Finish();
+  std::string log = Slurp(absl::StrCat(dir, "/rdmasan.", getpid()));
+  EXPECT_NE(log.find("ERROR: rdmasan: dereg-in-flight"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 finding: dereg-in-flight 1"), std::string::npos) << log;
+}
+
+TEST(Reporter, StripPathPrefix) {
+  Captured out;
+  Options o;
+  o.strip_path_prefix = "/src/";
+  Reporter r(o, out.Sink());
+  r.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()});
+  EXPECT_NE(out.text.find("in teardown app/client.c:88"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("in send_chunk app/client.c:61"), std::string::npos) << out.text;
+}
+
+__attribute__((noinline)) StackId PostSomething(int* line) {
+  *line = __LINE__; StackId id = CaptureStack();
+  asm volatile("" ::: "memory");
+  return id;
+}
+
+TEST(Reporter, ReportSymbolizesRealStacks) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  int line = 0;
+  StackId stack = PostSomething(&line);
+  Finding f{CheckId::kSgeOutOfBounds, "SGE [0x1000, +64) outside MR", stack, {{"MR registered at", stack}}};
+  ASSERT_TRUE(r.Report(f));
+  EXPECT_FALSE(r.Report(f));
+  EXPECT_NE(out.text.find(absl::StrCat("in rdmasan::core::(anonymous namespace)::PostSomething(int*) ")),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find(absl::StrCat("core_report_test.cc:", line, "\n")), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find(absl::StrCat("SUMMARY: rdmasan: sge-out-of-bounds core_report_test.cc:", line, " in ")),
+            std::string::npos)
+      << out.text;
+}
+
+TEST(Reporter, NestedReportFromTheSameThreadIsDroppedNotDeadlocked) {
+  Reporter* self = nullptr;
+  int nested_printed = -1;
+  std::string text;
+  Reporter r(Options{}, [&](absl::string_view s) {
+    text.append(s.data(), s.size());
+    if (nested_printed < 0 && self) nested_printed = self->ReportSymbolized(DeregFinding(999), MainFrames(), {});
+  });
+  self = &r;
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(1), MainFrames(), {}));
+  EXPECT_EQ(nested_printed, 0);
+}
+
+TEST(Reporter, ConcurrentReports) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&r, t] {
+      for (int i = 0; i < 50; ++i) r.ReportSymbolized(DeregFinding(1000 + (t * 50 + i) % 100), MainFrames(), {});
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(r.TotalCount(), 100u);
+  EXPECT_EQ(CountOf(out.text, "SUMMARY:"), 100u);
+}
+
+TEST(ReporterDeathTest, HaltOnErrorExitsWithExitcode) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Options o;
+  o.halt_on_error = true;
+  o.exitcode = 66;
+  EXPECT_EXIT(
+      {
+        Reporter r(o);
+        r.ReportSymbolized(Finding{CheckId::kUnsignaledRun, "warning only", 1, {}}, MainFrames(), {});
+        r.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()});
+        std::fprintf(stderr, "not reached\n");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(66), "WARNING: rdmasan: unsignaled-run(.|\n)*ERROR: rdmasan: dereg-in-flight(.|\n)*"
+                                     "SUMMARY: rdmasan: dereg-in-flight client.c:88 in teardown\n(.|\n)*"
+                                     "2 findings: unsignaled-run 1, dereg-in-flight 1");
+}
+
+}  // namespace
+}  // namespace rdmasan::core
