@@ -17,7 +17,7 @@ set -uo pipefail
 want_status=0
 limit=60
 expects=()
-rejects=('==[0-9]+==ERROR: rdmasan')
+rejects=('==[0-9]+==(ERROR|WARNING): rdmasan')
 
 die() { echo "expect_run: $*" >&2; exit 2; }
 

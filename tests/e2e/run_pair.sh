@@ -183,7 +183,7 @@ for re in "${expects[@]}"; do
     failures+=("expected output /$re/ not found")
   fi
 done
-if [[ $allow_findings -eq 0 ]] && grep -Eq '==[0-9]+==ERROR: rdmasan' "$server_log" "$client_log"; then
+if [[ $allow_findings -eq 0 ]] && grep -Eq '==[0-9]+==(ERROR|WARNING): rdmasan' "$server_log" "$client_log"; then
   failures+=("rdmasan reported errors")
 fi
 
