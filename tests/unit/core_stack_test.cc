@@ -119,13 +119,22 @@ TEST(Stack, InlinedCallsExpandToFrames) {
 }
 
 TEST(Stack, SameCallSiteSameIdDifferentSiteDifferentId) {
+  int n = 3;
+  asm volatile("" : "+r"(n));  // an opaque count: the loop stays one call site
   int line = 0;
-  std::vector<StackId> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(CaptureHere(&line));
+  std::vector<StackId> ids, first, second;
+  for (int i = 0; i < n && i < 3; ++i) {
+    ids.push_back(CaptureHere(&line));
+    first.push_back(TwoSites(false));
+    second.push_back(TwoSites(true));
+  }
+  ASSERT_EQ(ids.size(), 3u);
   EXPECT_EQ(ids[0], ids[1]);
   EXPECT_EQ(ids[1], ids[2]);
-  EXPECT_NE(TwoSites(false), TwoSites(true));
-  EXPECT_EQ(TwoSites(true), TwoSites(true));
+  EXPECT_EQ(first[0], first[1]);
+  EXPECT_EQ(second[0], second[1]);
+  EXPECT_NE(first[0], second[0]);
+  EXPECT_NE(StackPcs(first[0])[0], StackPcs(second[0])[0]) << "frame #0 tells the two sites apart";
 }
 
 TEST(Stack, WalksFramePointersPastFrameZero) {
