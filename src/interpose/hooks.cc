@@ -56,7 +56,18 @@ std::atomic<bool> g_atexit_registered{false};
 
 }  // namespace
 
-bool Checking() { return core::GlobalOptions().checking; }
+std::atomic<int> g_checking{-1};  // -1: not read yet
+
+bool Checking() {
+  int v = g_checking.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = core::GlobalOptions().checking ? 1 : 0;
+    g_checking.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+void SetChecking(bool on) { g_checking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 core::ObjId Assign(const void* obj) {
   Registry& r = Objects();

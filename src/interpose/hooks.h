@@ -18,8 +18,10 @@
 
 namespace rdmasan::interpose {
 
-// True when checking is on (the event pipeline runs at all).
+// True when checking is on (the event pipeline runs at all): the checking
+// option, unless SetChecking() overrode it (benchmarks compare modes).
 bool Checking();
+void SetChecking(bool on);
 
 // Object ids.  Assign() gives a new id to a created object; Id() looks one
 // up (0 if unknown); Forget() drops it after destruction.
