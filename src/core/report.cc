@@ -146,6 +146,23 @@ void WriteAll(int fd, absl::string_view text) {
   }
 }
 
+// The data-path verbs (ibv_post_send, ibv_reg_mr, ...) are static inline in
+// <infiniband/verbs.h>, so the application's call site symbolizes as an
+// inlined verbs.h frame on top of the application's own frame at the same
+// pc.  Those frames are rdmasan's interception point, not the user's code
+// (as the sanitizers hide their interceptors): drop them.
+void DropVerbsInlineFrames(std::vector<Frame>* frames) {
+  std::vector<Frame> kept;
+  kept.reserve(frames->size());
+  for (size_t i = 0; i < frames->size(); ++i) {
+    const Frame& f = (*frames)[i];
+    bool inlined = i + 1 < frames->size() && (*frames)[i + 1].pc == f.pc;
+    if (inlined && f.file.find("/infiniband/") != std::string::npos) continue;
+    kept.push_back(f);
+  }
+  frames->swap(kept);
+}
+
 // Set while this thread is inside Reporter::Report.
 thread_local bool tls_in_report = false;
 
@@ -388,6 +405,8 @@ bool Reporter::ReportSymbolized(const Finding& finding, std::vector<Frame> main,
 
 bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
                             std::vector<std::vector<Frame>> related) {
+  DropVerbsInlineFrames(&main);
+  for (auto& r : related) DropVerbsInlineFrames(&r);
   auto [seen, fresh] = seen_.try_emplace(DedupKey(finding), -1);
   if (!fresh) {
     if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;

@@ -116,7 +116,9 @@ class Reporter {
   bool Report(const Finding& finding);
 
   // Same, with frames already symbolized (trace replay, tests).  Dedup still
-  // keys on finding.stack (on the message when stack is 0).
+  // keys on finding.stack (on the message when stack is 0).  Both drop the
+  // inlined <infiniband/verbs.h> frames that sit on top of the
+  // application's call site.
   bool ReportSymbolized(const Finding& finding, std::vector<Frame> main,
                         std::vector<std::vector<Frame>> related);
 

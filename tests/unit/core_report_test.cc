@@ -377,6 +377,21 @@ TEST(Reporter, StripPathPrefix) {
   EXPECT_NE(out.text.find("in send_chunk app/client.c:61"), std::string::npos) << out.text;
 }
 
+TEST(Reporter, HidesInlinedVerbsHeaderFrames) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  Frame verbs = MainFrames()[0];
+  verbs.function = "ibv_post_send";
+  verbs.file = "/usr/include/infiniband/verbs.h";
+  verbs.line = 3300;
+  std::vector<Frame> frames = {verbs, MainFrames()[0], MainFrames()[1]};
+  Finding f{CheckId::kSqOverflow, "full", 9, {}};
+  ASSERT_TRUE(r.ReportSymbolized(f, frames, {}));
+  EXPECT_EQ(out.text.find("verbs.h"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("SUMMARY: rdmasan: sq-overflow client.c:88 in teardown"), std::string::npos);
+}
+
 __attribute__((noinline)) StackId PostSomething(int* line) {
   *line = __LINE__; StackId id = CaptureStack();
   asm volatile("" ::: "memory");
