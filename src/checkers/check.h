@@ -52,6 +52,8 @@ void CheckDestroyInUse(CheckContext&);
 void CheckErrorCompletion(CheckContext&);
 void CheckWrIdDuplicate(CheckContext&);
 void CheckForkWithMrs(CheckContext&);
+void CheckBufferModifiedInFlight(CheckContext&);
+void CheckFreeRange(CheckContext&);  // free-in-flight, free-registered
 
 // Small formatting helpers shared by the checks.
 inline std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }

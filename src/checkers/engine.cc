@@ -10,6 +10,7 @@ constexpr CheckFn kChecks[] = {
     CheckRqOverflow,     CheckCqOverrun,       CheckSgeRules,           CheckInlineTooLarge,
     CheckAtomicMisaligned, CheckWrIdDuplicate, CheckDeregInFlight,      CheckDestroyInUse,
     CheckUnackedCqEvents, CheckNotifyWithoutPoll, CheckErrorCompletion, CheckForkWithMrs,
+    CheckBufferModifiedInFlight, CheckFreeRange,
 };
 
 }  // namespace

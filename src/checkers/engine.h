@@ -23,6 +23,8 @@ class Engine {
   // Findings raised by `e`, in check order.
   std::vector<core::Finding> OnEvent(const core::Event& e);
   const State& state() const { return state_; }
+  // Send WRs (with payload hashes) that the events so far retired.
+  std::vector<RetiredWr> TakeRetired() { return state_.TakeRetired(); }
 
  private:
   State state_;

@@ -7,9 +7,12 @@
 namespace rdmasan::checkers {
 namespace {
 
+// `where` names the call; it is formatted only when something is reported.
+template <typename Where>
 void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, int32_t num_sge, uint32_t max_sge,
-               core::ObjId pd, bool nic_writes, const std::string& where, uint64_t wr_id) {
+               core::ObjId pd, bool nic_writes, const Where& where_fn, uint64_t wr_id) {
   if (num_sge < 0 || static_cast<uint32_t>(num_sge) > max_sge) {
+    const std::string where = where_fn();
     c.Emit(core::CheckId::kSgeCount,
            absl::StrFormat("%s: WR wr_id=0x%x has num_sge=%d, the QP allows %d", where, wr_id, num_sge, max_sge));
   }
@@ -19,6 +22,7 @@ void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, i
     core::ObjId id = c.s.MrByLkey(g.lkey);
     const MrState* mr = c.s.Mr(id);
     if (!mr || mr->pd != pd) {
+      const std::string where = where_fn();
       c.Emit(core::CheckId::kInvalidLkey,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d has lkey 0x%x, which names %s", where, wr_id, i, g.lkey,
                              mr ? "an MR of another PD" : "no live MR"),
@@ -27,12 +31,14 @@ void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, i
       continue;
     }
     if (g.addr < mr->iova || g.addr + g.length > mr->iova + mr->length || g.addr + g.length < g.addr) {
+      const std::string where = where_fn();
       c.Emit(core::CheckId::kSgeOutOfBounds,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)", where,
                              wr_id, i, g.addr, g.length, mr->iova, mr->length, g.lkey),
              {{"MR registered at", mr->stack}});
     }
     if (nic_writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) {
+      const std::string where = where_fn();
       c.Emit(core::CheckId::kMrAccess,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "
                              "IBV_ACCESS_LOCAL_WRITE",
@@ -49,7 +55,7 @@ void CheckSgeRules(CheckContext& c) {
   if (e.kind == core::EventKind::kPostSend) {
     const QpState* q = c.s.Qp(e.obj);
     if (!q) return;
-    std::string where = "post_send to " + QpName(c.s, e.obj);
+    auto where = [&] { return "post_send to " + QpName(c.s, e.obj); };
     for (const auto& w : e.send_wrs) {
       if (w.send_flags & IBV_SEND_INLINE) continue;  // lkeys unused
       CheckSges(c, w.sges, w.num_sge, q->caps.max_send_sge, q->pd, WritesLocal(w.opcode), where, w.wr_id);
@@ -57,20 +63,21 @@ void CheckSgeRules(CheckContext& c) {
   } else if (e.kind == core::EventKind::kPostRecv || e.kind == core::EventKind::kPostSrqRecv) {
     core::ObjId pd;
     uint32_t max_sge;
-    std::string where;
-    if (e.kind == core::EventKind::kPostRecv) {
+    const bool qp = e.kind == core::EventKind::kPostRecv;
+    if (qp) {
       const QpState* q = c.s.Qp(e.obj);
       if (!q) return;
       pd = q->pd;
       max_sge = q->caps.max_recv_sge;
-      where = "post_recv to " + QpName(c.s, e.obj);
     } else {
       const SrqState* s = c.s.Srq(e.obj);
       if (!s) return;
       pd = s->pd;
       max_sge = UINT32_MAX;
-      where = absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
     }
+    auto where = [&] {
+      return qp ? "post_recv to " + QpName(c.s, e.obj) : absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
+    };
     for (const auto& w : e.recv_wrs) CheckSges(c, w.sges, w.num_sge, max_sge, pd, true, where, w.wr_id);
   }
 }

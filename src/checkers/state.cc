@@ -86,6 +86,16 @@ std::optional<State::Queue> State::Classify(const core::Completion& wc, const Qp
   return std::nullopt;
 }
 
+namespace {
+
+bool Hashed(const OutstandingWr& w) {
+  for (const auto& g : w.sges)
+    if (g.hash) return true;
+  return false;
+}
+
+}  // namespace
+
 void State::Retire(const core::Completion& wc, ObjId cq) {
   ObjId qid = QpByNum(wc.qp_num);
   auto it = qps_.find(qid);
@@ -106,12 +116,16 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
         size_t i = 0;
         while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == qp.sq.size()) i = 0;
+        for (size_t k = 0; k <= i; ++k)
+          if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
         qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
         return;
       }
       // A signaled completion retires its WR and every earlier one.
       for (size_t i = 0; i < qp.sq.size(); ++i) {
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
+          for (size_t k = 0; k <= i; ++k)
+            if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
           qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
           return;
         }

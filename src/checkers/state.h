@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -87,6 +88,11 @@ struct AhState {
   StackId stack = 0;
 };
 
+struct RetiredWr {
+  ObjId qp = 0;
+  OutstandingWr wr;
+};
+
 class State {
  public:
   // Applies an event to the books (after the checks of that event ran).
@@ -112,6 +118,10 @@ class State {
   // posted receives of every QP (and SRQ) bound to it.
   uint64_t PendingOn(ObjId cq) const;
 
+  // Send WRs with payload hashes retired since the last call, for the
+  // interposer to hash again (buffer-modified-in-flight).
+  std::vector<RetiredWr> TakeRetired() { return std::move(retired_); }
+
   // Which queue a completion retires: nullopt if it matches nothing.
   enum class Queue { kSend, kRecv, kSrq };
   std::optional<Queue> Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
@@ -133,6 +143,7 @@ class State {
   absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
+  std::vector<RetiredWr> retired_;
 };
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).

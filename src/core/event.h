@@ -52,6 +52,7 @@ enum class EventKind : uint8_t {
   kGetCqEvent,   // it returned an event (obj = CQ)
   kAckCqEvents,
   kAsyncEvent,
+  kRetire,     // send WRs retired by the last poll, payload hashed again
   kFreeRange,  // free/munmap/realloc released [addr, addr+length)
   kFork,
   kForkInit,
@@ -64,7 +65,8 @@ struct Sge {
   uint64_t addr = 0;
   uint32_t length = 0;
   uint32_t lkey = 0;
-  uint64_t hash = 0;  // payload hash at post (send side), 0 if not taken
+  uint64_t hash = 0;      // payload hash at post (send side), 0 if not taken
+  uint64_t hash_now = 0;  // kRetire: the hash again when the WR was retired
 };
 
 struct SendWr {
@@ -78,7 +80,8 @@ struct SendWr {
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   ObjId ah = 0;
-  int32_t num_sge = 0;  // as given (may disagree with sges.size() if absurd)
+  StackId posted_at = 0;  // kRetire: the stack of the post
+  int32_t num_sge = 0;    // as given (may disagree with sges.size() if absurd)
   absl::InlinedVector<Sge, 2> sges;
 };
 

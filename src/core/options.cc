@@ -34,7 +34,7 @@ const char* TypeName(const bool*) { return "bool"; }
 
 std::vector<std::string> ParseOptions(absl::string_view text, Options* opts) {
   std::vector<std::string> errors;
-  for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(":,\n "), absl::SkipEmpty())) {
+  for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(":\n "), absl::SkipEmpty())) {
     size_t eq = item.find('=');
     if (eq == absl::string_view::npos) {
       errors.push_back(absl::StrCat("option '", item, "' has no value (expected name=value)"));

@@ -20,7 +20,8 @@ struct Options {
 #undef RDMASAN_OPTION
 };
 
-// Parses "k=v:k=v" (',' or ':' separated pairs, empty items ignored) into
+// Parses "k=v:k=v" (':', newline or space separated pairs, empty items
+// ignored; values may hold commas, as in checks=all,-wr-id-duplicate) into
 // *opts.  Returns one human-readable error per bad item; good items apply.
 std::vector<std::string> ParseOptions(absl::string_view text, Options* opts);
 

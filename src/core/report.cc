@@ -147,20 +147,15 @@ void WriteAll(int fd, absl::string_view text) {
 }
 
 // The data-path verbs (ibv_post_send, ibv_reg_mr, ...) are static inline in
-// <infiniband/verbs.h>, so the application's call site symbolizes as an
-// inlined verbs.h frame on top of the application's own frame at the same
-// pc.  Those frames are rdmasan's interception point, not the user's code
-// (as the sanitizers hide their interceptors): drop them.
+// <infiniband/verbs.h>: optimized, the application's call site symbolizes as
+// an inlined verbs.h frame on top of the application's own frame; at -O0 the
+// inline function is a real one with its own frame.  Either way those frames
+// are rdmasan's interception point, not the user's code (as the sanitizers
+// hide their interceptors): drop the leading ones while a frame remains.
 void DropVerbsInlineFrames(std::vector<Frame>* frames) {
-  std::vector<Frame> kept;
-  kept.reserve(frames->size());
-  for (size_t i = 0; i < frames->size(); ++i) {
-    const Frame& f = (*frames)[i];
-    bool inlined = i + 1 < frames->size() && (*frames)[i + 1].pc == f.pc;
-    if (inlined && f.file.find("/infiniband/") != std::string::npos) continue;
-    kept.push_back(f);
-  }
-  frames->swap(kept);
+  size_t skip = 0;
+  while (skip + 1 < frames->size() && (*frames)[skip].file.find("/infiniband/") != std::string::npos) ++skip;
+  frames->erase(frames->begin(), frames->begin() + skip);
 }
 
 // Set while this thread is inside Reporter::Report.

@@ -19,6 +19,7 @@
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/memory.h"
 #include "softnic/softnic.h"
 
 #undef ibv_reg_mr
@@ -88,6 +89,7 @@ ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, 
     e.obj = ip::Assign(mr);
     e.lkey = mr->lkey;
     e.rkey = mr->rkey;
+    ip::NoteRegistered(addr, length);
   }
   Done(e, mr ? 0 : -1);
   return mr;
@@ -398,7 +400,11 @@ RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Event e = Ev(EventKind::kDeregMr, stack);
   e.obj = ip::Id(mr);
   e.lkey = mr->lkey;
+  void* const addr = mr->addr;
+  const size_t length = mr->length;
+  const bool tracked = e.obj != 0;
   int rc = IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
+  if (!rc && tracked) ip::NoteDeregistered(addr, length);
   if (Watch(re)) Done(e, rc);
   if (!rc) ip::Forget(mr);
   return rc;

@@ -6,10 +6,10 @@
 #include <errno.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "checkers/engine.h"
 #include "core/options.h"
 #include "core/report.h"
@@ -17,10 +17,65 @@
 namespace rdmasan::interpose {
 namespace {
 
-struct Registry {
-  absl::Mutex mu;
-  absl::flat_hash_map<const void*, core::ObjId> ids ABSL_GUARDED_BY(mu);
-  core::ObjId next ABSL_GUARDED_BY(mu) = 1;
+// Object pointer -> id, read on every data-path call: an open-addressing
+// table whose lookups take no lock (writers, on the control path, do).
+class Registry {
+ public:
+  core::ObjId Assign(const void* obj) {
+    std::lock_guard<std::mutex> l(mu_);
+    core::ObjId id = next_++;
+    size_t i = Hash(obj);
+    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
+      uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
+      if (k == 0 || k == kTombstone || k == reinterpret_cast<uintptr_t>(obj)) {
+        slots_[i].id.store(id, std::memory_order_relaxed);
+        slots_[i].key.store(reinterpret_cast<uintptr_t>(obj), std::memory_order_release);
+        return id;
+      }
+    }
+    return id;  // full: the object goes untracked (its events carry id 0)
+  }
+  core::ObjId Find(const void* obj) const {
+    const uintptr_t want = reinterpret_cast<uintptr_t>(obj);
+    size_t i = Hash(obj);
+    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
+      uintptr_t k = slots_[i].key.load(std::memory_order_acquire);
+      if (k == want) return slots_[i].id.load(std::memory_order_relaxed);
+      if (k == 0) return 0;
+    }
+    return 0;
+  }
+  void Forget(const void* obj) {
+    std::lock_guard<std::mutex> l(mu_);
+    const uintptr_t want = reinterpret_cast<uintptr_t>(obj);
+    size_t i = Hash(obj);
+    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
+      uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
+      if (k == want) {
+        slots_[i].key.store(kTombstone, std::memory_order_release);
+        return;
+      }
+      if (k == 0) return;
+    }
+  }
+
+ private:
+  static constexpr size_t kCap = 1 << 16;
+  static constexpr uintptr_t kTombstone = 1;
+  static size_t Hash(const void* p) {
+    uint64_t x = reinterpret_cast<uintptr_t>(p);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x & (kCap - 1);
+  }
+  struct Slot {
+    std::atomic<uintptr_t> key{0};
+    std::atomic<core::ObjId> id{0};
+  };
+  std::mutex mu_;
+  core::ObjId next_ = 1;
+  Slot slots_[kCap];
 };
 
 Registry& Objects() {
@@ -28,10 +83,11 @@ Registry& Objects() {
   return *r;
 }
 
+// One engine per process, its events ordered by one lock.
 struct Pipeline {
-  absl::Mutex mu;
-  checkers::Engine engine ABSL_GUARDED_BY(mu);
-  uint64_t seq ABSL_GUARDED_BY(mu) = 0;
+  std::mutex mu;
+  checkers::Engine engine;
+  uint64_t seq = 0;
 };
 
 Pipeline& GetPipeline() {
@@ -49,7 +105,12 @@ uint32_t Tid() {
 void AtExit() {
   core::Reporter& r = core::GlobalReporter();
   int code = r.Finish();
-  if (code) _exit(code);
+  if (code) {
+    // Like the sanitizers' exitcode: the run had errors.  Flush what the
+    // program wrote first; _exit skips the remaining atexit work.
+    fflush(nullptr);
+    _exit(code);
+  }
 }
 
 std::atomic<bool> g_atexit_registered{false};
@@ -69,37 +130,22 @@ bool Checking() {
 
 void SetChecking(bool on) { g_checking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-core::ObjId Assign(const void* obj) {
-  Registry& r = Objects();
-  absl::MutexLock l(&r.mu);
-  core::ObjId id = r.next++;
-  r.ids[obj] = id;
-  return id;
-}
+core::ObjId Assign(const void* obj) { return Objects().Assign(obj); }
 
-core::ObjId Id(const void* obj) {
-  if (!obj) return 0;
-  Registry& r = Objects();
-  absl::ReaderMutexLock l(&r.mu);
-  auto it = r.ids.find(obj);
-  return it == r.ids.end() ? 0 : it->second;
-}
+core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
 
-void Forget(const void* obj) {
-  Registry& r = Objects();
-  absl::MutexLock l(&r.mu);
-  r.ids.erase(obj);
-}
+void Forget(const void* obj) { Objects().Forget(obj); }
 
-void Emit(core::Event& e) {
+void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   if (!g_atexit_registered.exchange(true)) atexit(AtExit);
   e.tid = Tid();
   std::vector<core::Finding> findings;
   {
     Pipeline& p = GetPipeline();
-    absl::MutexLock l(&p.mu);
+    std::lock_guard<std::mutex> l(p.mu);
     e.seq = ++p.seq;
     findings = p.engine.OnEvent(e);
+    if (retired) *retired = p.engine.TakeRetired();
   }
   for (const auto& f : findings) core::GlobalReporter().Report(f);
 }

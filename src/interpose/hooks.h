@@ -14,6 +14,9 @@
 
 #include <infiniband/verbs.h>
 
+#include <vector>
+
+#include "checkers/state.h"
 #include "core/event.h"
 
 namespace rdmasan::interpose {
@@ -29,8 +32,9 @@ core::ObjId Assign(const void* obj);
 core::ObjId Id(const void* obj);
 void Forget(const void* obj);
 
-// Fills seq and tid, runs the checkers and reports.
-void Emit(core::Event& e);
+// Fills seq and tid, runs the checkers and reports.  With `retired`, also
+// hands back the send WRs with payload hashes that the event retired.
+void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired = nullptr);
 
 // Events of object creation shared by both layers (exports and the
 // verbs_context create_*_ex wrappers).  `obj` may be null (failed call).

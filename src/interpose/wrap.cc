@@ -13,6 +13,7 @@
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/memory.h"
 
 namespace rdmasan::interpose {
 
@@ -44,6 +45,12 @@ Saved* Find(const ibv_context* ctx) {
 
 Counters g_counters;
 
+// Opcodes whose local SGEs are read by the NIC (the payload sent).
+bool SourcesPayload(uint32_t op) {
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
+}
+
 // CQs armed and not polled since: their empty polls matter to the
 // notify-without-poll check; every other empty poll is not an event.
 absl::Mutex g_armed_mu;
@@ -60,14 +67,25 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Reentry re;
   if (!re.outer() || !Checking()) return s->post_send(qp, wr, bad);
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  int rc = s->post_send(qp, wr, bad);
+  // Copy (and hash the payloads) before the provider runs: the NIC may read
+  // the buffers from the moment of the post.
   core::Event e;
   e.kind = core::EventKind::kPostSend;
   e.obj = Id(qp);
+  e.stack = stack;
+  CopySendChain(wr, nullptr, &e);
+  for (auto& w : e.send_wrs) {
+    if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
+    for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
+  }
+  int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
   e.err = rc;
-  e.stack = stack;
-  CopySendChain(wr, rc ? *bad : nullptr, &e);
+  if (rc) {
+    uint32_t i = 0;
+    for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++i;
+    e.bad_index = i;
+  }
   Emit(e);
   return rc;
 }
@@ -133,7 +151,29 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   for (int i = 0; i < got; ++i)
     e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
                      wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
-  Emit(e);
+  std::vector<checkers::RetiredWr> retired;
+  Emit(e, &retired);
+  // The retiring completion is seen: the payloads must be as they were.
+  if (!retired.empty()) {
+    core::Event r;
+    r.kind = core::EventKind::kRetire;
+    r.stack = e.stack;
+    for (auto& rw : retired) {
+      r.obj = rw.qp;
+      core::SendWr w;
+      w.wr_id = rw.wr.wr_id;
+      w.opcode = rw.wr.opcode;
+      w.posted_at = rw.wr.stack;
+      w.sges = rw.wr.sges;
+      for (auto& g : w.sges) g.hash_now = g.hash ? HashPayload(g.addr, g.length) : 0;
+      r.send_wrs.push_back(std::move(w));
+      if (r.send_wrs.size() == 64) {
+        Emit(r);
+        r.send_wrs.clear();
+      }
+    }
+    if (!r.send_wrs.empty()) Emit(r);
+  }
   return got;
 }
 

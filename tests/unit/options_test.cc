@@ -7,11 +7,12 @@ namespace {
 
 TEST(Options, ParsesKnownAndReportsBad) {
   Options o;
-  auto errors = ParseOptions("softnic=on:softnic_fabric=abc,verbosity=2", &o);
+  auto errors = ParseOptions("softnic=on:softnic_fabric=abc verbosity=2:checks=all,-wr-id-duplicate", &o);
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(o.softnic, "on");
   EXPECT_EQ(o.softnic_fabric, "abc");
   EXPECT_EQ(o.verbosity, 2);
+  EXPECT_EQ(o.checks, "all,-wr-id-duplicate");
   errors = ParseOptions("verbosity=x:nosuch=1:help", &o);
   ASSERT_EQ(errors.size(), 3u);
   EXPECT_NE(errors[0].find("verbosity"), std::string::npos);

@@ -1,0 +1,29 @@
+// buffer-modified-in-flight: the bytes of a send-side SGE are unchanged from
+// the post until the completion that retires the WR is polled (seed 000:
+// only that completion proves the NIC is done with the buffer).  The
+// interposer hashes each SGE at post and again at retirement and sends both
+// in a kRetire event; this check compares them.
+#include "checkers/check.h"
+
+namespace rdmasan::checkers {
+
+void CheckBufferModifiedInFlight(CheckContext& c) {
+  if (c.e.kind != core::EventKind::kRetire) return;
+  for (const auto& w : c.e.send_wrs) {
+    for (size_t i = 0; i < w.sges.size(); ++i) {
+      const core::Sge& g = w.sges[i];
+      if (!g.hash || g.hash == g.hash_now) continue;
+      OutstandingWr o;
+      o.wr_id = w.wr_id;
+      o.opcode = w.opcode;
+      c.Emit(core::CheckId::kBufferModifiedInFlight,
+             absl::StrFormat("%s: SGE %d [0x%x, +%d) of WR wr_id=0x%x %s changed between its post and the "
+                             "completion that retired it",
+                             QpName(c.s, c.e.obj), i, g.addr, g.length, w.wr_id, WrOpcodeName(w.opcode)),
+             {{WrLabel(o, "modified"), w.posted_at}});
+      break;
+    }
+  }
+}
+
+}  // namespace rdmasan::checkers

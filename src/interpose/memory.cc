@@ -1,0 +1,157 @@
+// Registered ranges and payload hashing (see memory.h); the libc
+// interposers that use them are in libc_hooks.cc.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "core/options.h"
+#include "core/stack.h"
+#include "interpose/hooks.h"
+#include "interpose/interpose.h"
+#include "interpose/memory.h"
+
+namespace rdmasan::interpose {
+namespace {
+
+// Registered ranges (virtual addresses) -> count of MRs over them.
+std::mutex g_ranges_mu;
+std::map<uintptr_t, std::pair<uintptr_t, int>>* g_ranges = new std::map<uintptr_t, std::pair<uintptr_t, int>>();
+std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
+std::atomic<uintptr_t> g_hi{0};
+
+void RecomputeBoundsLocked() {
+  if (g_ranges->empty()) {
+    g_lo.store(UINTPTR_MAX, std::memory_order_relaxed);
+    g_hi.store(0, std::memory_order_relaxed);
+    return;
+  }
+  uintptr_t hi = 0;
+  for (const auto& [start, v] : *g_ranges) hi = std::max(hi, v.first);
+  g_lo.store(g_ranges->begin()->first, std::memory_order_relaxed);
+  g_hi.store(hi, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool MayOverlap(uintptr_t a, size_t n) {
+  return n && a < g_hi.load(std::memory_order_relaxed) && a + n > g_lo.load(std::memory_order_relaxed);
+}
+
+bool OverlapsRegistered(uintptr_t a, size_t n) {
+  std::lock_guard<std::mutex> l(g_ranges_mu);
+  for (const auto& [start, v] : *g_ranges)
+    if (a < v.first && start < a + n) return true;
+  return false;
+}
+
+namespace {
+
+// Sampled hashing reads at most this many bytes of a payload.
+constexpr size_t kSampleEdge = 64, kSampleWords = 16;
+
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+uint64_t HashBytes(const uint8_t* p, size_t n, uint64_t h) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, p + i, 8);
+    h = Mix(h, v);
+  }
+  for (; i < n; ++i) h = Mix(h, p[i]);
+  return h;
+}
+
+enum class HashMode { kOff, kSampled, kFull };
+
+HashMode Mode() {
+  static const HashMode m = [] {
+    const std::string& v = core::GlobalOptions().buffer_check;
+    return v == "full" ? HashMode::kFull : v == "off" ? HashMode::kOff : HashMode::kSampled;
+  }();
+  return m;
+}
+
+}  // namespace
+
+// dlsym may allocate and free while it resolves; until the real functions
+// are known, frees are dropped (a few bytes leak once, at start-up).
+FreeFn RealFree() {
+  static std::atomic<FreeFn> fn{nullptr};
+  static thread_local bool resolving = false;
+  FreeFn f = fn.load(std::memory_order_acquire);
+  if (f || resolving) return f;
+  resolving = true;
+  f = reinterpret_cast<FreeFn>(dlsym(RTLD_NEXT, "free"));
+  resolving = false;
+  fn.store(f, std::memory_order_release);
+  return f;
+}
+
+void EmitFree(uintptr_t a, size_t n, core::StackId stack) {
+  core::Event e;
+  e.kind = core::EventKind::kFreeRange;
+  e.addr = a;
+  e.length = n;
+  e.stack = stack;
+  Emit(e);
+}
+
+void NoteRegistered(const void* addr, size_t length) {
+  if (!addr || !length) return;
+  std::lock_guard<std::mutex> l(g_ranges_mu);
+  uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  auto& v = (*g_ranges)[a];
+  v.first = std::max(v.first, a + length);
+  ++v.second;
+  RecomputeBoundsLocked();
+}
+
+void NoteDeregistered(const void* addr, size_t length) {
+  if (!addr || !length) return;
+  std::lock_guard<std::mutex> l(g_ranges_mu);
+  auto it = g_ranges->find(reinterpret_cast<uintptr_t>(addr));
+  if (it == g_ranges->end()) return;
+  if (--it->second.second <= 0) g_ranges->erase(it);
+  RecomputeBoundsLocked();
+}
+
+uint64_t HashPayload(uint64_t addr, uint32_t length) {
+  if (Mode() == HashMode::kOff || !length) return 0;
+  // Only memory inside a registered range is read: that is memory the
+  // program told the NIC it may touch.
+  {
+    std::lock_guard<std::mutex> l(g_ranges_mu);
+    auto it = g_ranges->upper_bound(addr);
+    bool inside = false;
+    while (it != g_ranges->begin()) {
+      --it;
+      if (addr + length <= it->second.first) {
+        inside = addr >= it->first;
+        break;
+      }
+      if (it->second.first <= addr) break;
+    }
+    if (!inside) return 0;
+  }
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(addr);
+  uint64_t h = 0x243f6a8885a308d3ull ^ length;
+  if (Mode() == HashMode::kFull || length <= 2 * kSampleEdge + kSampleWords * 8) {
+    h = HashBytes(p, length, h);
+  } else {
+    h = HashBytes(p, kSampleEdge, h);
+    h = HashBytes(p + length - kSampleEdge, kSampleEdge, h);
+    const size_t step = (length - 2 * kSampleEdge) / kSampleWords;
+    for (size_t i = 0; i < kSampleWords; ++i) h = HashBytes(p + kSampleEdge + i * step, 8, h);
+  }
+  return h | 1;  // 0 means "not hashed"
+}
+
+}  // namespace rdmasan::interpose
+
