@@ -1,0 +1,1304 @@
+// Unit tests of checkers::Engine: hand-built core::Event sequences in, the
+// exact CheckIds of the findings out (DESIGN.md §1, §3).  No verbs calls, no
+// softnic: every event is made here, with object ids and stack ids chosen by
+// the test.
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_split.h"
+
+#include "checkers/engine.h"
+#include "checkers/state.h"
+#include "core/checks.h"
+#include "core/event.h"
+#include "core/report.h"
+
+namespace rdmasan {
+namespace {
+
+using checkers::Engine;
+using core::CheckId;
+using core::Completion;
+using core::Event;
+using core::EventKind;
+using core::Finding;
+using core::ObjId;
+using core::QpCaps;
+using core::RecvWr;
+using core::SendWr;
+using core::Sge;
+using core::StackId;
+
+using Ids = std::vector<std::string>;
+
+Ids Names(const std::vector<Finding>& fs) {
+  Ids out;
+  for (const auto& f : fs) out.push_back(core::CheckName(f.check));
+  return out;
+}
+
+// ------------------------------------------------------------- builders --
+
+Sge Sg(uint64_t addr, uint32_t length, uint32_t lkey) { return Sge{addr, length, lkey, 0}; }
+
+SendWr Wr(uint64_t wr_id, bool signaled, std::vector<Sge> sges = {}, uint32_t opcode = IBV_WR_SEND,
+          uint32_t extra_flags = 0) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = opcode;
+  w.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) | extra_flags;
+  w.num_sge = static_cast<int32_t>(sges.size());
+  for (const auto& g : sges) w.sges.push_back(g);
+  return w;
+}
+
+// `n` WRs with wr_ids first.., signaled where (index+1) % every == 0 (every 0:
+// none), and the last one signaled if `last_signaled`.
+std::vector<SendWr> Chain(uint64_t first, int n, int every, bool last_signaled) {
+  std::vector<SendWr> v;
+  for (int i = 0; i < n; ++i) {
+    bool sig = (every > 0 && (i + 1) % every == 0) || (last_signaled && i == n - 1);
+    v.push_back(Wr(first + i, sig));
+  }
+  return v;
+}
+
+RecvWr Rwr(uint64_t wr_id, std::vector<Sge> sges = {}) {
+  RecvWr w;
+  w.wr_id = wr_id;
+  w.num_sge = static_cast<int32_t>(sges.size());
+  for (const auto& g : sges) w.sges.push_back(g);
+  return w;
+}
+
+Completion Wc(uint32_t qpn, uint64_t wr_id, uint32_t status = IBV_WC_SUCCESS, uint32_t opcode = IBV_WC_SEND) {
+  Completion c;
+  c.wr_id = wr_id;
+  c.status = status;
+  c.opcode = opcode;
+  c.qp_num = qpn;
+  return c;
+}
+
+QpCaps Caps(uint32_t send, uint32_t recv = 16, uint32_t send_sge = 4, uint32_t recv_sge = 4, uint32_t inl = 64) {
+  QpCaps c;
+  c.max_send_wr = send;
+  c.max_recv_wr = recv;
+  c.max_send_sge = send_sge;
+  c.max_recv_sge = recv_sge;
+  c.max_inline_data = inl;
+  return c;
+}
+
+constexpr uint32_t kAllAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+// Feeds events to an Engine as they are built, and keeps them (for the
+// determinism test) with every finding.  Each verb helper returns the
+// check names of the findings that event raised, in check order.
+class Fx {
+ public:
+  Engine eng;
+  std::vector<Event> log;
+  std::vector<Finding> last;
+
+  Ids Feed(Event e) {
+    e.seq = ++seq_;
+    e.tid = 1;
+    if (!e.stack) e.stack = next_stack_++;
+    log.push_back(e);
+    last = eng.OnEvent(e);
+    return Names(last);
+  }
+  StackId last_stack() const { return log.back().stack; }
+  const checkers::QpState& Qp(ObjId qp) const {
+    const checkers::QpState* q = eng.state().Qp(qp);
+    EXPECT_NE(q, nullptr);
+    static const checkers::QpState kMissing;
+    return q ? *q : kMissing;
+  }
+  size_t SqSize(ObjId qp) const { return Qp(qp).sq.size(); }
+  static uint32_t Qpn(ObjId qp) { return static_cast<uint32_t>(0x1000 + qp); }
+
+  // Creation helpers expect no findings (ADD_FAILURE otherwise) and return the id.
+  ObjId Created(Event e) {
+    e.obj = next_id_++;
+    Ids got = Feed(e);
+    EXPECT_TRUE(got.empty()) << "creating a " << core::EventKindName(e.kind) << " raised " << got.size();
+    return e.obj;
+  }
+  ObjId AllocPd() {
+    Event e;
+    e.kind = EventKind::kAllocPd;
+    return Created(e);
+  }
+  ObjId RegMr(ObjId pd, uint64_t addr, uint64_t len, uint32_t lkey, uint32_t access = kAllAccess) {
+    Event e;
+    e.kind = EventKind::kRegMr;
+    e.parent = pd;
+    e.addr = e.iova = addr;
+    e.length = len;
+    e.lkey = lkey;
+    e.rkey = lkey + 0x10000;
+    e.access = access;
+    return Created(e);
+  }
+  ObjId CreateChannel() {
+    Event e;
+    e.kind = EventKind::kCreateCompChannel;
+    return Created(e);
+  }
+  ObjId CreateCq(int32_t cqe, ObjId channel = 0) {
+    Event e;
+    e.kind = EventKind::kCreateCq;
+    e.cqe = cqe;
+    e.channel = channel;
+    return Created(e);
+  }
+  ObjId CreateSrq(ObjId pd, uint32_t max_wr) {
+    Event e;
+    e.kind = EventKind::kCreateSrq;
+    e.parent = pd;
+    e.caps.max_recv_wr = max_wr;
+    e.caps.max_recv_sge = 4;
+    return Created(e);
+  }
+  // Findings of create_qp (cq-overrun may be raised there) land in `created`.
+  ObjId CreateQp(ObjId pd, ObjId scq, ObjId rcq, QpCaps caps, bool sig_all = false, ObjId srq = 0,
+                 uint32_t type = IBV_QPT_RC, Ids* created = nullptr) {
+    Event e;
+    e.kind = EventKind::kCreateQp;
+    e.obj = next_id_++;
+    e.parent = pd;
+    e.send_cq = scq;
+    e.recv_cq = rcq;
+    e.srq = srq;
+    e.qp_type = type;
+    e.qp_num = Qpn(e.obj);
+    e.sq_sig_all = sig_all;
+    e.caps = caps;
+    Ids got = Feed(e);
+    if (created)
+      *created = got;
+    else
+      EXPECT_TRUE(got.empty()) << "create_qp raised " << got.size();
+    return e.obj;
+  }
+  Ids ModifyQp(ObjId qp, uint32_t state) {
+    Event e;
+    e.kind = EventKind::kModifyQp;
+    e.obj = qp;
+    e.attr_mask = IBV_QP_STATE;
+    e.qp_state = state;
+    return Feed(e);
+  }
+  void ToRts(ObjId qp) {
+    for (uint32_t s : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) EXPECT_TRUE(ModifyQp(qp, s).empty());
+  }
+  ObjId CreateAh(ObjId pd) {
+    Event e;
+    e.kind = EventKind::kCreateAh;
+    e.parent = pd;
+    return Created(e);
+  }
+
+  Ids PostSend(ObjId qp, std::vector<SendWr> wrs, StackId stack = 0, int32_t ret = 0,
+               uint32_t bad_index = UINT32_MAX) {
+    Event e;
+    e.kind = EventKind::kPostSend;
+    e.obj = qp;
+    e.stack = stack;
+    e.ret = ret;
+    e.err = ret;
+    e.bad_index = bad_index;
+    for (auto& w : wrs) e.send_wrs.push_back(std::move(w));
+    return Feed(e);
+  }
+  Ids PostRecv(ObjId qp, std::vector<RecvWr> wrs, StackId stack = 0) {
+    Event e;
+    e.kind = EventKind::kPostRecv;
+    e.obj = qp;
+    e.stack = stack;
+    for (auto& w : wrs) e.recv_wrs.push_back(std::move(w));
+    return Feed(e);
+  }
+  Ids PostSrqRecv(ObjId srq, std::vector<RecvWr> wrs, StackId stack = 0) {
+    Event e;
+    e.kind = EventKind::kPostSrqRecv;
+    e.obj = srq;
+    e.stack = stack;
+    for (auto& w : wrs) e.recv_wrs.push_back(std::move(w));
+    return Feed(e);
+  }
+  Ids Poll(ObjId cq, std::vector<Completion> wcs, uint32_t asked = 16) {
+    Event e;
+    e.kind = EventKind::kPollCq;
+    e.obj = cq;
+    e.count = asked;
+    e.ret = static_cast<int32_t>(wcs.size());
+    for (auto& c : wcs) e.wcs.push_back(c);
+    return Feed(e);
+  }
+  Ids ReqNotify(ObjId cq) { return Simple(EventKind::kReqNotifyCq, cq); }
+  Ids Wait(ObjId channel) { return Simple(EventKind::kWaitCqEvent, channel); }
+  Ids GetEvent(ObjId cq, ObjId channel) {
+    Event e;
+    e.kind = EventKind::kGetCqEvent;
+    e.obj = cq;
+    e.channel = channel;
+    return Feed(e);
+  }
+  Ids Ack(ObjId cq, uint32_t n) {
+    Event e;
+    e.kind = EventKind::kAckCqEvents;
+    e.obj = cq;
+    e.count = n;
+    return Feed(e);
+  }
+  Ids DeregMr(ObjId mr) { return Simple(EventKind::kDeregMr, mr); }
+  Ids DestroyCq(ObjId cq) { return Simple(EventKind::kDestroyCq, cq); }
+  Ids DestroyQp(ObjId qp) { return Simple(EventKind::kDestroyQp, qp); }
+  Ids DestroySrq(ObjId srq) { return Simple(EventKind::kDestroySrq, srq); }
+  Ids DestroyAh(ObjId ah) { return Simple(EventKind::kDestroyAh, ah); }
+  Ids DeallocPd(ObjId pd) { return Simple(EventKind::kDeallocPd, pd); }
+  Ids Fork() { return Simple(EventKind::kFork, 0); }
+  Ids ForkInit() { return Simple(EventKind::kForkInit, 0); }
+  Ids AsyncQpEvent(ObjId qp, uint32_t state) {
+    Event e;
+    e.kind = EventKind::kAsyncEvent;
+    e.obj = qp;
+    e.qp_state = state;
+    return Feed(e);
+  }
+  Ids Simple(EventKind k, ObjId obj) {
+    Event e;
+    e.kind = k;
+    e.obj = obj;
+    return Feed(e);
+  }
+
+ private:
+  uint64_t seq_ = 0;
+  ObjId next_id_ = 1;
+  StackId next_stack_ = 100;
+};
+
+const Ids kNone = {};
+
+// A PD with one all-access MR [0x10000, +0x10000) lkey 0x11, one CQ, one RC
+// QP in RTS on it (send and receive), with the given send depth.
+struct Basic {
+  Fx f;
+  ObjId pd, mr, cq, qp;
+  uint32_t qpn;
+  explicit Basic(uint32_t max_send_wr = 8, bool sig_all = false, int32_t cqe = 256) {
+    pd = f.AllocPd();
+    mr = f.RegMr(pd, 0x10000, 0x10000, 0x11);
+    cq = f.CreateCq(cqe);
+    qp = f.CreateQp(pd, cq, cq, Caps(max_send_wr), sig_all);
+    qpn = Fx::Qpn(qp);
+    f.ToRts(qp);
+  }
+  Sge sg(uint64_t off = 0, uint32_t len = 64) const { return Sg(0x10000 + off, len, 0x11); }
+};
+
+// ============================================================ SQ model ==
+
+TEST(CheckersSqOverflow, FillingExactlyIsSilentOneMoreOverflows) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 8, 1, true)), kNone);  // all signaled
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(8, true)}), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, OneChainLongerThanTheSq) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 9, 1, true)), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, LimitIsTheReturnedMaxSendWr) {
+  // A provider may round up: the event carries what it returned (13).
+  Basic b(13);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 13, 1, true)), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(13, true)}), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, UnsignaledRetiredByLaterSignaledNoOverflowAfter) {
+  // The issue's near-miss: max_send_wr WRs with the last one signaled, poll
+  // its completion, post max_send_wr again: silent.
+  Basic b(2);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 0u);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, false), Wr(4, true)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 2u);
+}
+
+TEST(CheckersSqOverflow, HalfMarkSignalingRetiredByPollsNeverOverflows) {
+  // max_send_wr 8, signaled at the half mark and at the end; the completions
+  // of both are polled, and the SQ refilled, ten times over.
+  Basic b(8);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t base = round * 8;
+    EXPECT_EQ(b.f.PostSend(b.qp, Chain(base, 8, 4, true)), kNone) << round;
+    EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, base + 3), Wc(b.qpn, base + 7)}), kNone) << round;
+    EXPECT_EQ(b.f.SqSize(b.qp), 0u) << round;
+  }
+}
+
+TEST(CheckersSqOverflow, SignaledCompletionRetiresEarlierNotLater) {
+  Basic b(8);
+  // u u S u
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, false), Wr(3, true), Wr(4, false)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 3)}), kNone);
+  ASSERT_EQ(b.f.SqSize(b.qp), 1u);
+  EXPECT_EQ(b.f.Qp(b.qp).sq.front().wr_id, 4u);
+  // 1 outstanding + 7 fits; one more does not.
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(10, 7, 1, true)), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(20, true)}), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, CompletionOfOneSignaledWrDoesNotRetireTheNextSignaled) {
+  Basic b(4);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(1, 4, 1, true)), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 2u);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(5, 2, 1, true)), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(7, true)}), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, ErrorAndFlushCompletionsRetireOneEachInOrder) {
+  Basic b(8);
+  // u u u S: an error on the first, then flushes, one at a time.
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, false), Wr(3, false), Wr(4, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_REM_ACCESS_ERR)}), Ids{"error-completion"});
+  ASSERT_EQ(b.f.SqSize(b.qp), 3u);
+  EXPECT_EQ(b.f.Qp(b.qp).sq.front().wr_id, 2u);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2, IBV_WC_WR_FLUSH_ERR)}), kNone);
+  ASSERT_EQ(b.f.SqSize(b.qp), 2u);
+  EXPECT_EQ(b.f.Qp(b.qp).sq.front().wr_id, 3u);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 3, IBV_WC_WR_FLUSH_ERR), Wc(b.qpn, 4, IBV_WC_WR_FLUSH_ERR)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 0u);
+}
+
+TEST(CheckersSqOverflow, FlushesWithEqualWrIdsRetireOneEach) {
+  // Programs often leave wr_id 0 everywhere.
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(0, false), Wr(0, false), Wr(0, true)}), kNone);
+  EXPECT_EQ(b.f.ModifyQp(b.qp, IBV_QPS_ERR), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 3u);  // moving to ERR retires nothing: flushes do
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 0, IBV_WC_WR_FLUSH_ERR)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 2u);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 0, IBV_WC_WR_FLUSH_ERR)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 1u);
+}
+
+TEST(CheckersSqOverflow, SqSigAllMakesEveryWrSignaled) {
+  Basic b(8, /*sig_all=*/true);
+  // No flags at all: no unsignaled-run, no unsignaled-deadlock.
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 8, 0, false)), kNone);
+  for (const auto& w : b.f.Qp(b.qp).sq) EXPECT_TRUE(w.signaled);
+  // The completion of WR 0 retires WR 0 only.
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 0)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 7u);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(8, false)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(9, false)}), Ids{"sq-overflow"});
+}
+
+TEST(CheckersSqOverflow, CompletionWithTheIdOfAnUnsignaledWrRetiresNothing) {
+  // Without sq_sig_all an unsignaled WR produces no completion; a success
+  // completion naming its wr_id (a different, later signaled WR reusing the
+  // id aside) does not retire it.
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 2u);
+}
+
+TEST(CheckersSqOverflow, FailedPostOnlyTheAcceptedPrefixOccupies) {
+  Basic b(4);
+  // The provider took WRs 0 and 1 and rejected the chain at index 2.
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 3, 1, true), 0, ENOMEM, 2), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 2u);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(10, 2, 1, true)), kNone);
+}
+
+// ================================================= unsignaled-deadlock ==
+
+TEST(CheckersUnsignaledDeadlock, SqFilledWithOnlyUnsignaled) {
+  Basic b(4);
+  // 4 unsignaled also pass half of 4: both are reported, in check order.
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 4, 0, false)), (Ids{"unsignaled-deadlock", "unsignaled-run"}));
+}
+
+TEST(CheckersUnsignaledDeadlock, AcrossPostsAfterTheSignaledWasRetired) {
+  Basic b(4);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, false), Wr(4, false)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, false), Wr(6, false)}), (Ids{"unsignaled-deadlock", "unsignaled-run"}));
+}
+
+TEST(CheckersUnsignaledDeadlock, FillingWrSignaledIsSilent) {
+  Basic b(4);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, true), Wr(3, false), Wr(4, true)}), kNone);
+}
+
+TEST(CheckersUnsignaledDeadlock, SignaledStillOutstandingIsSilent) {
+  // The SQ is full, but a signaled WR in it will retire its predecessors.
+  Basic b(4);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false), Wr(2, true), Wr(3, false), Wr(4, false)}), kNone);
+}
+
+TEST(CheckersUnsignaledDeadlock, NotFullIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 4, 0, false)), kNone);
+}
+
+// ====================================================== unsignaled-run ==
+
+TEST(CheckersUnsignaledRun, SignalingExactlyAtTheHalfMarkIsSilent) {
+  // max_send_wr 8: every 4th WR signaled, i.e. at the half mark; completions
+  // polled as they come; 20 rounds.
+  Basic b(8);
+  for (int round = 0; round < 20; ++round) {
+    const uint64_t base = round * 4;
+    EXPECT_EQ(b.f.PostSend(b.qp, Chain(base, 4, 4, false)), kNone) << round;
+    EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, base + 3)}), kNone) << round;
+  }
+}
+
+TEST(CheckersUnsignaledRun, RunOfExactlyHalfThenSignaledIsSilent) {
+  // 4 unsignaled (the run reaches half of 8, does not pass it), then signaled.
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(0, false), Wr(1, false), Wr(2, false), Wr(3, false), Wr(4, true)}), kNone);
+}
+
+TEST(CheckersUnsignaledRun, RunPassingHalfWarns) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 5, 0, false)), Ids{"unsignaled-run"});
+}
+
+TEST(CheckersUnsignaledRun, RunAcrossPostsWarns) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(0, 3, 0, false)), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, Chain(3, 2, 0, false)), Ids{"unsignaled-run"});
+}
+
+TEST(CheckersUnsignaledRun, SignaledWrResetsTheRun) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(0, false), Wr(1, false), Wr(2, false), Wr(3, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 3)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(4, false), Wr(5, false), Wr(6, false), Wr(7, true)}), kNone);
+}
+
+TEST(CheckersUnsignaledRun, OddDepth) {
+  // max_send_wr 5: half is 2.5; a run of 2 is fine, 3 passes it.
+  Basic b(5);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(0, false), Wr(1, false), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, false), Wr(4, false), Wr(5, false), Wr(6, true)}), Ids{"unsignaled-run"});
+}
+
+// ========================================================= rq-overflow ==
+
+TEST(CheckersRqOverflow, QpReceiveQueue) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x10000, 0x11);
+  ObjId cq = f.CreateCq(256);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8, /*recv=*/4));
+  EXPECT_EQ(f.ModifyQp(qp, IBV_QPS_INIT), kNone);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(f.PostRecv(qp, {Rwr(i, {Sg(0x10000 + 64 * i, 64, 0x11)})}), kNone);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(4, {Sg(0x10000, 64, 0x11)})}), Ids{"rq-overflow"});
+}
+
+TEST(CheckersRqOverflow, PolledReceiveFreesItsSlot) {
+  Basic b(8);
+  // Basic's QP has max_recv_wr 16.
+  std::vector<RecvWr> wrs;
+  for (int i = 0; i < 16; ++i) wrs.push_back(Rwr(i, {b.sg(64 * i)}));
+  EXPECT_EQ(b.f.PostRecv(b.qp, wrs), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 0, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(16, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(17, {b.sg()})}), Ids{"rq-overflow"});
+}
+
+TEST(CheckersRqOverflow, Srq) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x10000, 0x11);
+  ObjId srq = f.CreateSrq(pd, 3);
+  EXPECT_EQ(f.PostSrqRecv(srq, {Rwr(0, {Sg(0x10000, 64, 0x11)}), Rwr(1, {Sg(0x10040, 64, 0x11)}),
+                                Rwr(2, {Sg(0x10080, 64, 0x11)})}),
+            kNone);
+  EXPECT_EQ(f.PostSrqRecv(srq, {Rwr(3, {Sg(0x100c0, 64, 0x11)})}), Ids{"rq-overflow"});
+}
+
+// ========================================================== cq-overrun ==
+
+TEST(CheckersCqOverrun, SummedOverTwoQpsOnOneCq) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(4);
+  ObjId a = f.CreateQp(pd, cq, cq, Caps(8));
+  ObjId b = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(a);
+  f.ToRts(b);
+  EXPECT_EQ(f.PostSend(a, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(1, true), Wr(2, true)}), kNone);
+  // Unsignaled sends cannot complete on the CQ.
+  EXPECT_EQ(f.PostSend(b, {Wr(3, false)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(4, true)}), Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, PollingMakesRoom) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(4);
+  ObjId a = f.CreateQp(pd, cq, cq, Caps(8));
+  ObjId b = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(a);
+  f.ToRts(b);
+  EXPECT_EQ(f.PostSend(a, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(a), 1), Wc(Fx::Qpn(b), 1)}), kNone);
+  EXPECT_EQ(f.PostSend(a, {Wr(3, true)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(3, true)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(4, true)}), Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, SendsAndReceivesOfOneQpSummed) {
+  Basic b(8, false, /*cqe=*/4);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(1, {b.sg()}), Rwr(2, {b.sg(64)})}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(3, {b.sg(128)})}), Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, SeparateSendAndRecvCqsCountedApart) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x10000, 0x11);
+  ObjId scq = f.CreateCq(2), rcq = f.CreateCq(2);
+  ObjId qp = f.CreateQp(pd, scq, rcq, Caps(8));
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostSend(qp, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(1, {Sg(0x10000, 64, 0x11)}), Rwr(2, {Sg(0x10040, 64, 0x11)})}), kNone);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(3, {Sg(0x10080, 64, 0x11)})}), Ids{"cq-overrun"});
+}
+
+struct SrqSetup {
+  Fx f;
+  ObjId pd, cq, srq, a, b;
+  SrqSetup() {
+    pd = f.AllocPd();
+    f.RegMr(pd, 0x10000, 0x10000, 0x11);
+    cq = f.CreateCq(4);
+    srq = f.CreateSrq(pd, 16);
+    a = f.CreateQp(pd, cq, cq, Caps(8, 0), false, srq);
+    b = f.CreateQp(pd, cq, cq, Caps(8, 0), false, srq);
+    f.ToRts(a);
+    f.ToRts(b);
+  }
+  RecvWr R(uint64_t id) { return Rwr(id, {Sg(0x10000 + 64 * id, 64, 0x11)}); }
+};
+
+TEST(CheckersCqOverrun, SrqReceivesCountedOnceWithSendsOfItsQps) {
+  SrqSetup s;
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {s.R(0), s.R(1), s.R(2)}), kNone);
+  // 3 SRQ receives (not 6: two QPs share one SRQ) + 1 signaled send = 4.
+  EXPECT_EQ(s.f.PostSend(s.a, {Wr(1, true)}), kNone);
+  EXPECT_EQ(s.f.PostSend(s.b, {Wr(1, true)}), Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, PostingToTheSrqOverrunsTheCq) {
+  // 5 receives on an SRQ whose QPs complete them on a 4-entry CQ.
+  SrqSetup s;
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {s.R(0), s.R(1), s.R(2), s.R(3)}), kNone);
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {s.R(4)}), Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, CreateQpBindingAnSrqWithPostedReceives) {
+  // DESIGN §3: cq-overrun is evaluated at create_qp too.  5 receives are
+  // already posted on the SRQ; binding a QP of it to a 4-entry CQ lets 5
+  // completions be pending there.
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x10000, 0x11);
+  ObjId cq = f.CreateCq(4);
+  ObjId srq = f.CreateSrq(pd, 16);
+  std::vector<RecvWr> wrs;
+  for (int i = 0; i < 5; ++i) wrs.push_back(Rwr(i, {Sg(0x10000 + 64 * i, 64, 0x11)}));
+  EXPECT_EQ(f.PostSrqRecv(srq, wrs), kNone);
+  Ids created;
+  f.CreateQp(pd, cq, cq, Caps(8, 0), false, srq, IBV_QPT_RC, &created);
+  EXPECT_EQ(created, Ids{"cq-overrun"});
+}
+
+TEST(CheckersCqOverrun, QpCapacityAloneIsNotAnOverrun) {
+  // Capacities are not summed: a QP sized beyond its CQ but posting little.
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(4);
+  Ids created;
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(128, 128), false, 0, IBV_QPT_RC, &created);
+  EXPECT_EQ(created, kNone);
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostSend(qp, Chain(0, 4, 1, true)), kNone);
+}
+
+// ===================================================== dereg-in-flight ==
+
+TEST(CheckersDeregInFlight, SendOutstanding) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), Ids{"dereg-in-flight"});
+}
+
+TEST(CheckersDeregInFlight, RightAfterTheRetiringCompletionIsSilent) {
+  // The issue's near-miss: u u S referencing the MR, the S completion
+  // polled, then the MR deregistered.
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false, {b.sg(0)}), Wr(2, false, {b.sg(64)}), Wr(3, true, {b.sg(128)})}),
+            kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 3)}), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), kNone);
+}
+
+TEST(CheckersDeregInFlight, UnsignaledWhoseRetiringCompletionIsNotPolledYet) {
+  // The signaled WR completed on the wire but was not polled: the earlier
+  // unsignaled WR using the MR is still outstanding.
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr1 = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId mr2 = f.RegMr(pd, 0x20000, 0x1000, 0x22);
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostSend(qp, {Wr(1, false, {Sg(0x10000, 8, 0x11)}), Wr(2, true, {Sg(0x20000, 8, 0x22)})}), kNone);
+  EXPECT_EQ(f.DeregMr(mr1), Ids{"dereg-in-flight"});
+  (void)mr2;
+}
+
+TEST(CheckersDeregInFlight, ReceiveOutstanding) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(1, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), Ids{"dereg-in-flight"});
+}
+
+TEST(CheckersDeregInFlight, SrqReceiveOutstanding) {
+  SrqSetup s;
+  ObjId mr = s.f.RegMr(s.pd, 0x40000, 0x1000, 0x44);
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {Rwr(1, {Sg(0x40000, 64, 0x44)})}), kNone);
+  EXPECT_EQ(s.f.DeregMr(mr), Ids{"dereg-in-flight"});
+}
+
+TEST(CheckersDeregInFlight, InlineWrDoesNotReferenceTheMr) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg(0, 16)}, IBV_WR_SEND, IBV_SEND_INLINE)}), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), kNone);
+}
+
+TEST(CheckersDeregInFlight, OtherMrIsSilent) {
+  Basic b(8);
+  ObjId other = b.f.RegMr(b.pd, 0x80000, 0x1000, 0x88);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.DeregMr(other), kNone);
+}
+
+TEST(CheckersDeregInFlight, AfterDestroyQpIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.DestroyQp(b.qp), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), kNone);
+}
+
+// ====================================================== destroy-in-use ==
+
+TEST(CheckersDestroyInUse, CqWithQp) {
+  Basic b(8);
+  EXPECT_EQ(b.f.DestroyCq(b.cq), Ids{"destroy-in-use"});
+}
+
+TEST(CheckersDestroyInUse, CqAfterItsQpIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.DestroyQp(b.qp), kNone);
+  EXPECT_EQ(b.f.DestroyCq(b.cq), kNone);
+}
+
+TEST(CheckersDestroyInUse, PdWithMr) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  EXPECT_EQ(f.DeallocPd(pd), Ids{"destroy-in-use"});
+  (void)mr;
+}
+
+TEST(CheckersDestroyInUse, PdAfterDeregIsSilent) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  EXPECT_EQ(f.DeregMr(mr), kNone);
+  EXPECT_EQ(f.DeallocPd(pd), kNone);
+}
+
+TEST(CheckersDestroyInUse, PdWithQpSrqOrAh) {
+  {
+    Fx f;
+    ObjId pd = f.AllocPd();
+    ObjId cq = f.CreateCq(8);
+    f.CreateQp(pd, cq, cq, Caps(8));
+    EXPECT_EQ(f.DeallocPd(pd), Ids{"destroy-in-use"});
+  }
+  {
+    Fx f;
+    ObjId pd = f.AllocPd();
+    f.CreateSrq(pd, 8);
+    EXPECT_EQ(f.DeallocPd(pd), Ids{"destroy-in-use"});
+  }
+  {
+    Fx f;
+    ObjId pd = f.AllocPd();
+    f.CreateAh(pd);
+    EXPECT_EQ(f.DeallocPd(pd), Ids{"destroy-in-use"});
+  }
+}
+
+TEST(CheckersDestroyInUse, SrqWithQp) {
+  SrqSetup s;
+  EXPECT_EQ(s.f.DestroySrq(s.srq), Ids{"destroy-in-use"});
+}
+
+TEST(CheckersDestroyInUse, SrqAfterItsQpsIsSilent) {
+  SrqSetup s;
+  EXPECT_EQ(s.f.DestroyQp(s.a), kNone);
+  EXPECT_EQ(s.f.DestroyQp(s.b), kNone);
+  EXPECT_EQ(s.f.DestroySrq(s.srq), kNone);
+}
+
+TEST(CheckersDestroyInUse, AhWithOutstandingUdWr) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8), false, 0, IBV_QPT_UD);
+  f.ToRts(qp);
+  ObjId ah = f.CreateAh(pd);
+  SendWr w = Wr(1, true, {Sg(0x10000, 64, 0x11)});
+  w.ah = ah;
+  w.remote_qpn = 0x77;
+  EXPECT_EQ(f.PostSend(qp, {w}), kNone);
+  EXPECT_EQ(f.DestroyAh(ah), Ids{"destroy-in-use"});
+}
+
+TEST(CheckersDestroyInUse, AhAfterTheUdWrCompletedIsSilent) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8), false, 0, IBV_QPT_UD);
+  f.ToRts(qp);
+  ObjId ah = f.CreateAh(pd);
+  SendWr w = Wr(1, true, {Sg(0x10000, 64, 0x11)});
+  w.ah = ah;
+  EXPECT_EQ(f.PostSend(qp, {w}), kNone);
+  EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(qp), 1)}), kNone);
+  EXPECT_EQ(f.DestroyAh(ah), kNone);
+}
+
+// ==================================================== error-completion ==
+
+TEST(CheckersErrorCompletion, OncePerQpWithTheFailedWrStack) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}, /*stack=*/501), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true)}, /*stack=*/502), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, true), Wr(4, true)}, /*stack=*/503), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1), Wc(b.qpn, 2, IBV_WC_REM_ACCESS_ERR), Wc(b.qpn, 3, IBV_WC_WR_FLUSH_ERR)}),
+            Ids{"error-completion"});
+  ASSERT_EQ(b.f.last.size(), 1u);
+  bool found = false;
+  for (const auto& r : b.f.last[0].related) found |= r.stack == 502;
+  EXPECT_TRUE(found) << "the stack of the failed WR (502) is not among the related stacks";
+  for (const auto& r : b.f.last[0].related) EXPECT_NE(r.stack, 501u);
+  // Reported once per QP: a later non-flush error on it is silent.
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 4, IBV_WC_RETRY_EXC_ERR)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 0u);
+}
+
+TEST(CheckersErrorCompletion, TwoErrorsInOneBatchReportOnce) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_LOC_PROT_ERR), Wc(b.qpn, 2, IBV_WC_LOC_PROT_ERR)}),
+            Ids{"error-completion"});
+}
+
+TEST(CheckersErrorCompletion, EachQpReported) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(16);
+  ObjId a = f.CreateQp(pd, cq, cq, Caps(8));
+  ObjId b = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(a);
+  f.ToRts(b);
+  EXPECT_EQ(f.PostSend(a, {Wr(1, true)}), kNone);
+  EXPECT_EQ(f.PostSend(b, {Wr(1, true)}), kNone);
+  EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(a), 1, IBV_WC_RETRY_EXC_ERR), Wc(Fx::Qpn(b), 1, IBV_WC_RETRY_EXC_ERR)}),
+            (Ids{"error-completion", "error-completion"}));
+}
+
+TEST(CheckersErrorCompletion, FlushesAloneAreSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true), Wr(2, true)}), kNone);
+  EXPECT_EQ(b.f.ModifyQp(b.qp, IBV_QPS_ERR), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_WR_FLUSH_ERR), Wc(b.qpn, 2, IBV_WC_WR_FLUSH_ERR)}), kNone);
+}
+
+TEST(CheckersErrorCompletion, SuccessIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1)}), kNone);
+}
+
+TEST(CheckersErrorCompletion, ReceiveErrorCarriesTheReceiveStack) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId scq = f.CreateCq(16), rcq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, scq, rcq, Caps(8));
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(7, {Sg(0x10000, 64, 0x11)})}, /*stack=*/777), kNone);
+  EXPECT_EQ(f.Poll(rcq, {Wc(Fx::Qpn(qp), 7, IBV_WC_LOC_LEN_ERR, 0)}), Ids{"error-completion"});
+  ASSERT_EQ(f.last.size(), 1u);
+  bool found = false;
+  for (const auto& r : f.last[0].related) found |= r.stack == 777;
+  EXPECT_TRUE(found);
+}
+
+TEST(CheckersErrorCompletion, SrqReceiveErrorCarriesTheReceiveStack) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId scq = f.CreateCq(16), rcq = f.CreateCq(16);
+  ObjId srq = f.CreateSrq(pd, 16);
+  ObjId qp = f.CreateQp(pd, scq, rcq, Caps(8, 0), false, srq);
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostSrqRecv(srq, {Rwr(9, {Sg(0x10000, 64, 0x11)})}, /*stack=*/999), kNone);
+  EXPECT_EQ(f.Poll(rcq, {Wc(Fx::Qpn(qp), 9, IBV_WC_LOC_LEN_ERR, 0)}), Ids{"error-completion"});
+  ASSERT_EQ(f.last.size(), 1u);
+  bool found = false;
+  for (const auto& r : f.last[0].related) found |= r.stack == 999;
+  EXPECT_TRUE(found) << "the stack of the failed SRQ receive (999) is not among the related stacks";
+}
+
+// ================================================= notify-without-poll ==
+
+struct EventSetup {
+  Fx f;
+  ObjId pd, mr, ch, cq, qp;
+  uint32_t qpn;
+  EventSetup() {
+    pd = f.AllocPd();
+    mr = f.RegMr(pd, 0x10000, 0x10000, 0x11);
+    ch = f.CreateChannel();
+    cq = f.CreateCq(64, ch);
+    qp = f.CreateQp(pd, cq, cq, Caps(16, 16));
+    qpn = Fx::Qpn(qp);
+  }
+  Sge sg(uint64_t off) const { return Sg(0x10000 + off, 64, 0x11); }
+};
+
+TEST(CheckersNotifyWithoutPoll, RcPingpongEventModeIsSilent) {
+  // ibv_rc_pingpong -e: receives posted in INIT, the CQ armed before the
+  // connection, then per iteration: get_cq_event, ack, re-arm, poll, post.
+  EventSetup s;
+  EXPECT_EQ(s.f.ModifyQp(s.qp, IBV_QPS_INIT), kNone);
+  std::vector<RecvWr> rx;
+  for (int i = 0; i < 8; ++i) rx.push_back(Rwr(100 + i, {s.sg(64 * i)}));
+  EXPECT_EQ(s.f.PostRecv(s.qp, rx), kNone);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.ModifyQp(s.qp, IBV_QPS_RTR), kNone);
+  EXPECT_EQ(s.f.ModifyQp(s.qp, IBV_QPS_RTS), kNone);
+  EXPECT_EQ(s.f.PostSend(s.qp, {Wr(1, true, {s.sg(0x1000)})}), kNone);
+  uint64_t next_recv = 108;
+  for (int iter = 0; iter < 6; ++iter) {
+    EXPECT_EQ(s.f.Wait(s.ch), kNone) << iter;
+    EXPECT_EQ(s.f.GetEvent(s.cq, s.ch), kNone) << iter;
+    EXPECT_EQ(s.f.Ack(s.cq, 1), kNone) << iter;
+    EXPECT_EQ(s.f.ReqNotify(s.cq), kNone) << iter;
+    // The poll after arming: the send completion and one receive.
+    EXPECT_EQ(s.f.Poll(s.cq, {Wc(s.qpn, 1 + iter), Wc(s.qpn, 100 + iter, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone)
+        << iter;
+    EXPECT_EQ(s.f.PostRecv(s.qp, {Rwr(next_recv++, {s.sg(0)})}), kNone) << iter;
+    EXPECT_EQ(s.f.PostSend(s.qp, {Wr(2 + iter, true, {s.sg(0x1000)})}), kNone) << iter;
+  }
+  EXPECT_EQ(s.f.DestroyQp(s.qp), kNone);
+  EXPECT_EQ(s.f.DestroyCq(s.cq), kNone);
+}
+
+TEST(CheckersNotifyWithoutPoll, ArmPollEmptyThenWaitIsSilent) {
+  EventSetup s;
+  s.f.ToRts(s.qp);
+  EXPECT_EQ(s.f.PostSend(s.qp, {Wr(1, true, {s.sg(0)})}), kNone);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.Poll(s.cq, {}), kNone);  // may be empty
+  EXPECT_EQ(s.f.Wait(s.ch), kNone);
+}
+
+TEST(CheckersNotifyWithoutPoll, ArmThenWaitWithCompletionsPossiblyPending) {
+  EventSetup s;
+  s.f.ToRts(s.qp);
+  EXPECT_EQ(s.f.PostSend(s.qp, {Wr(1, true, {s.sg(0)})}), kNone);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.Wait(s.ch), Ids{"notify-without-poll"});
+}
+
+TEST(CheckersNotifyWithoutPoll, ArmThenWaitWithReceivesPostedInRts) {
+  EventSetup s;
+  s.f.ToRts(s.qp);
+  EXPECT_EQ(s.f.PostRecv(s.qp, {Rwr(1, {s.sg(0)})}), kNone);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.Wait(s.ch), Ids{"notify-without-poll"});
+}
+
+TEST(CheckersNotifyWithoutPoll, ArmWithNothingOutstandingThenPostThenWaitIsSilent) {
+  // Completions of work posted after the arming raise an event.
+  EventSetup s;
+  s.f.ToRts(s.qp);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.PostSend(s.qp, {Wr(1, true, {s.sg(0)})}), kNone);
+  EXPECT_EQ(s.f.Wait(s.ch), kNone);
+}
+
+TEST(CheckersNotifyWithoutPoll, OtherChannelIsSilent) {
+  EventSetup s;
+  ObjId ch2 = s.f.CreateChannel();
+  s.f.ToRts(s.qp);
+  EXPECT_EQ(s.f.PostSend(s.qp, {Wr(1, true, {s.sg(0)})}), kNone);
+  EXPECT_EQ(s.f.ReqNotify(s.cq), kNone);
+  EXPECT_EQ(s.f.Wait(ch2), kNone);
+}
+
+// =================================================== unacked-cq-events ==
+
+TEST(CheckersUnackedCqEvents, DestroyWithUnackedEvent) {
+  Fx f;
+  ObjId ch = f.CreateChannel();
+  ObjId cq = f.CreateCq(8, ch);
+  EXPECT_EQ(f.ReqNotify(cq), kNone);
+  EXPECT_EQ(f.GetEvent(cq, ch), kNone);
+  EXPECT_EQ(f.ReqNotify(cq), kNone);
+  EXPECT_EQ(f.GetEvent(cq, ch), kNone);
+  EXPECT_EQ(f.Ack(cq, 1), kNone);
+  EXPECT_EQ(f.DestroyCq(cq), Ids{"unacked-cq-events"});
+}
+
+TEST(CheckersUnackedCqEvents, AllAckedIsSilent) {
+  Fx f;
+  ObjId ch = f.CreateChannel();
+  ObjId cq = f.CreateCq(8, ch);
+  EXPECT_EQ(f.ReqNotify(cq), kNone);
+  EXPECT_EQ(f.GetEvent(cq, ch), kNone);
+  EXPECT_EQ(f.ReqNotify(cq), kNone);
+  EXPECT_EQ(f.GetEvent(cq, ch), kNone);
+  EXPECT_EQ(f.Ack(cq, 2), kNone);
+  EXPECT_EQ(f.DestroyCq(cq), kNone);
+}
+
+// ===================================== post-bad-qp-state, post-after-error ==
+
+TEST(CheckersPostState, SendBeforeRts) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  EXPECT_EQ(f.PostSend(qp, {Wr(1, true)}), Ids{"post-bad-qp-state"});  // RESET
+  EXPECT_EQ(f.ModifyQp(qp, IBV_QPS_INIT), kNone);
+  EXPECT_EQ(f.PostSend(qp, {Wr(2, true)}), Ids{"post-bad-qp-state"});
+  EXPECT_EQ(f.ModifyQp(qp, IBV_QPS_RTR), kNone);
+  EXPECT_EQ(f.PostSend(qp, {Wr(3, true)}), Ids{"post-bad-qp-state"});
+}
+
+TEST(CheckersPostState, SendInRtsAndSqdIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), kNone);
+  EXPECT_EQ(b.f.ModifyQp(b.qp, IBV_QPS_SQD), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true)}), kNone);
+}
+
+TEST(CheckersPostState, ReceiveInResetOnly) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(1, {Sg(0x10000, 64, 0x11)})}), Ids{"post-bad-qp-state"});
+  EXPECT_EQ(f.ModifyQp(qp, IBV_QPS_INIT), kNone);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(2, {Sg(0x10000, 64, 0x11)})}), kNone);
+}
+
+TEST(CheckersPostState, AfterErrorCompletion) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_RETRY_EXC_ERR)}), Ids{"error-completion"});
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true)}), Ids{"post-after-error"});
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(3, {b.sg()})}), Ids{"post-after-error"});
+}
+
+TEST(CheckersPostState, AfterModifyToErrAndAsyncEvent) {
+  {
+    Basic b(8);
+    EXPECT_EQ(b.f.ModifyQp(b.qp, IBV_QPS_ERR), kNone);
+    EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), Ids{"post-after-error"});
+  }
+  {
+    Basic b(8);
+    EXPECT_EQ(b.f.AsyncQpEvent(b.qp, IBV_QPS_ERR), kNone);
+    EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), Ids{"post-after-error"});
+  }
+}
+
+TEST(CheckersPostState, ResetAndReconnectClearsTheError) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_RETRY_EXC_ERR)}), Ids{"error-completion"});
+  EXPECT_EQ(b.f.ModifyQp(b.qp, IBV_QPS_RESET), kNone);
+  b.f.ToRts(b.qp);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true)}), kNone);
+}
+
+// ============================== invalid-lkey, sge-out-of-bounds, mr-access, sge-count ==
+
+TEST(CheckersSgeRules, InvalidLkey) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x10000, 64, 0x99)})}), Ids{"invalid-lkey"});
+}
+
+TEST(CheckersSgeRules, LkeyOfAnotherPd) {
+  Basic b(8);
+  ObjId pd2 = b.f.AllocPd();
+  b.f.RegMr(pd2, 0x50000, 0x1000, 0x55);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x50000, 64, 0x55)})}), Ids{"invalid-lkey"});
+}
+
+TEST(CheckersSgeRules, LkeyOfADeregisteredMr) {
+  Basic b(8);
+  ObjId mr2 = b.f.RegMr(b.pd, 0x50000, 0x1000, 0x55);
+  EXPECT_EQ(b.f.DeregMr(mr2), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x50000, 64, 0x55)})}), Ids{"invalid-lkey"});
+}
+
+TEST(CheckersSgeRules, InlineAndZeroLengthSgesNeedNoLkey) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x999000, 16, 0x99)}, IBV_WR_SEND, IBV_SEND_INLINE)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, {Sg(0x999000, 0, 0x99)})}), kNone);
+}
+
+TEST(CheckersSgeRules, OutOfBounds) {
+  Basic b(8);
+  // MR is [0x10000, 0x20000).
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x1ffc0, 64, 0x11)})}), kNone);  // ends exactly at the end
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, {Sg(0x1ffc1, 64, 0x11)})}), Ids{"sge-out-of-bounds"});
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, true, {Sg(0xfff0, 64, 0x11)})}), Ids{"sge-out-of-bounds"});
+}
+
+TEST(CheckersSgeRules, MrAccess) {
+  Basic b(8);
+  ObjId ro = b.f.RegMr(b.pd, 0x50000, 0x1000, 0x55, IBV_ACCESS_REMOTE_READ);
+  (void)ro;
+  // Sending from a read-only MR is fine.
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x50000, 64, 0x55)})}), kNone);
+  // RDMA READ writes into it: needs LOCAL_WRITE.
+  SendWr rd = Wr(2, true, {Sg(0x50000, 64, 0x55)}, IBV_WR_RDMA_READ);
+  rd.remote_addr = 0x1000;
+  rd.rkey = 0x1;
+  EXPECT_EQ(b.f.PostSend(b.qp, {rd}), Ids{"mr-access"});
+  // So does a receive.
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(3, {Sg(0x50000, 64, 0x55)})}), Ids{"mr-access"});
+  // And an atomic's local buffer.
+  SendWr at = Wr(4, true, {Sg(0x50000, 8, 0x55)}, IBV_WR_ATOMIC_FETCH_AND_ADD);
+  at.remote_addr = 0x1000;
+  EXPECT_EQ(b.f.PostSend(b.qp, {at}), Ids{"mr-access"});
+}
+
+TEST(CheckersSgeRules, SgeCount) {
+  Basic b(8);  // max_send_sge 4, max_recv_sge 4
+  std::vector<Sge> four = {b.sg(0), b.sg(64), b.sg(128), b.sg(192)};
+  std::vector<Sge> five = {b.sg(0), b.sg(64), b.sg(128), b.sg(192), b.sg(256)};
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, four)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, five)}), Ids{"sge-count"});
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(3, four)}), kNone);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(4, five)}), Ids{"sge-count"});
+}
+
+// ==================================================== inline-too-large ==
+
+TEST(CheckersInlineTooLarge, OverAndAtTheLimit) {
+  Basic b(8);  // max_inline_data 64
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg(0, 32), b.sg(64, 32)}, IBV_WR_SEND, IBV_SEND_INLINE)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, {b.sg(0, 32), b.sg(64, 33)}, IBV_WR_SEND, IBV_SEND_INLINE)}),
+            Ids{"inline-too-large"});
+  // Not inline: no limit but the MR.
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, true, {b.sg(0, 4096)})}), kNone);
+}
+
+// =================================================== atomic-misaligned ==
+
+TEST(CheckersAtomicMisaligned, AddressAndLength) {
+  Basic b(8);
+  SendWr ok = Wr(1, true, {b.sg(0, 8)}, IBV_WR_ATOMIC_CMP_AND_SWP);
+  ok.remote_addr = 0x2008;
+  EXPECT_EQ(b.f.PostSend(b.qp, {ok}), kNone);
+  SendWr mis = Wr(2, true, {b.sg(0, 8)}, IBV_WR_ATOMIC_FETCH_AND_ADD);
+  mis.remote_addr = 0x2004;
+  EXPECT_EQ(b.f.PostSend(b.qp, {mis}), Ids{"atomic-misaligned"});
+  SendWr shortw = Wr(3, true, {b.sg(0, 4)}, IBV_WR_ATOMIC_FETCH_AND_ADD);
+  shortw.remote_addr = 0x2000;
+  EXPECT_EQ(b.f.PostSend(b.qp, {shortw}), Ids{"atomic-misaligned"});
+  // A misaligned RDMA WRITE is no atomic.
+  SendWr wr = Wr(4, true, {b.sg(0, 3)}, IBV_WR_RDMA_WRITE);
+  wr.remote_addr = 0x2003;
+  EXPECT_EQ(b.f.PostSend(b.qp, {wr}), kNone);
+}
+
+// ===================================================== wr-id-duplicate ==
+
+TEST(CheckersWrIdDuplicate, TwoOutstandingSignaled) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), Ids{"wr-id-duplicate"});
+}
+
+TEST(CheckersWrIdDuplicate, NearMisses) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, false)}), kNone);  // unsignaled: no completion to confuse
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 5)}), kNone);  // retires the first (and nothing later)
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), kNone);
+}
+
+TEST(CheckersWrIdDuplicate, WithinOneChain) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true), Wr(5, true)}), Ids{"wr-id-duplicate"});
+}
+
+// ======================================================= fork-with-mrs ==
+
+TEST(CheckersForkWithMrs, ForkWithLiveMr) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  EXPECT_EQ(f.Fork(), Ids{"fork-with-mrs"});
+}
+
+TEST(CheckersForkWithMrs, NearMisses) {
+  {
+    Fx f;
+    EXPECT_EQ(f.ForkInit(), kNone);
+    ObjId pd = f.AllocPd();
+    f.RegMr(pd, 0x10000, 0x1000, 0x11);
+    EXPECT_EQ(f.Fork(), kNone);
+  }
+  {
+    Fx f;
+    ObjId pd = f.AllocPd();
+    ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+    EXPECT_EQ(f.DeregMr(mr), kNone);
+    EXPECT_EQ(f.Fork(), kNone);
+  }
+}
+
+// ========================================================= determinism ==
+
+// One run touching every check whose message or stacks pick "an example"
+// out of several candidates (CQ with many QPs, PD with many MRs, MR used by
+// WRs of many QPs, fork with many MRs, a channel with many armed CQs).
+std::vector<Event> RichTrace() {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  std::vector<ObjId> mrs;
+  for (int i = 0; i < 12; ++i) mrs.push_back(f.RegMr(pd, 0x100000 * (i + 1), 0x10000, 0x100 + i));
+  ObjId ch = f.CreateChannel();
+  std::vector<ObjId> cqs, qps;
+  for (int i = 0; i < 4; ++i) cqs.push_back(f.CreateCq(8, ch));
+  for (int i = 0; i < 12; ++i) {
+    ObjId qp = f.CreateQp(pd, cqs[i % 4], cqs[i % 4], Caps(4, 4));
+    f.ToRts(qp);
+    qps.push_back(qp);
+  }
+  // Every QP sends from MR 0 and from its own MR.
+  for (int i = 0; i < 12; ++i)
+    f.PostSend(qps[i], {Wr(1, true, {Sg(0x100000, 8, 0x100)}), Wr(2, true, {Sg(0x100000 * (i + 1), 8, 0x100 + i)})},
+               1000 + i);
+  for (ObjId cq : cqs) f.ReqNotify(cq);
+  f.Wait(ch);                 // notify-without-poll: which CQ?
+  f.DeregMr(mrs[0]);          // dereg-in-flight: which QP is the example?
+  f.Fork();                   // fork-with-mrs: which MR?
+  f.DestroyCq(cqs[1]);        // destroy-in-use: which QP?
+  f.DeallocPd(pd);            // destroy-in-use: which MR?
+  f.PostSend(qps[0], {Wr(3, true), Wr(4, true), Wr(5, true)});  // sq-overflow, cq-overrun
+  for (int i = 0; i < 12; ++i)
+    f.Poll(cqs[i % 4], {Wc(Fx::Qpn(qps[i]), 1, IBV_WC_REM_ACCESS_ERR), Wc(Fx::Qpn(qps[i]), 2, IBV_WC_WR_FLUSH_ERR)});
+  return f.log;
+}
+
+std::string Render(const std::vector<Finding>& fs) {
+  std::string s;
+  for (const auto& f : fs) {
+    s += std::string(core::CheckName(f.check)) + "|" + f.message + "|" + std::to_string(f.stack);
+    for (const auto& r : f.related) s += "|" + r.label + "@" + std::to_string(r.stack);
+    s += "\n";
+  }
+  return s;
+}
+
+TEST(CheckersDeterminism, SameEventsSameFindingsInFreshEngines) {
+  const std::vector<Event> events = RichTrace();
+  // Many engines alive at once (their tables at different addresses), with
+  // unrelated allocations in between.
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<std::unique_ptr<char[]>> spacers;
+  std::vector<std::string> outputs;
+  for (int k = 0; k < 8; ++k) {
+    engines.push_back(std::make_unique<Engine>());
+    spacers.push_back(std::make_unique<char[]>(4096 * (k + 1)));
+    std::vector<Finding> all;
+    for (const auto& e : events) {
+      auto fs = engines.back()->OnEvent(e);
+      all.insert(all.end(), fs.begin(), fs.end());
+    }
+    outputs.push_back(Render(all));
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  for (size_t k = 1; k < outputs.size(); ++k) {
+    if (outputs[0] == outputs[k]) continue;
+    // Show the first differing finding only.
+    std::vector<std::string> a = absl::StrSplit(outputs[0], '\n'), b = absl::StrSplit(outputs[k], '\n');
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    ADD_FAILURE() << "engine " << k << " differs from engine 0 at finding " << i << ":\n  engine 0: "
+                  << (i < a.size() ? a[i] : "<none>") << "\n  engine " << k << ": " << (i < b.size() ? b[i] : "<none>");
+    break;
+  }
+}
+
+TEST(CheckersDeterminism, RichTraceRaisesTheExpectedChecks) {
+  const std::vector<Event> events = RichTrace();
+  Engine eng;
+  Ids all;
+  for (const auto& e : events) {
+    Ids got = Names(eng.OnEvent(e));
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  Ids want = {"notify-without-poll", "dereg-in-flight", "fork-with-mrs", "destroy-in-use", "destroy-in-use",
+              "sq-overflow", "cq-overrun"};
+  for (int i = 0; i < 12; ++i) want.push_back("error-completion");
+  EXPECT_EQ(all, want);
+}
+
+}  // namespace
+}  // namespace rdmasan
