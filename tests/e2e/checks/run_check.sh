@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# run_check.sh: run one tests/e2e/checks program under `rdmasan run` on
+# softnic and check its report against the markers in its source.
+#
+# usage:
+#   run_check.sh PROG SOURCE (--expect-id ID | --silent) [runner options]
+#                [rdmasan options...]
+#
+#   --expect-id ID   the program must trigger check ID: a report
+#                    `==PID==ERROR: rdmasan: ID:` (WARNING for warning checks)
+#                    whose first stack has a frame ` in FN .../SOURCE:LINE`,
+#                    LINE being the line of `// CHECK: ID` in SOURCE, every
+#                    line marked `// CHECK-ALSO: ID` appearing as a frame
+#                    somewhere in that report, and its
+#                    `SUMMARY: rdmasan: ID SOURCE:LINE in FN`; exit status 66
+#                    for an error check, 0 for a warning check.
+#   --silent         a control: exit 0, no rdmasan report at all.
+# runner options:
+#   --rdmasan PATH   the rdmasan command (default: $RDMASAN, else
+#                    <repo>/build/rdmasan)
+#   --fabric NAME    softnic fabric name (default: checks-<prog>-<pid>)
+#   --status N       exit status required instead of the default above
+#   --stops          the program is expected to stop early: no DONE needed
+#   --timeout SEC    limit for the run (default 30)
+# Anything else starting with -- (e.g. --checks=+wr-id-duplicate) goes to
+# `rdmasan run`.  Prints the whole output when the test fails.
+set -uo pipefail
+
+die() { echo "run_check: $*" >&2; exit 2; }
+
+# Warning-severity checks (DESIGN.md section 3); every other id is an error.
+warning_ids=" unsignaled-run post-after-error error-completion wr-id-duplicate fork-with-mrs "
+
+[[ $# -ge 2 ]] || die "usage: run_check.sh PROG SOURCE (--expect-id ID | --silent) [options]"
+prog=$1 src=$2
+shift 2
+[[ -x $prog ]] || die "no program $prog"
+[[ -r $src ]] || die "no source $src"
+
+script_dir=$(cd "$(dirname "$0")" && pwd)
+rdmasan=${RDMASAN:-$script_dir/../../../build/rdmasan}
+mode="" id="" fabric="" want_status="" stops=0 limit=30
+opts=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --expect-id) mode=expect id=$2; shift 2 ;;
+    --silent) mode=silent; shift ;;
+    --rdmasan) rdmasan=$2; shift 2 ;;
+    --fabric) fabric=$2; shift 2 ;;
+    --status) want_status=$2; shift 2 ;;
+    --stops) stops=1; shift ;;
+    --timeout) limit=$2; shift 2 ;;
+    --*) opts+=("$1"); shift ;;
+    *) die "unexpected argument '$1'" ;;
+  esac
+done
+[[ -n $mode ]] || die "say --expect-id ID or --silent"
+[[ -x $rdmasan ]] || die "no rdmasan command at $rdmasan (set RDMASAN or --rdmasan)"
+base=$(basename "$src")
+[[ -n $fabric ]] || fabric="checks-$(basename "$prog")-$$"
+
+severity=ERROR
+if [[ $mode == expect ]]; then
+  [[ $warning_ids == *" $id "* ]] && severity=WARNING
+  if [[ -z $want_status ]]; then
+    if [[ $severity == ERROR ]]; then want_status=66; else want_status=0; fi
+  fi
+  line=$(grep -n -- "// CHECK: $id\$" "$src" | cut -d: -f1)
+  [[ -n $line ]] || die "$src has no '// CHECK: $id' marker"
+  [[ $line != *$'\n'* ]] || die "$src has more than one '// CHECK: $id' marker"
+  also=$(grep -n -- "// CHECK-ALSO: $id\$" "$src" | cut -d: -f1 | tr '\n' ' ')
+else
+  [[ -n $want_status ]] || want_status=0
+fi
+
+log=$(mktemp "${TMPDIR:-/tmp}/run_check.XXXXXX") || die "mktemp failed"
+trap 'rm -f "$log"' EXIT
+
+cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" -- "$prog")
+timeout -k 5 "$limit" "${cmd[@]}" >"$log" 2>&1 </dev/null
+status=$?
+
+failures=()
+if [[ $status -ne $want_status ]]; then
+  if [[ $status -eq 124 ]]; then
+    failures+=("timed out after ${limit}s")
+  else
+    failures+=("exit status $status, expected $want_status")
+  fi
+fi
+if [[ $stops -eq 0 ]] && ! grep -qx 'DONE' "$log"; then
+  failures+=("the program did not print DONE")
+fi
+
+if [[ $mode == silent ]]; then
+  if grep -Eq '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log"; then
+    failures+=("a control got a report: $(grep -E '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log" | head -3 | tr '\n' ' ')")
+  fi
+  if grep -Eq 'rdmasan: [0-9]+ findings?' "$log"; then
+    failures+=("a control has findings")
+  fi
+else
+  # Judge every report of $id; one must match everything.  Prints the reason
+  # the closest report failed otherwise.
+  verdict=$(awk -v id="$id" -v sev="$severity" -v base="$base" -v line="$line" -v also="$also" '
+    function frame_re(l) { return " in [^ ]+ ([^ ]*/)?" ebase ":" l "([: ]|$)" }
+    function judge(   why, n, a, i) {
+      why = ""
+      if (hdr !~ ("^==[0-9]+==" sev ": rdmasan: " id ":"))
+        why = why "header is not " sev "; "
+      if (!prim_ok) why = why "no frame " base ":" line " in the first stack; "
+      n = split(also, a, " ")
+      for (i = 1; i <= n; i++)
+        if (blk !~ frame_re(a[i])) why = why "no frame " base ":" a[i] " (CHECK-ALSO) in the report; "
+      if (summ !~ ("^SUMMARY: rdmasan: " id " " ebase ":" line " in [^ ]+$"))
+        why = why "SUMMARY is \"" summ "\", wanted \"SUMMARY: rdmasan: " id " " base ":" line " in <fn>\"; "
+      if (why == "") { ok = 1 } else if (last == "") { last = why }
+      seen++
+    }
+    BEGIN { ebase = base; gsub(/\./, "\\.", ebase); inblk = 0; ok = 0; seen = 0; last = "" }
+    inblk && /^SUMMARY: rdmasan:/ { summ = $0; judge(); inblk = 0; next }
+    inblk {
+      blk = blk "\n" $0
+      if (prim && $0 ~ /^ +#[0-9]+ /) { if ($0 ~ frame_re(line)) prim_ok = 1 }
+      else if (prim) prim = 0
+      next
+    }
+    $0 ~ ("^==[0-9]+==(ERROR|WARNING): rdmasan: " id ":") {
+      inblk = 1; hdr = $0; blk = ""; prim = 1; prim_ok = 0; summ = ""
+    }
+    END {
+      if (inblk) { summ = "(none)"; judge() }
+      if (ok) print "OK"
+      else if (seen == 0) print "no report of " id
+      else print last
+    }' "$log")
+  [[ $verdict == OK ]] || failures+=("$verdict")
+fi
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+  echo "---- ${cmd[*]} (exit $status)"
+  cat "$log"
+  echo "----"
+  for f in "${failures[@]}"; do echo "run_check: FAIL: $f"; done
+  exit 1
+fi
+echo "run_check: PASS ($(basename "$prog"): ${id:-silent}, exit $status)"
+grep -E '^SUMMARY: rdmasan:|^==[0-9]+==rdmasan:' "$log"
+exit 0
