@@ -1212,6 +1212,126 @@ TEST(CheckersForkWithMrs, NearMisses) {
   }
 }
 
+// =========================================== buffer-modified-in-flight ==
+
+Sge Hashed(uint64_t addr, uint32_t len, uint32_t lkey, uint64_t hash, uint64_t hash_now = 0) {
+  Sge g = Sg(addr, len, lkey);
+  g.hash = hash;
+  g.hash_now = hash_now;
+  return g;
+}
+
+Ids Retire(Fx& f, ObjId qp, std::vector<SendWr> wrs) {
+  Event e;
+  e.kind = EventKind::kRetire;
+  e.obj = qp;
+  for (auto& w : wrs) e.send_wrs.push_back(std::move(w));
+  return f.Feed(e);
+}
+
+TEST(CheckersBufferModifiedInFlight, RetiredWrsAreHandedBackForRehashing) {
+  // u u S with hashed SGEs: the S completion retires all three, and the
+  // engine hands all three back (oldest first); an unhashed WR is not.
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false, {Hashed(0x10000, 8, 0x11, 0xa1)}),
+                                Wr(2, false, {Hashed(0x10040, 8, 0x11, 0xa2)}),
+                                Wr(3, true, {Hashed(0x10080, 8, 0x11, 0xa3)}), Wr(4, true, {b.sg()})},
+                         /*stack=*/600),
+            kNone);
+  EXPECT_TRUE(b.f.eng.TakeRetired().empty());
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 3)}), kNone);
+  auto r = b.f.eng.TakeRetired();
+  ASSERT_EQ(r.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r[i].qp, b.qp);
+    EXPECT_EQ(r[i].wr.wr_id, i + 1);
+    EXPECT_EQ(r[i].wr.stack, 600u);
+  }
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 4)}), kNone);
+  EXPECT_TRUE(b.f.eng.TakeRetired().empty());
+}
+
+TEST(CheckersBufferModifiedInFlight, ChangedHashReported) {
+  Basic b(8);
+  SendWr w = Wr(1, true, {Hashed(0x10000, 8, 0x11, 0xa1, 0xa1), Hashed(0x10040, 8, 0x11, 0xb2, 0xbb)});
+  w.posted_at = 601;
+  EXPECT_EQ(Retire(b.f, b.qp, {w}), Ids{"buffer-modified-in-flight"});
+  ASSERT_EQ(b.f.last.size(), 1u);
+  ASSERT_FALSE(b.f.last[0].related.empty());
+  EXPECT_EQ(b.f.last[0].related[0].stack, 601u);
+}
+
+TEST(CheckersBufferModifiedInFlight, UnchangedOrUnhashedIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(Retire(b.f, b.qp, {Wr(1, true, {Hashed(0x10000, 8, 0x11, 0xa1, 0xa1)})}), kNone);
+  EXPECT_EQ(Retire(b.f, b.qp, {Wr(2, true, {Hashed(0x10000, 8, 0x11, 0, 0x55)})}), kNone);
+}
+
+// ===================================== free-in-flight, free-registered ==
+
+Ids FreeRange(Fx& f, uint64_t addr, uint64_t len) {
+  Event e;
+  e.kind = EventKind::kFreeRange;
+  e.addr = addr;
+  e.length = len;
+  return f.Feed(e);
+}
+
+TEST(CheckersFreeRange, FreeRegistered) {
+  Basic b(8);  // MR [0x10000, +0x10000)
+  EXPECT_EQ(FreeRange(b.f, 0x1fff0, 0x100), Ids{"free-registered"});
+  EXPECT_EQ(FreeRange(b.f, 0x20000, 0x100), kNone);  // just past the MR
+  EXPECT_EQ(FreeRange(b.f, 0xff00, 0x100), kNone);   // just before it
+}
+
+TEST(CheckersFreeRange, FreeInFlightSend) {
+  Basic b(8);
+  ObjId mr = b.mr;
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg(0x100, 64)})}), kNone);
+  // MR still registered too: both.
+  EXPECT_EQ(FreeRange(b.f, 0x10100, 8), (Ids{"free-in-flight", "free-registered"}));
+  (void)mr;
+}
+
+TEST(CheckersFreeRange, AfterRetiringCompletionAndDeregIsSilent) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false, {b.sg(0x100, 64)}), Wr(2, true, {b.sg(0x200, 64)})}), kNone);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
+  EXPECT_EQ(b.f.DeregMr(b.mr), kNone);
+  EXPECT_EQ(FreeRange(b.f, 0x10000, 0x10000), kNone);
+}
+
+TEST(CheckersFreeRange, InlineWrDoesNotHoldItsBuffer) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostSend(qp, {Wr(1, true, {Sg(0x70000, 32, 0)}, IBV_WR_SEND, IBV_SEND_INLINE)}), kNone);
+  EXPECT_EQ(FreeRange(f, 0x70000, 32), kNone);
+}
+
+TEST(CheckersFreeRange, FreeInFlightReceiveOnQp) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  f.ToRts(qp);
+  EXPECT_EQ(f.PostRecv(qp, {Rwr(1, {Sg(0x10000, 64, 0x11)})}), kNone);
+  EXPECT_EQ(f.DeregMr(mr), Ids{"dereg-in-flight"});
+  EXPECT_EQ(FreeRange(f, 0x10000, 64), Ids{"free-in-flight"});
+}
+
+TEST(CheckersFreeRange, FreeInFlightReceiveOnSrq) {
+  SrqSetup s;
+  ObjId mr = s.f.RegMr(s.pd, 0x40000, 0x1000, 0x44);
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {Rwr(1, {Sg(0x40000, 64, 0x44)})}), kNone);
+  EXPECT_EQ(s.f.DeregMr(mr), Ids{"dereg-in-flight"});
+  // The NIC may still write the SRQ receive buffer.
+  EXPECT_EQ(FreeRange(s.f, 0x40000, 64), Ids{"free-in-flight"});
+}
+
 // ========================================================= determinism ==
 
 // One run touching every check whose message or stacks pick "an example"
@@ -1237,6 +1357,7 @@ std::vector<Event> RichTrace() {
   for (ObjId cq : cqs) f.ReqNotify(cq);
   f.Wait(ch);                 // notify-without-poll: which CQ?
   f.DeregMr(mrs[0]);          // dereg-in-flight: which QP is the example?
+  FreeRange(f, 0x100000, 8);  // free-in-flight: which QP?
   f.Fork();                   // fork-with-mrs: which MR?
   f.DestroyCq(cqs[1]);        // destroy-in-use: which QP?
   f.DeallocPd(pd);            // destroy-in-use: which MR?
@@ -1294,7 +1415,7 @@ TEST(CheckersDeterminism, RichTraceRaisesTheExpectedChecks) {
     Ids got = Names(eng.OnEvent(e));
     all.insert(all.end(), got.begin(), got.end());
   }
-  Ids want = {"notify-without-poll", "dereg-in-flight", "fork-with-mrs", "destroy-in-use", "destroy-in-use",
+  Ids want = {"notify-without-poll", "dereg-in-flight", "free-in-flight", "fork-with-mrs", "destroy-in-use", "destroy-in-use",
               "sq-overflow", "cq-overrun"};
   for (int i = 0; i < 12; ++i) want.push_back("error-completion");
   EXPECT_EQ(all, want);
