@@ -228,6 +228,15 @@ static inline void rig_drain(struct rig *r) {
     }
 }
 
+/* Destroys the QPs only, e.g. so that MRs their receives still use can be
+ * deregistered before rig_teardown deallocates the PD. */
+static inline void rig_destroy_qps(struct rig *r) {
+  for (int i = 0; i < 2; ++i) {
+    if (r->qp[i] && ibv_destroy_qp(r->qp[i])) DIE("ibv_destroy_qp failed");
+    r->qp[i] = NULL;
+  }
+}
+
 /* Destroys QPs, CQs, channel, PD and context in the legal order.  MRs are
  * the caller's. */
 static inline void rig_teardown(struct rig *r) {

@@ -20,10 +20,11 @@ int main(void) {
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("first write failed"); /* cqe pending: full */
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("second write failed");  // CHECK: cq-overrun
   rig_poll_ok(r.cq[0], 2);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(mr);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

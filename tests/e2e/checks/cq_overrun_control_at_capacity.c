@@ -26,10 +26,11 @@ int main(void) {
     if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("signaled write failed");
     rig_poll_ok(r.cq[0], 1);
   }
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(mr);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -11,8 +11,9 @@ int main(void) {
   struct ibv_recv_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *bad;
   int ret = ibv_post_recv(r.qp[1], &wr, &bad);  // CHECK: mr-access
   printf("post_recv returned %d\n", ret);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(mr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -11,9 +11,10 @@ int main(void) {
   struct ibv_send_wr wr = rig_write_wr(1, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
   int ret = ibv_post_send(r.qp[0], &wr, &bad);  // CHECK: post-bad-qp-state
   printf("post_send in INIT returned %d\n", ret);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -32,9 +32,10 @@ int main(void) {
   rig_poll_ok(r.cq[1], 1);
   rig_poll_ok(r.cq[0], 1);
   if (strcmp(rbuf, "hello")) DIE("received '%s'", rbuf);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(rmr);
   ibv_dereg_mr(smr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

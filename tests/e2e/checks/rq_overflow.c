@@ -14,8 +14,9 @@ int main(void) {
     if (ibv_post_recv(r.qp[1], &wr, &bad)) DIE("receive %d of %d failed", i, depth);
   int ret = ibv_post_recv(r.qp[1], &wr, &bad);  // CHECK: rq-overflow
   printf("receive past max_recv_wr=%d returned %d\n", depth, ret);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(mr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -21,9 +21,10 @@ int main(void) {
   rig_poll_ok(r.cq[0], 1);
   rig_poll_ok(r.cq[1], 1);
   if (ibv_post_recv(r.qp[1], &wr, &bad)) DIE("refill failed");
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(mr);
   ibv_dereg_mr(smr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -103,7 +103,7 @@ else
   # Judge every report of $id; one must match everything.  Prints the reason
   # the closest report failed otherwise.
   verdict=$(awk -v id="$id" -v sev="$severity" -v base="$base" -v line="$line" -v also="$also" '
-    function frame_re(l) { return " in [^ ]+ ([^ ]*/)?" ebase ":" l "([: ]|$)" }
+    function frame_re(l) { return " in [^ ]+ ([^ ]*/)?" ebase ":" l "([: \n]|$)" }
     function judge(   why, n, a, i) {
       why = ""
       if (hdr !~ ("^==[0-9]+==" sev ": rdmasan: " id ":"))

@@ -19,9 +19,10 @@ int main(void) {
   wr.num_sge = max;
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");
   rig_poll_ok(r.cq[0], 1);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

@@ -20,8 +20,9 @@ int main(void) {
   if (ibv_post_recv(r.qp[1], &rwr, &rbad)) DIE("post_recv failed");
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(rmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }

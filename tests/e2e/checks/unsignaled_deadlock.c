@@ -15,9 +15,10 @@ int main(void) {
     if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post %d failed", i);
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("the last post failed");  // CHECK: unsignaled-deadlock
   usleep(10000);
-  rig_teardown(&r);
+  rig_destroy_qps(&r);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  rig_teardown(&r);
   printf("DONE\n");
   return 0;
 }
