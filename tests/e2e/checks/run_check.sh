@@ -15,6 +15,8 @@
 #                    `SUMMARY: rdmasan: ID SOURCE:LINE in FN`; exit status 66
 #                    for an error check, 0 for a warning check.
 #   --silent         a control: exit 0, no rdmasan report at all.
+# In either mode, a line `// CHECK-NOT: OTHER-ID` in SOURCE forbids any
+# report of OTHER-ID (a known false positive that rides along).
 # runner options:
 #   --rdmasan PATH   the rdmasan command (default: $RDMASAN, else
 #                    <repo>/build/rdmasan)
@@ -91,6 +93,12 @@ fi
 if [[ $stops -eq 0 ]] && ! grep -qx 'DONE' "$log"; then
   failures+=("the program did not print DONE")
 fi
+
+for not_id in $(grep -o -- '// CHECK-NOT: [a-z-]*$' "$src" | sed 's|// CHECK-NOT: ||'); do
+  if grep -Eq "^==[0-9]+==(ERROR|WARNING): rdmasan: $not_id:" "$log"; then
+    failures+=("unwanted report of $not_id (// CHECK-NOT: $not_id)")
+  fi
+done
 
 if [[ $mode == silent ]]; then
   if grep -Eq '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log"; then
