@@ -22,9 +22,13 @@ namespace rdmasan::checkers {
 
 class CheckContext {
  public:
-  CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out) : e(e), s(s), out_(out) {}
+  CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out)
+      : e(e), s(s), qp(s.Qp(e.obj)), out_(out) {}
   const core::Event& e;
   const State& s;
+  // The event's object as a QP (posts, modify, retire), else null.  Ids are
+  // unique across object kinds, so a CQ's id never finds a QP.
+  const QpState* qp;
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
     out_->push_back(core::Finding{id, std::move(message), e.stack, std::move(related)});
   }

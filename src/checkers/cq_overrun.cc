@@ -11,13 +11,13 @@ void CheckCqOverrun(CheckContext& c) {
   core::ObjId cq = 0;
   uint64_t adding = 0;
   if (e.kind == core::EventKind::kPostSend) {
-    const QpState* q = c.s.Qp(e.obj);
+    const QpState* q = c.qp;
     if (!q) return;
     cq = q->send_cq;
     const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
     for (size_t i = 0; i < n; ++i) adding += q->sq_sig_all || (e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);
   } else if (e.kind == core::EventKind::kPostRecv) {
-    const QpState* q = c.s.Qp(e.obj);
+    const QpState* q = c.qp;
     if (!q) return;
     cq = q->recv_cq;
     adding = std::min<size_t>(e.recv_wrs.size(), e.bad_index);

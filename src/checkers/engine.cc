@@ -5,13 +5,53 @@
 namespace rdmasan::checkers {
 namespace {
 
-constexpr CheckFn kChecks[] = {
-    CheckPostState,      CheckSqOverflow,      CheckUnsignaledDeadlock, CheckUnsignaledRun,
-    CheckRqOverflow,     CheckCqOverrun,       CheckSgeRules,           CheckInlineTooLarge,
-    CheckAtomicMisaligned, CheckWrIdDuplicate, CheckDeregInFlight,      CheckDestroyInUse,
-    CheckUnackedCqEvents, CheckNotifyWithoutPoll, CheckErrorCompletion, CheckForkWithMrs,
-    CheckBufferModifiedInFlight, CheckFreeRange,
+using core::EventKind;
+
+// Which checks look at which events, in report order.
+struct Entry {
+  EventKind kind;
+  CheckFn fn;
 };
+constexpr Entry kChecks[] = {
+    {EventKind::kPostSend, CheckPostState},
+    {EventKind::kPostSend, CheckSqOverflow},
+    {EventKind::kPostSend, CheckUnsignaledDeadlock},
+    {EventKind::kPostSend, CheckUnsignaledRun},
+    {EventKind::kPostSend, CheckCqOverrun},
+    {EventKind::kPostSend, CheckSgeRules},
+    {EventKind::kPostSend, CheckInlineTooLarge},
+    {EventKind::kPostSend, CheckAtomicMisaligned},
+    {EventKind::kPostSend, CheckWrIdDuplicate},
+    {EventKind::kPostRecv, CheckPostState},
+    {EventKind::kPostRecv, CheckRqOverflow},
+    {EventKind::kPostRecv, CheckCqOverrun},
+    {EventKind::kPostRecv, CheckSgeRules},
+    {EventKind::kPostSrqRecv, CheckRqOverflow},
+    {EventKind::kPostSrqRecv, CheckSgeRules},
+    {EventKind::kPollCq, CheckErrorCompletion},
+    {EventKind::kRetire, CheckBufferModifiedInFlight},
+    {EventKind::kDeregMr, CheckDeregInFlight},
+    {EventKind::kDestroyCq, CheckDestroyInUse},
+    {EventKind::kDestroyCq, CheckUnackedCqEvents},
+    {EventKind::kDeallocPd, CheckDestroyInUse},
+    {EventKind::kDestroySrq, CheckDestroyInUse},
+    {EventKind::kDestroyAh, CheckDestroyInUse},
+    {EventKind::kWaitCqEvent, CheckNotifyWithoutPoll},
+    {EventKind::kFreeRange, CheckFreeRange},
+    {EventKind::kFork, CheckForkWithMrs},
+};
+
+struct Dispatch {
+  std::vector<CheckFn> by_kind[static_cast<size_t>(EventKind::kCount)];
+  Dispatch() {
+    for (const Entry& e : kChecks) by_kind[static_cast<size_t>(e.kind)].push_back(e.fn);
+  }
+};
+
+const Dispatch& Table() {
+  static const Dispatch* d = new Dispatch();
+  return *d;
+}
 
 }  // namespace
 
@@ -26,8 +66,11 @@ std::string WrLabel(const OutstandingWr& w, const char* what) {
 
 std::vector<core::Finding> Engine::OnEvent(const core::Event& e) {
   std::vector<core::Finding> out;
-  CheckContext ctx(e, state_, &out);
-  for (CheckFn f : kChecks) f(ctx);
+  const size_t k = static_cast<size_t>(e.kind);
+  if (k < static_cast<size_t>(EventKind::kCount) && !Table().by_kind[k].empty()) {
+    CheckContext ctx(e, state_, &out);
+    for (CheckFn f : Table().by_kind[k]) f(ctx);
+  }
   state_.Apply(e);
   return out;
 }

@@ -9,7 +9,7 @@ void CheckPostState(CheckContext& c) {
   const auto& e = c.e;
   const bool send = e.kind == core::EventKind::kPostSend;
   if (!send && e.kind != core::EventKind::kPostRecv) return;
-  const QpState* q = c.s.Qp(e.obj);
+  const QpState* q = c.qp;
   if (!q) return;
   const char* verb = send ? "post_send" : "post_recv";
   if (q->state == IBV_QPS_ERR) {

@@ -10,7 +10,7 @@ void CheckRqOverflow(CheckContext& c) {
   core::StackId made;
   std::string name;
   if (e.kind == core::EventKind::kPostRecv) {
-    const QpState* q = c.s.Qp(e.obj);
+    const QpState* q = c.qp;
     if (!q || q->srq) return;
     outstanding = q->rq.size();
     limit = q->caps.max_recv_wr;

@@ -53,7 +53,7 @@ void CheckSges(CheckContext& c, const absl::InlinedVector<core::Sge, 2>& sges, i
 void CheckSgeRules(CheckContext& c) {
   const auto& e = c.e;
   if (e.kind == core::EventKind::kPostSend) {
-    const QpState* q = c.s.Qp(e.obj);
+    const QpState* q = c.qp;
     if (!q) return;
     auto where = [&] { return "post_send to " + QpName(c.s, e.obj); };
     for (const auto& w : e.send_wrs) {
@@ -65,7 +65,7 @@ void CheckSgeRules(CheckContext& c) {
     uint32_t max_sge;
     const bool qp = e.kind == core::EventKind::kPostRecv;
     if (qp) {
-      const QpState* q = c.s.Qp(e.obj);
+      const QpState* q = c.qp;
       if (!q) return;
       pd = q->pd;
       max_sge = q->caps.max_recv_sge;

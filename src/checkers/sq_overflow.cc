@@ -6,7 +6,7 @@ namespace rdmasan::checkers {
 
 void CheckSqOverflow(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
-  const QpState* q = c.s.Qp(c.e.obj);
+  const QpState* q = c.qp;
   if (!q) return;
   const uint64_t outstanding = q->sq.size(), chain = c.e.send_wrs.size();
   if (outstanding + chain <= q->caps.max_send_wr) return;

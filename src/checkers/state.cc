@@ -47,23 +47,24 @@ ObjId State::QpByNum(uint32_t qpn) const {
 uint64_t State::PendingOn(ObjId cq_id) const {
   const CqState* cq = Cq(cq_id);
   if (!cq) return 0;
-  uint64_t n = 0;
-  absl::flat_hash_set<ObjId> srqs;
-  for (ObjId q : cq->qps) {
-    const QpState* qp = Qp(q);
-    if (!qp) continue;
-    if (qp->send_cq == cq_id)
-      for (const auto& w : qp->sq) n += w.signaled;
-    if (qp->recv_cq == cq_id) {
-      if (qp->srq)
-        srqs.insert(qp->srq);
-      else
-        n += qp->rq.size();
-    }
-  }
-  for (ObjId s : srqs)
+  uint64_t n = cq->pending;
+  for (ObjId s : cq->srqs)
     if (const SrqState* srq = Srq(s)) n += srq->rq.size();
   return n;
+}
+
+void State::AdjustPending(ObjId cq, int64_t delta) {
+  auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return;
+  uint64_t& p = it->second.pending;
+  p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
+}
+
+void State::ForgetOutstanding(QpState& qp) {
+  int64_t sig = 0;
+  for (const auto& w : qp.sq) sig += w.signaled;
+  AdjustPending(qp.send_cq, -sig);
+  AdjustPending(qp.recv_cq, -static_cast<int64_t>(qp.rq.size()));
 }
 
 std::optional<State::Queue> State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
@@ -116,16 +117,20 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
         size_t i = 0;
         while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == qp.sq.size()) i = 0;
-        for (size_t k = 0; k <= i; ++k)
+        for (size_t k = 0; k <= i; ++k) {
+          if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1);
           if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
+        }
         qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
         return;
       }
       // A signaled completion retires its WR and every earlier one.
       for (size_t i = 0; i < qp.sq.size(); ++i) {
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
-          for (size_t k = 0; k <= i; ++k)
+          for (size_t k = 0; k <= i; ++k) {
+            if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1);
             if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
+          }
           qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
           return;
         }
@@ -133,7 +138,10 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
       return;
     }
     case Queue::kRecv:
-      if (!qp.rq.empty()) qp.rq.pop_front();
+      if (!qp.rq.empty()) {
+        qp.rq.pop_front();
+        AdjustPending(qp.recv_cq, -1);
+      }
       return;
     case Queue::kSrq: {
       auto s = srqs_.find(qp.srq);
@@ -245,7 +253,10 @@ void State::Apply(const Event& e) {
         qp_by_num_[e.qp_num] = e.obj;
         if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
         if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
-        if (auto it = srqs_.find(e.srq); it != srqs_.end()) it->second.qps.insert(e.obj);
+        if (auto it = srqs_.find(e.srq); it != srqs_.end()) {
+          it->second.qps.insert(e.obj);
+          if (auto c = cqs_.find(e.recv_cq); c != cqs_.end()) c->second.srqs.insert(e.srq);
+        }
       }
       break;
     case EventKind::kModifyQp:
@@ -255,6 +266,7 @@ void State::Apply(const Event& e) {
           QpState& q = it->second;
           q.state = e.qp_state;
           if (e.qp_state == IBV_QPS_RESET) {
+            ForgetOutstanding(q);
             q.sq.clear();
             q.rq.clear();
             q.unsignaled_run = 0;
@@ -267,6 +279,7 @@ void State::Apply(const Event& e) {
       if (ok) {
         auto it = qps_.find(e.obj);
         if (it != qps_.end()) {
+          ForgetOutstanding(it->second);
           for (ObjId c : {it->second.send_cq, it->second.recv_cq})
             if (auto ci = cqs_.find(c); ci != cqs_.end()) ci->second.qps.erase(e.obj);
           if (auto si = srqs_.find(it->second.srq); si != srqs_.end()) si->second.qps.erase(e.obj);
@@ -287,11 +300,14 @@ void State::Apply(const Event& e) {
       if (it == qps_.end()) break;
       QpState& q = it->second;
       const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+      int64_t signaled = 0;
       for (size_t i = 0; i < n; ++i) {
         OutstandingWr o = FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, *this);
         q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
+        signaled += o.signaled;
         q.sq.push_back(std::move(o));
       }
+      AdjustPending(q.send_cq, signaled);
       break;
     }
     case EventKind::kPostRecv: {
@@ -299,6 +315,7 @@ void State::Apply(const Event& e) {
       if (it == qps_.end()) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
       for (size_t i = 0; i < n; ++i) it->second.rq.push_back(FromRecv(e.recv_wrs[i], e.stack, *this));
+      AdjustPending(it->second.recv_cq, static_cast<int64_t>(n));
       break;
     }
     case EventKind::kPostSrqRecv: {

@@ -73,6 +73,8 @@ struct CqState {
   bool armed_with_pending = false;  // completions could be pending when armed
   bool polled_since_arm = true;
   absl::flat_hash_set<ObjId> qps;   // bound as send or recv CQ
+  absl::flat_hash_set<ObjId> srqs;  // SRQs whose receives complete here
+  uint64_t pending = 0;             // outstanding signaled sends + QP receives
 };
 
 struct SrqState {
@@ -133,6 +135,9 @@ class State {
     return it == m.end() ? nullptr : &it->second;
   }
   void Retire(const core::Completion& wc, ObjId cq);
+  void AdjustPending(ObjId cq, int64_t delta);
+  // Drops a QP's outstanding work from its CQs' pending counts.
+  void ForgetOutstanding(QpState& qp);
 
   absl::flat_hash_map<ObjId, PdState> pds_;
   absl::flat_hash_map<ObjId, MrState> mrs_;

@@ -7,7 +7,7 @@ namespace rdmasan::checkers {
 
 void CheckUnsignaledDeadlock(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
-  const QpState* q = c.s.Qp(c.e.obj);
+  const QpState* q = c.qp;
   if (!q || q->caps.max_send_wr == 0) return;
   uint64_t occupancy = q->sq.size();
   bool any_signaled = false;

@@ -6,7 +6,7 @@ namespace rdmasan::checkers {
 
 void CheckUnsignaledRun(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
-  const QpState* q = c.s.Qp(c.e.obj);
+  const QpState* q = c.qp;
   if (!q || q->sq_sig_all || q->caps.max_send_wr < 2) return;
   uint32_t run = q->unsignaled_run;
   const size_t n = std::min<size_t>(c.e.send_wrs.size(), c.e.bad_index);

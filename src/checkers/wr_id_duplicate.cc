@@ -6,7 +6,7 @@ namespace rdmasan::checkers {
 
 void CheckWrIdDuplicate(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
-  const QpState* q = c.s.Qp(c.e.obj);
+  const QpState* q = c.qp;
   if (!q) return;
   for (const auto& w : c.e.send_wrs) {
     if (!q->sq_sig_all && !(w.send_flags & IBV_SEND_SIGNALED)) continue;
