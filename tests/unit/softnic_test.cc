@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include "core/report.h"
+#include "interpose/hooks.h"
 #include "tests/unit/softnic_fixture.h"
 
 namespace rdmasan::testing {
@@ -592,11 +594,10 @@ namespace {
 
 // Threads posting and polling on their own QPs of one context at once: no
 // lost or duplicated completions, and (under TSan) no data race.
-TEST(SoftnicThreads, ConcurrentQpsOfOneContext) {
+void RunThreads(int kThreads, int kIters) {
   ibv_context* ctx = OpenSoftnic();
   ASSERT_NE(ctx, nullptr);
   ibv_pd* pd = ibv_alloc_pd(ctx);
-  constexpr int kThreads = 4, kIters = 2000;
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t) {
@@ -672,6 +673,18 @@ TEST(SoftnicThreads, ConcurrentQpsOfOneContext) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
   EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+TEST(SoftnicThreads, ConcurrentQpsOfOneContext) { RunThreads(4, 2000); }
+
+// The same with every call an Event through the checkers: 8 threads, 8 QP
+// pairs, full checking, no finding (the traffic is correct) and no race.
+TEST(SoftnicThreads, EightThreadsUnderFullChecking) {
+  interpose::SetChecking(true);
+  const size_t before = core::GlobalReporter().TotalCount();
+  RunThreads(8, 500);
+  interpose::SetChecking(false);
+  EXPECT_EQ(core::GlobalReporter().TotalCount(), before);
 }
 
 }  // namespace
