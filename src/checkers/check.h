@@ -59,6 +59,24 @@ void CheckForkWithMrs(CheckContext&);
 void CheckBufferModifiedInFlight(CheckContext&);
 void CheckFreeRange(CheckContext&);  // free-in-flight, free-registered
 
+// Deterministic choice among several candidates: hash-map iteration order
+// differs between engines (and so between a live run and its replay), so
+// checks that name "one of" several objects name the lowest id.
+template <typename Map, typename Pred>
+core::ObjId LowestIdWhere(const Map& m, Pred pred) {
+  core::ObjId best = 0;
+  for (const auto& [id, v] : m)
+    if ((best == 0 || id < best) && pred(v)) best = id;
+  return best;
+}
+template <typename Set>
+core::ObjId LowestId(const Set& s) {
+  core::ObjId best = 0;
+  for (core::ObjId id : s)
+    if (best == 0 || id < best) best = id;
+  return best;
+}
+
 // Small formatting helpers shared by the checks.
 inline std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 std::string QpName(const State& s, core::ObjId qp);

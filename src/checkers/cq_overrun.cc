@@ -6,8 +6,45 @@
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
+namespace {
+
+void Report(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
+  c.Emit(core::CheckId::kCqOverrun,
+         absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq, st.cqe),
+         {{"CQ created at", st.stack}});
+}
+
+}  // namespace
+
 void CheckCqOverrun(CheckContext& c) {
   const auto& e = c.e;
+  if (e.kind == core::EventKind::kPostSrqRecv) {
+    // SRQ receives complete on the receive CQ of whichever QP takes them:
+    // every such CQ must have room for all of them.
+    const SrqState* srq = c.s.Srq(e.obj);
+    if (!srq) return;
+    const uint64_t adding = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+    absl::flat_hash_set<core::ObjId> cqs;
+    for (core::ObjId q : srq->qps)
+      if (const QpState* qp = c.s.Qp(q)) cqs.insert(qp->recv_cq);
+    core::ObjId worst = 0;
+    for (core::ObjId cq : cqs) {
+      const CqState* st = c.s.Cq(cq);
+      if (st && c.s.PendingOn(cq) + adding > static_cast<uint64_t>(st->cqe) && (!worst || cq < worst)) worst = cq;
+    }
+    if (worst) Report(c, worst, *c.s.Cq(worst), c.s.PendingOn(worst) + adding);
+    return;
+  }
+  if (e.kind == core::EventKind::kCreateQp) {
+    // A QP that brings an SRQ with receives already posted to a CQ that
+    // did not see them yet.
+    const CqState* st = c.s.Cq(e.recv_cq);
+    const SrqState* srq = e.srq ? c.s.Srq(e.srq) : nullptr;
+    if (e.ret != 0 || !st || !srq || st->srqs.contains(e.srq)) return;
+    const uint64_t pending = c.s.PendingOn(e.recv_cq) + srq->rq.size();
+    if (pending > static_cast<uint64_t>(st->cqe)) Report(c, e.recv_cq, *st, pending);
+    return;
+  }
   core::ObjId cq = 0;
   uint64_t adding = 0;
   if (e.kind == core::EventKind::kPostSend) {

@@ -23,20 +23,20 @@ void CheckDeregInFlight(CheckContext& c) {
   if (c.e.kind != core::EventKind::kDeregMr) return;
   const MrState* mr = c.s.Mr(c.e.obj);
   if (!mr) return;
+  // Count every use; name the oldest one on the object with the lowest id
+  // (ids are unique across QPs and SRQs), so a replay names the same one.
   uint64_t count = 0;
   const OutstandingWr* first = nullptr;
   core::ObjId on = 0;
+  auto consider = [&](core::ObjId id, const std::deque<OutstandingWr>& q) {
+    const OutstandingWr* w = Using(q, c.e.obj, &count);
+    if (w && (!first || id < on)) first = w, on = id;
+  };
   for (const auto& [id, q] : c.s.qps()) {
-    uint64_t before = count;
-    const OutstandingWr* w = Using(q.sq, c.e.obj, &count);
-    if (!w) w = Using(q.rq, c.e.obj, &count);
-    if (w && !first) first = w, on = id;
-    (void)before;
+    consider(id, q.sq);
+    consider(id, q.rq);
   }
-  for (const auto& [id, s] : c.s.srqs()) {
-    const OutstandingWr* w = Using(s.rq, c.e.obj, &count);
-    if (w && !first) first = w, on = id;
-  }
+  for (const auto& [id, s] : c.s.srqs()) consider(id, s.rq);
   if (!count) return;
   c.Emit(core::CheckId::kDeregInFlight,
          absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered with %d outstanding WR(s), e.g. on %s", c.e.obj, mr->lkey,

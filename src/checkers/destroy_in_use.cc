@@ -11,7 +11,7 @@ void CheckDestroyInUse(CheckContext& c) {
     case core::EventKind::kDestroyCq: {
       const CqState* cq = c.s.Cq(e.obj);
       if (!cq || cq->qps.empty()) return;
-      core::ObjId qp = *cq->qps.begin();
+      core::ObjId qp = LowestId(cq->qps);
       const QpState* q = c.s.Qp(qp);
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("CQ 0x%x destroyed while %d QP(s) still use it, e.g. %s", e.obj, cq->qps.size(),
@@ -21,40 +21,37 @@ void CheckDestroyInUse(CheckContext& c) {
     }
     case core::EventKind::kDeallocPd: {
       if (!c.s.Pd(e.obj)) return;
-      for (const auto& [id, m] : c.s.mrs())
-        if (m.pd == e.obj) {
-          c.Emit(core::CheckId::kDestroyInUse,
-                 absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id, m.lkey),
-                 {{"MR registered at", m.stack}});
-          return;
-        }
-      for (const auto& [id, q] : c.s.qps())
-        if (q.pd == e.obj) {
-          c.Emit(core::CheckId::kDestroyInUse,
-                 absl::StrFormat("PD 0x%x deallocated while %s still belongs to it", e.obj, QpName(c.s, id)),
-                 {{"QP created at", q.stack}});
-          return;
-        }
-      for (const auto& [id, s] : c.s.srqs())
-        if (s.pd == e.obj) {
-          c.Emit(core::CheckId::kDestroyInUse,
-                 absl::StrFormat("PD 0x%x deallocated while SRQ 0x%x still belongs to it", e.obj, id),
-                 {{"SRQ created at", s.stack}});
-          return;
-        }
-      for (const auto& [id, a] : c.s.ahs())
-        if (a.pd == e.obj) {
-          c.Emit(core::CheckId::kDestroyInUse,
-                 absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
-                 {{"AH created at", a.stack}});
-          return;
-        }
+      auto of_pd = [&](const auto& v) { return v.pd == e.obj; };
+      if (core::ObjId id = LowestIdWhere(c.s.mrs(), of_pd)) {
+        const MrState& m = *c.s.Mr(id);
+        c.Emit(core::CheckId::kDestroyInUse,
+               absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id, m.lkey),
+               {{"MR registered at", m.stack}});
+        return;
+      }
+      if (core::ObjId id = LowestIdWhere(c.s.qps(), of_pd)) {
+        c.Emit(core::CheckId::kDestroyInUse,
+               absl::StrFormat("PD 0x%x deallocated while %s still belongs to it", e.obj, QpName(c.s, id)),
+               {{"QP created at", c.s.Qp(id)->stack}});
+        return;
+      }
+      if (core::ObjId id = LowestIdWhere(c.s.srqs(), of_pd)) {
+        c.Emit(core::CheckId::kDestroyInUse,
+               absl::StrFormat("PD 0x%x deallocated while SRQ 0x%x still belongs to it", e.obj, id),
+               {{"SRQ created at", c.s.Srq(id)->stack}});
+        return;
+      }
+      if (core::ObjId id = LowestIdWhere(c.s.ahs(), of_pd)) {
+        c.Emit(core::CheckId::kDestroyInUse,
+               absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
+               {{"AH created at", c.s.Ah(id)->stack}});
+      }
       return;
     }
     case core::EventKind::kDestroySrq: {
       const SrqState* s = c.s.Srq(e.obj);
       if (!s || s->qps.empty()) return;
-      core::ObjId qp = *s->qps.begin();
+      core::ObjId qp = LowestId(s->qps);
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("SRQ 0x%x destroyed while %s still uses it", e.obj, QpName(c.s, qp)),
              {{"SRQ created at", s->stack}});
@@ -63,14 +60,20 @@ void CheckDestroyInUse(CheckContext& c) {
     case core::EventKind::kDestroyAh: {
       const AhState* a = c.s.Ah(e.obj);
       if (!a) return;
-      for (const auto& [id, q] : c.s.qps())
+      auto uses = [&](const QpState& q) {
         for (const auto& w : q.sq)
-          if (w.ah == e.obj) {
-            c.Emit(core::CheckId::kDestroyInUse,
-                   absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
-                   {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
-            return;
-          }
+          if (w.ah == e.obj) return true;
+        return false;
+      };
+      core::ObjId id = LowestIdWhere(c.s.qps(), uses);
+      if (!id) return;
+      for (const auto& w : c.s.Qp(id)->sq)
+        if (w.ah == e.obj) {
+          c.Emit(core::CheckId::kDestroyInUse,
+                 absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
+                 {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
+          return;
+        }
       return;
     }
     default:

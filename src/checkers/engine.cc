@@ -27,6 +27,8 @@ constexpr Entry kChecks[] = {
     {EventKind::kPostRecv, CheckCqOverrun},
     {EventKind::kPostRecv, CheckSgeRules},
     {EventKind::kPostSrqRecv, CheckRqOverflow},
+    {EventKind::kPostSrqRecv, CheckCqOverrun},
+    {EventKind::kCreateQp, CheckCqOverrun},
     {EventKind::kPostSrqRecv, CheckSgeRules},
     {EventKind::kPollCq, CheckErrorCompletion},
     {EventKind::kRetire, CheckBufferModifiedInFlight},

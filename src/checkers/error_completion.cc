@@ -40,8 +40,10 @@ void CheckErrorCompletion(CheckContext& c) {
     if (!q || q->known_error || !reported.insert(id).second) continue;
     std::vector<core::RelatedStack> rel;
     auto queue = c.s.Classify(wc, *q, c.e.obj);
-    const std::deque<OutstandingWr>* dq = queue == State::Queue::kSend ? &q->sq
+    const SrqState* srq = q->srq ? c.s.Srq(q->srq) : nullptr;
+    const std::deque<OutstandingWr>* dq = queue == State::Queue::kSend   ? &q->sq
                                           : queue == State::Queue::kRecv ? &q->rq
+                                          : srq                          ? &srq->rq
                                                                          : nullptr;
     if (dq)
       for (const auto& w : *dq)

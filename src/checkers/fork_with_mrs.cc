@@ -6,7 +6,8 @@ namespace rdmasan::checkers {
 
 void CheckForkWithMrs(CheckContext& c) {
   if (c.e.kind != core::EventKind::kFork || c.s.fork_initialized() || c.s.mrs().empty()) return;
-  const auto& [id, mr] = *c.s.mrs().begin();
+  const core::ObjId id = LowestIdWhere(c.s.mrs(), [](const MrState&) { return true; });
+  const MrState& mr = *c.s.Mr(id);
   c.Emit(core::CheckId::kForkWithMrs,
          absl::StrFormat("fork() with %d MR(s) registered and no ibv_fork_init()", c.s.mrs().size()),
          {{absl::StrFormat("MR 0x%x registered at", id), mr.stack}});

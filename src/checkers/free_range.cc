@@ -23,26 +23,31 @@ const OutstandingWr* InFlight(const std::deque<OutstandingWr>& q, uint64_t addr,
 void CheckFreeRange(CheckContext& c) {
   if (c.e.kind != core::EventKind::kFreeRange || c.e.length == 0) return;
   const uint64_t addr = c.e.addr, len = c.e.length;
+  // The WR on the object with the lowest id (QPs and SRQs), so a replay
+  // names the same one.
+  const OutstandingWr* hit = nullptr;
+  core::ObjId on = 0;
+  auto consider = [&](core::ObjId id, const std::deque<OutstandingWr>& q) {
+    if (hit && id > on) return;
+    if (const OutstandingWr* w = InFlight(q, addr, len)) hit = w, on = id;
+  };
   for (const auto& [id, q] : c.s.qps()) {
-    const OutstandingWr* w = InFlight(q.sq, addr, len);
-    if (!w) w = InFlight(q.rq, addr, len);
-    if (w) {
-      c.Emit(core::CheckId::kFreeInFlight,
-             absl::StrFormat("[0x%x, +%d) freed while WR wr_id=0x%x on %s still uses it", addr, len, w->wr_id,
-                             QpName(c.s, id)),
-             {{WrLabel(*w, "outstanding"), w->stack}});
-      break;
-    }
+    consider(id, q.sq);
+    consider(id, q.rq);
   }
-  for (const auto& [id, m] : c.s.mrs()) {
-    // Registered ranges are in virtual addresses (addr), not the iova.
-    if (Overlaps(m.addr, m.length, addr, len)) {
-      c.Emit(core::CheckId::kFreeRegistered,
-             absl::StrFormat("[0x%x, +%d) freed while MR 0x%x (lkey 0x%x, [0x%x, +%d)) still registers it", addr, len,
-                             id, m.lkey, m.addr, m.length),
-             {{absl::StrFormat("MR 0x%x registered at", id), m.stack}});
-      return;
-    }
+  for (const auto& [id, s] : c.s.srqs()) consider(id, s.rq);
+  if (hit)
+    c.Emit(core::CheckId::kFreeInFlight,
+           absl::StrFormat("[0x%x, +%d) freed while WR wr_id=0x%x on %s still uses it", addr, len, hit->wr_id,
+                           c.s.Qp(on) ? QpName(c.s, on) : absl::StrFormat("SRQ 0x%x", on)),
+           {{WrLabel(*hit, "outstanding"), hit->stack}});
+  // Registered ranges are in virtual addresses (addr), not the iova.
+  if (core::ObjId id = LowestIdWhere(c.s.mrs(), [&](const MrState& m) { return Overlaps(m.addr, m.length, addr, len); })) {
+    const MrState& m = *c.s.Mr(id);
+    c.Emit(core::CheckId::kFreeRegistered,
+           absl::StrFormat("[0x%x, +%d) freed while MR 0x%x (lkey 0x%x, [0x%x, +%d)) still registers it", addr, len,
+                           id, m.lkey, m.addr, m.length),
+           {{absl::StrFormat("MR 0x%x registered at", id), m.stack}});
   }
 }
 

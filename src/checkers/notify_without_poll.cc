@@ -10,19 +10,16 @@ namespace rdmasan::checkers {
 
 void CheckNotifyWithoutPoll(CheckContext& c) {
   if (c.e.kind != core::EventKind::kWaitCqEvent) return;
-  // The state has no channel index; scan the CQs bound to it.
-  for (const auto& [id, q] : c.s.qps()) {
-    for (core::ObjId cq_id : {q.send_cq, q.recv_cq}) {
-      const CqState* cq = c.s.Cq(cq_id);
-      if (!cq || cq->channel != c.e.obj || !cq->armed || cq->polled_since_arm || !cq->armed_with_pending) continue;
-      c.Emit(core::CheckId::kNotifyWithoutPoll,
-             absl::StrFormat("waiting for the next event of CQ 0x%x without polling it after ibv_req_notify_cq; "
-                             "completions that arrived before the arming raise no event",
-                             cq_id),
-             {{"CQ created at", cq->stack}});
-      return;
-    }
-  }
+  // The CQs of this channel armed and not polled since, lowest id first.
+  core::ObjId cq_id = c.s.LowestCqWhere([&](const CqState& cq) {
+    return cq.channel == c.e.obj && cq.armed && !cq.polled_since_arm && cq.armed_with_pending;
+  });
+  if (!cq_id) return;
+  c.Emit(core::CheckId::kNotifyWithoutPoll,
+         absl::StrFormat("waiting for the next event of CQ 0x%x without polling it after ibv_req_notify_cq; "
+                         "completions that arrived before the arming raise no event",
+                         cq_id),
+         {{"CQ created at", c.s.Cq(cq_id)->stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -73,7 +73,7 @@ void CheckSgeRules(CheckContext& c) {
       const SrqState* s = c.s.Srq(e.obj);
       if (!s) return;
       pd = s->pd;
-      max_sge = UINT32_MAX;
+      max_sge = s->max_sge;
     }
     auto where = [&] {
       return qp ? "post_recv to " + QpName(c.s, e.obj) : absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);

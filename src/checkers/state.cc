@@ -229,6 +229,7 @@ void State::Apply(const Event& e) {
         SrqState s;
         s.pd = e.parent;
         s.max_wr = e.caps.max_recv_wr;
+        s.max_sge = e.caps.max_recv_sge;
         s.stack = e.stack;
         srqs_[e.obj] = std::move(s);
       }

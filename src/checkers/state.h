@@ -80,6 +80,7 @@ struct CqState {
 struct SrqState {
   ObjId pd = 0;
   uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
   StackId stack = 0;
   std::deque<OutstandingWr> rq;
   absl::flat_hash_set<ObjId> qps;
@@ -114,6 +115,13 @@ class State {
   const absl::flat_hash_map<ObjId, QpState>& qps() const { return qps_; }
   const absl::flat_hash_map<ObjId, SrqState>& srqs() const { return srqs_; }
   const absl::flat_hash_map<ObjId, AhState>& ahs() const { return ahs_; }
+  template <typename Pred>
+  ObjId LowestCqWhere(Pred pred) const {
+    ObjId best = 0;
+    for (const auto& [id, cq] : cqs_)
+      if ((best == 0 || id < best) && pred(cq)) best = id;
+    return best;
+  }
   bool fork_initialized() const { return fork_init_; }
 
   // Completions that can still land on `cq`: outstanding signaled sends and

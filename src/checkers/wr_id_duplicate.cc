@@ -8,14 +8,23 @@ void CheckWrIdDuplicate(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
-  for (const auto& w : c.e.send_wrs) {
-    if (!q->sq_sig_all && !(w.send_flags & IBV_SEND_SIGNALED)) continue;
+  for (size_t i = 0; i < c.e.send_wrs.size(); ++i) {
+    const auto& w = c.e.send_wrs[i];
+    auto signaled = [&](uint32_t flags) { return q->sq_sig_all || (flags & IBV_SEND_SIGNALED); };
+    if (!signaled(w.send_flags)) continue;
     for (const auto& o : q->sq)
       if (o.signaled && o.wr_id == w.wr_id) {
         c.Emit(core::CheckId::kWrIdDuplicate,
                absl::StrFormat("post_send to %s: signaled wr_id=0x%x is already outstanding", QpName(c.s, c.e.obj),
                                w.wr_id),
                {{WrLabel(o, "outstanding"), o.stack}});
+        return;
+      }
+    for (size_t j = 0; j < i; ++j)
+      if (signaled(c.e.send_wrs[j].send_flags) && c.e.send_wrs[j].wr_id == w.wr_id) {
+        c.Emit(core::CheckId::kWrIdDuplicate,
+               absl::StrFormat("post_send to %s: signaled wr_id=0x%x appears twice in one chain (WRs %d and %d)",
+                               QpName(c.s, c.e.obj), w.wr_id, j, i));
         return;
       }
   }
