@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# run_example.sh: run an example's server/client pair under rdmasan (through
+# tests/e2e/run_pair.sh) and judge it by the mode it runs in.
+#
+# usage:
+#   run_example.sh [--rdmasan PATH] [--outdir DIR] [--timeout S] [--also ID]...
+#                  NAME PORT MODE -- SERVER... --- CLIENT...
+#
+# MODE correct: run_pair.sh's own verdict (both exit 0, no rdmasan report).
+# Any other MODE is the id of the rdmasan check the planted bug must
+# trigger.  Passes when
+#   - a report `==PID==ERROR: rdmasan: MODE:` (or WARNING) is in the logs,
+#   - every other check reported is listed with --also (a known consequence
+#     of the bug), so a new or different finding fails the test,
+#   - both programs ended by themselves: no timeout, no signal; the server
+#     exits 0 (its code is correct), the client any status below 128 (the
+#     bug may stop it: 1, or rdmasan's exitcode 66 for an Error finding).
+set -uo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+run_pair=$script_dir/../tests/e2e/run_pair.sh
+
+pair_opts=()
+outdir=${RDMASAN_E2E_OUT:-$script_dir/../build/examples/out}
+also=()
+timeout=30
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rdmasan) pair_opts+=(--rdmasan "$2"); shift 2 ;;
+    --outdir) outdir=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --also) also+=("$2"); shift 2 ;;
+    -*) echo "run_example: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+[[ $# -ge 4 && $4 == "--" ]] || { echo "usage: run_example.sh [opts] NAME PORT MODE -- SERVER... --- CLIENT..." >&2; exit 2; }
+name=$1 port=$2 mode=$3
+shift 3
+
+if [[ $mode == correct ]]; then
+  exec "$run_pair" "${pair_opts[@]}" --outdir "$outdir" --timeout "$timeout" "$name" "$port" "$@"
+fi
+
+out=$("$run_pair" "${pair_opts[@]}" --outdir "$outdir" --timeout "$timeout" --allow-findings \
+        --expect "rdmasan: $mode:" "$name" "$port" "$@" 2>&1)
+echo "$out"
+safe_name=${name//[^A-Za-z0-9_.-]/-}
+logs=("$outdir/$safe_name.server.log" "$outdir/$safe_name.client.log")
+
+failures=()
+while IFS= read -r line; do
+  reason=${line#*: FAIL: }
+  if [[ $reason =~ ^client:\ exit\ ([0-9]+)$ && ${BASH_REMATCH[1]} -lt 128 ]]; then
+    continue  # the bug stopped the client, or rdmasan's exit code for an Error finding
+  fi
+  failures+=("$reason")
+done < <(grep -E "^run_pair: .*: FAIL: " <<<"$out")
+
+mapfile -t found < <(grep -hoE '==[0-9]+==(ERROR|WARNING): rdmasan: [a-z0-9-]+:' "${logs[@]}" 2>/dev/null |
+                     sed -E 's/.*rdmasan: ([a-z0-9-]+):/\1/' | sort -u)
+echo "run_example: $name: checks reported: ${found[*]:-none}"
+for id in "${found[@]}"; do
+  [[ $id == "$mode" ]] && continue
+  ok=0
+  for a in "${also[@]}"; do [[ $id == "$a" ]] && ok=1; done
+  [[ $ok -eq 1 ]] || failures+=("unexpected finding: $id")
+done
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+  for f in "${failures[@]}"; do echo "run_example: $name: FAIL: $f"; done
+  exit 1
+fi
+echo "run_example: $name: PASS ($mode reported)"
+exit 0
