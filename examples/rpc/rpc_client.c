@@ -267,7 +267,7 @@ static int run_rpcs(struct client *c) {
 static int drain_sq(struct client *c) {
   double end = rpc_now() + RPC_WAIT_S;
   unsigned idle = 0;
-  while (sq_used(&c->sq) > 0) {
+  while (sq_used(&c->sq) > 0 && sq_completion_pending(&c->sq)) {
     int n = poll_cq(c, c->d.scq);
     if (n < 0) return -1;
     if (n == 0) {
@@ -277,6 +277,10 @@ static int drain_sq(struct client *c) {
       }
       rpc_backoff(&idle);
     }
+  }
+  if (sq_used(&c->sq) > 0) { /* cannot happen: the last WR posted is signaled */
+    RPC_LOG(WHO, "%u unsignaled WRs at the end of the SQ", sq_used(&c->sq));
+    return -1;
   }
   return 0;
 }

@@ -89,6 +89,7 @@ unsigned sq_signal_flag(struct sq_credits *c, uint32_t i, uint32_t held, bool fi
                                                   whoever waits for credits needs a completion to come */
   }
   c->unsignaled = sig ? 0 : c->unsignaled + 1;
+  if (sig) c->signaled_end = c->posted + i + 1;
   return sig ? IBV_SEND_SIGNALED : 0;
 }
 

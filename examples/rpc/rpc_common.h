@@ -99,6 +99,7 @@ struct sq_credits {
   uint64_t retired;    /* WRs whose completion (own or later) was polled */
   uint32_t reserved;   /* credits held by slots handed to the upper layer */
   uint32_t unsignaled; /* unsignaled WRs posted since the last signaled one */
+  uint64_t signaled_end; /* number of the last signaled WR posted, plus one */
   enum rpc_mode mode;
 };
 
@@ -121,6 +122,9 @@ unsigned sq_signal_flag(struct sq_credits *c, uint32_t i, uint32_t held, bool fi
 void sq_commit(struct sq_credits *c, uint32_t k, uint32_t held);
 /* A successful send completion for WR `wr_id` was polled (step 4). */
 void sq_retire(struct sq_credits *c, uint64_t wr_id);
+/* Will a completion still come?  (Unsignaled WRs after the last signaled one
+ * are retired only by a later signaled WR, or by destroying the QP.) */
+static inline bool sq_completion_pending(const struct sq_credits *c) { return c->retired < c->signaled_end; }
 
 /* ---- connection -------------------------------------------------------- */
 
