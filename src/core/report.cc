@@ -325,7 +325,7 @@ Reporter::Reporter(const Options& options, Sink sink)
       for (std::string& e : suppressions_.Parse(text)) errors.push_back(std::move(e));
     }
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   suppression_hits_.assign(suppressions_.size(), 0);
   for (const std::string& e : errors) Write(absl::StrFormat("==%d==rdmasan: %s\n", getpid(), e));
 }
@@ -371,7 +371,7 @@ bool Reporter::Report(const Finding& finding) {
   tls_in_report = true;
   bool printed = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto seen = seen_.find(DedupKey(finding));
     if (seen != seen_.end()) {
       if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;
@@ -391,7 +391,7 @@ bool Reporter::ReportSymbolized(const Finding& finding, std::vector<Frame> main,
   tls_in_report = true;
   bool printed = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     printed = ReportLocked(finding, std::move(main), std::move(related));
   }
   tls_in_report = false;
@@ -429,7 +429,7 @@ bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
 }
 
 int Reporter::Finish() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return FinishLocked();
 }
 
@@ -485,25 +485,25 @@ int Reporter::FinishLocked() {
 }
 
 bool Reporter::HadErrors() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return had_errors_;
 }
 
 size_t Reporter::Count(CheckId check) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   size_t i = static_cast<size_t>(check);
   return i < kNumChecks ? counts_[i] : 0;
 }
 
 size_t Reporter::TotalCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   size_t total = 0;
   for (size_t c : counts_) total += c;
   return total;
 }
 
 size_t Reporter::SuppressedCount() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return suppressed_;
 }
 

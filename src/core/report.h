@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -156,7 +157,9 @@ class Reporter {
   CheckSet checks_;
   Suppressions suppressions_;
 
-  mutable absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: TSan sees pthread locks, while Debian's
+  // libabsl is not instrumented (its locks look like no locks to TSan).
+  mutable std::mutex mu_;
   int log_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int log_pid_ ABSL_GUARDED_BY(mu_) = 0;
   // Dedup key -> index of the suppression that hid it, or -1 if printed.

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 
 namespace rdmasan::core {
 namespace {
@@ -258,13 +258,22 @@ std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Fr
   // next frame out.
   std::string file = outer.file;
   int line = outer.line;
-  for (int i = 0; i < nscopes; ++i) {
-    int tag = dwarf_tag(&scopes[i]);
+  // After an inlined instance, dwarf_getscopes goes on with its abstract
+  // origin's scopes; the callers' instances are the concrete parents of the
+  // inlined DIE, which dwarf_getscopes_die gives.
+  std::vector<Dwarf_Die*> owned;
+  Dwarf_Die* cur = scopes;
+  int n = nscopes;
+  for (int i = 0; i < n;) {
+    int tag = dwarf_tag(&cur[i]);
     if (tag == DW_TAG_subprogram) break;
-    if (tag != DW_TAG_inlined_subroutine) continue;
+    if (tag != DW_TAG_inlined_subroutine) {
+      ++i;
+      continue;
+    }
     Frame f = base;
     bool mangled = false;
-    const char* name = DieName(&scopes[i], &mangled);
+    const char* name = DieName(&cur[i], &mangled);
     f.function = name ? (mangled ? Demangle(name) : std::string(name)) : "";
     f.file = file;
     f.line = line;
@@ -273,15 +282,27 @@ std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Fr
     Dwarf_Word call_file = 0, call_line = 0;
     file.clear();
     line = 0;
-    if (dwarf_attr(&scopes[i], DW_AT_call_file, &attr) && dwarf_formudata(&attr, &call_file) == 0) {
+    if (dwarf_attr(&cur[i], DW_AT_call_file, &attr) && dwarf_formudata(&attr, &call_file) == 0) {
       if (!files && dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
       if (files && call_file < nfiles) {
         if (const char* src = dwarf_filesrc(files, call_file, nullptr, nullptr)) file = src;
       }
     }
-    if (dwarf_attr(&scopes[i], DW_AT_call_line, &attr) && dwarf_formudata(&attr, &call_line) == 0)
+    if (dwarf_attr(&cur[i], DW_AT_call_line, &attr) && dwarf_formudata(&attr, &call_line) == 0)
       line = static_cast<int>(call_line);
+    Dwarf_Die* parents = nullptr;
+    int m = dwarf_getscopes_die(&cur[i], &parents);
+    if (m > 1 && frames.size() < 64) {
+      owned.push_back(parents);
+      cur = parents;
+      n = m;
+      i = 1;  // parents[0] is the inlined DIE itself
+    } else {
+      std::free(parents);
+      ++i;
+    }
   }
+  for (Dwarf_Die* d : owned) std::free(d);
   std::free(scopes);
   outer.file = file;
   outer.line = line;
@@ -308,7 +329,7 @@ Frame ModuleFrame(Dwfl_Module* mod, uintptr_t pc, Dwarf_Addr* bias) {
 class Symbolizer {
  public:
   std::vector<Frame> Symbolize(uintptr_t pc) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(pc);
     if (it != cache_.end()) return it->second;
     std::vector<Frame> frames = SymbolizeLocked(pc);
@@ -356,7 +377,7 @@ class Symbolizer {
     return SymbolizeInModule(mod, pc - 1, base);
   }
 
-  absl::Mutex mu_;
+  std::mutex mu_;  // not absl::Mutex: visible to TSan (Debian's absl is uninstrumented)
   Dwfl* dwfl_ ABSL_GUARDED_BY(mu_) = nullptr;  // never freed: used until exit
   absl::flat_hash_map<uintptr_t, std::vector<Frame>> cache_ ABSL_GUARDED_BY(mu_);
 };

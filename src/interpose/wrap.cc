@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -53,7 +53,7 @@ bool SourcesPayload(uint32_t op) {
 
 // CQs armed and not polled since: their empty polls matter to the
 // notify-without-poll check; every other empty poll is not an event.
-absl::Mutex g_armed_mu;
+std::mutex g_armed_mu;  // std::mutex: visible to TSan
 absl::flat_hash_set<const ibv_cq*>* g_armed = new absl::flat_hash_set<const ibv_cq*>();
 std::atomic<int> g_armed_count{0};
 
@@ -138,7 +138,7 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (!re.outer() || !Checking()) return got;
   if (got <= 0) {
     if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
-    absl::MutexLock l(&g_armed_mu);
+    std::lock_guard<std::mutex> l(g_armed_mu);
     if (!g_armed->erase(cq)) return got;
     g_armed_count.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -185,7 +185,7 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   int rc = s->req_notify_cq(cq, solicited_only);
   if (!re.outer() || !Checking()) return rc;
   if (rc == 0) {
-    absl::MutexLock l(&g_armed_mu);
+    std::lock_guard<std::mutex> l(g_armed_mu);
     if (g_armed->insert(cq).second) g_armed_count.fetch_add(1, std::memory_order_relaxed);
   }
   core::Event e;
