@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # demo.sh: show rdmasan running unmodified verbs programs on softnic, with
 # no RDMA hardware: `ibv_devinfo -v`, then an ibv_rc_pingpong server and
-# client talking over softnic on loopback (private fabric, free TCP port).
-# Prints everything; exits non-zero if either step fails.
+# client talking over softnic on loopback (private fabric, free TCP port),
+# then the RPC example of examples/rpc: correct (rdmasan reports nothing) and
+# with a planted bug (rdmasan reports it).  Prints everything; exits non-zero
+# if a step does not behave so.
 #
 # usage: scripts/demo.sh          (BUILD_DIR=build by default)
 set -uo pipefail
@@ -46,6 +48,31 @@ if ! "$repo/tests/e2e/run_pair.sh" --rdmasan "$rdmasan" --outdir "$build/demo" -
   echo "demo: ibv_rc_pingpong pair failed" >&2
   status=1
 fi
+
+next_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$(( 20000 + RANDOM % 20000 ))
+    if ! listening "$p"; then echo "$p"; return; fi
+  done
+}
+
+for mode in correct dereg-in-flight; do
+  port=$(next_port)
+  echo
+  echo "==== rdmasan run -- examples/rpc (mode $mode, port $port)"
+  if ! "$repo/examples/run_example.sh" --rdmasan "$rdmasan" --outdir "$build/demo" --timeout 60 \
+      "demo.rpc.$mode" "$port" "$mode" \
+      -- "$build/rpc_server" -p "$port" --mode "$mode" \
+      --- "$build/rpc_client" -p "$port" --mode "$mode" -n 500 127.0.0.1; then
+    echo "demo: rpc example ($mode) did not behave as expected" >&2
+    status=1
+  fi
+  if [[ $mode != correct ]]; then
+    echo "---- the client's report:"
+    grep -h -A12 "ERROR: rdmasan: $mode" "$build"/demo/demo.rpc."$mode".client.log | head -14
+  fi
+done
 
 echo
 if [[ $status -eq 0 ]]; then echo "demo: OK"; else echo "demo: FAILED"; fi
