@@ -159,13 +159,24 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     r.kind = core::EventKind::kRetire;
     r.stack = e.stack;
     for (auto& rw : retired) {
+      // Only WRs whose bytes changed become events: an unchanged payload
+      // raises nothing, here or in a replay.
+      bool changed = false;
+      for (auto& g : rw.wr.sges) {
+        g.hash_now = g.hash ? HashPayload(g.addr, g.length) : 0;
+        changed |= g.hash && g.hash_now && g.hash_now != g.hash;
+      }
+      if (!changed) continue;
+      if (!r.send_wrs.empty() && r.obj != rw.qp) {  // one event per QP
+        Emit(r);
+        r.send_wrs.clear();
+      }
       r.obj = rw.qp;
       core::SendWr w;
       w.wr_id = rw.wr.wr_id;
       w.opcode = rw.wr.opcode;
       w.posted_at = rw.wr.stack;
       w.sges = rw.wr.sges;
-      for (auto& g : w.sges) g.hash_now = g.hash ? HashPayload(g.addr, g.length) : 0;
       r.send_wrs.push_back(std::move(w));
       if (r.send_wrs.size() == 64) {
         Emit(r);
