@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -112,17 +113,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   namespace ip = rdmasan::interpose;
-  // Warm up every path once, then measure the three modes in one run.
+  // Warm up every path once, then measure the three modes in turns, five
+  // rounds, and keep each mode's best round: the modes share the same
+  // machine state, and a scheduler hiccup hits one round, not the result.
   ip::SetChecking(true);
   Run(s, iters / 10);
-  ip::UnwrapRealContext(s.ctx);
-  double raw = Run(s, iters);
-  ip::WrapRealContext(s.ctx);
-  ip::SetChecking(false);
-  double pass = Run(s, iters);
-  ip::SetChecking(true);
-  double full = Run(s, iters);
-  printf("post+poll pair, softnic in-process, %d iterations, 1 SGE:\n", iters);
+  double raw = 1e18, pass = 1e18, full = 1e18;
+  for (int round = 0; round < 5; ++round) {
+    ip::UnwrapRealContext(s.ctx);
+    raw = std::min(raw, Run(s, iters));
+    ip::WrapRealContext(s.ctx);
+    ip::SetChecking(false);
+    pass = std::min(pass, Run(s, iters));
+    ip::SetChecking(true);
+    full = std::min(full, Run(s, iters));
+  }
+  printf("post+poll pair, softnic in-process, 1 SGE, best of 5 rounds of %d:\n", iters);
   printf("  %-22s %8.1f ns\n", "no shim", raw);
   printf("  %-22s %8.1f ns  (+%.1f ns)\n", "pass-through", pass, pass - raw);
   printf("  %-22s %8.1f ns  (+%.1f ns)\n", "full checking", full, full - raw);

@@ -34,7 +34,7 @@ void UnwrapRealContext(ibv_context* ctx);
 // True if ctx's data path currently goes through the wrappers.
 bool IsWrapped(const ibv_context* ctx);
 
-// Counters of wrapped data-path calls (for tests and `rdmasan` diagnostics).
+// Counters of checked data-path calls (for tests and diagnostics).
 struct Counters {
   std::atomic<uint64_t> post_send{0}, post_recv{0}, post_srq_recv{0}, poll_cq{0}, req_notify_cq{0},
       create_cq_ex{0}, create_qp_ex{0}, query_port{0};

@@ -45,9 +45,9 @@ Saved* Find(const ibv_context* ctx) {
 
 Counters g_counters;
 
-// Diagnostic counts: a relaxed load and store, not a locked add, so the
-// pass-through path pays no atomic read-modify-write (concurrent bumps may
-// lose a count; nothing depends on exact totals under threads).
+// Diagnostic counts of wrapped calls that were checked: a relaxed load and
+// store, not a locked add (concurrent bumps may lose a count; nothing
+// depends on exact totals under threads).  Pass-through counts nothing.
 inline void Bump(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 
 // Opcodes whose local SGEs are read by the NIC (the payload sent).
@@ -64,12 +64,12 @@ std::atomic<int> g_armed_count{0};
 
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
-  Bump(g_counters.post_send);
   if (!s) {
     *bad = wr;
     return ENODEV;
   }
   if (!Checking()) return s->post_send(qp, wr, bad);
+  Bump(g_counters.post_send);
   Reentry re;
   if (!re.outer()) return s->post_send(qp, wr, bad);
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
@@ -111,12 +111,12 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
 
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Saved* s = Find(qp->context);
-  Bump(g_counters.post_recv);
   if (!s) {
     *bad = wr;
     return ENODEV;
   }
   if (!Checking()) return s->post_recv(qp, wr, bad);
+  Bump(g_counters.post_recv);
   Reentry re;
   if (!re.outer()) return s->post_recv(qp, wr, bad);
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
@@ -138,9 +138,9 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* s = Find(cq->context);
-  Bump(g_counters.poll_cq);
   if (!s) return -1;
   if (!Checking()) return s->poll_cq(cq, n, wc);
+  Bump(g_counters.poll_cq);
   Reentry re;
   int got = s->poll_cq(cq, n, wc);
   if (!re.outer()) return got;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
 namespace rdmasan::interpose {
@@ -54,6 +55,7 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   ibv_cq cq{};
   cq.context = &ctx;
 
+  SetChecking(true);  // counters count checked calls
   WrapRealContext(&ctx);
   ASSERT_TRUE(IsWrapped(&ctx));
   EXPECT_NE(ctx.ops.post_send, StubPostSend);
@@ -90,6 +92,7 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   EXPECT_EQ(g_stub.poll_cq, 2);
   EXPECT_EQ(c.poll_cq - polls0, 2u);
 
+  SetChecking(false);
   UnwrapRealContext(&ctx);
   EXPECT_FALSE(IsWrapped(&ctx));
   EXPECT_EQ(ctx.ops.post_send, StubPostSend);
