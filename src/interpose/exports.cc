@@ -464,7 +464,10 @@ RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   e.obj = ip::Id(cq);
   int rc = IsSn(cq->context) ? sn::DestroyCq(cq) : real ? real(cq) : ENOSYS;
   if (Watch(re)) Done(e, rc);
-  if (!rc) ip::Forget(cq);
+  if (!rc) {
+    ip::Forget(cq);
+    ip::ForgetCq(cq);
+  }
   return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "interpose/hooks.h"
 
+#include "interpose/ptr_table.h"
+
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,65 +19,19 @@
 namespace rdmasan::interpose {
 namespace {
 
-// Object pointer -> id, read on every data-path call: an open-addressing
-// table whose lookups take no lock (writers, on the control path, do).
+// Object pointer -> id, read on every data-path call without a lock.
 class Registry {
  public:
   core::ObjId Assign(const void* obj) {
-    std::lock_guard<std::mutex> l(mu_);
-    core::ObjId id = next_++;
-    size_t i = Hash(obj);
-    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
-      if (k == 0 || k == kTombstone || k == reinterpret_cast<uintptr_t>(obj)) {
-        slots_[i].id.store(id, std::memory_order_relaxed);
-        slots_[i].key.store(reinterpret_cast<uintptr_t>(obj), std::memory_order_release);
-        return id;
-      }
-    }
-    return id;  // full: the object goes untracked (its events carry id 0)
+    core::ObjId id = next_.fetch_add(1, std::memory_order_relaxed);
+    return table_.Put(obj, id) ? id : 0;  // full: the object goes untracked
   }
-  core::ObjId Find(const void* obj) const {
-    const uintptr_t want = reinterpret_cast<uintptr_t>(obj);
-    size_t i = Hash(obj);
-    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uintptr_t k = slots_[i].key.load(std::memory_order_acquire);
-      if (k == want) return slots_[i].id.load(std::memory_order_relaxed);
-      if (k == 0) return 0;
-    }
-    return 0;
-  }
-  void Forget(const void* obj) {
-    std::lock_guard<std::mutex> l(mu_);
-    const uintptr_t want = reinterpret_cast<uintptr_t>(obj);
-    size_t i = Hash(obj);
-    for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uintptr_t k = slots_[i].key.load(std::memory_order_relaxed);
-      if (k == want) {
-        slots_[i].key.store(kTombstone, std::memory_order_release);
-        return;
-      }
-      if (k == 0) return;
-    }
-  }
+  core::ObjId Find(const void* obj) const { return table_.Get(obj); }
+  void Forget(const void* obj) { table_.Erase(obj); }
 
  private:
-  static constexpr size_t kCap = 1 << 16;
-  static constexpr uintptr_t kTombstone = 1;
-  static size_t Hash(const void* p) {
-    uint64_t x = reinterpret_cast<uintptr_t>(p);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x & (kCap - 1);
-  }
-  struct Slot {
-    std::atomic<uintptr_t> key{0};
-    std::atomic<core::ObjId> id{0};
-  };
-  std::mutex mu_;
-  core::ObjId next_ = 1;
-  Slot slots_[kCap];
+  std::atomic<core::ObjId> next_{1};
+  PtrTable table_;
 };
 
 Registry& Objects() {

@@ -31,6 +31,9 @@ void* Real(const char* name, const char* version);
 void WrapRealContext(ibv_context* ctx);
 // Forgets a real context before it is closed (restores its pointers).
 void UnwrapRealContext(ibv_context* ctx);
+// Drops what the shim keeps for a CQ (its extended-poll hooks) before it is
+// destroyed.
+void ForgetCq(ibv_cq* cq);
 // True if ctx's data path currently goes through the wrappers.
 bool IsWrapped(const ibv_context* ctx);
 

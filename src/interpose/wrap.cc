@@ -14,6 +14,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
+#include "interpose/ptr_table.h"
 
 namespace rdmasan::interpose {
 
@@ -136,29 +137,9 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad, s->post_srq_recv(srq, wr, bad), stack);
 }
 
-int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
-  Saved* s = Find(cq->context);
-  if (!s) return -1;
-  if (!Checking()) return s->poll_cq(cq, n, wc);
-  Bump(g_counters.poll_cq);
-  Reentry re;
-  int got = s->poll_cq(cq, n, wc);
-  if (!re.outer()) return got;
-  if (got <= 0) {
-    if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
-    std::lock_guard<std::mutex> l(g_armed_mu);
-    if (!g_armed->erase(cq)) return got;
-    g_armed_count.fetch_sub(1, std::memory_order_relaxed);
-  }
-  core::Event e;
-  e.kind = core::EventKind::kPollCq;
-  e.obj = Id(cq);
-  e.ret = got < 0 ? -1 : 0;
-  e.count = n;
-  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  for (int i = 0; i < got; ++i)
-    e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
-                     wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
+// Emits a poll event, then the retirement event of the send WRs it retired
+// whose payload changed since the post (buffer-modified-in-flight).
+void EmitPoll(core::Event& e) {
   std::vector<checkers::RetiredWr> retired;
   Emit(e, &retired);
   // The retiring completion is seen: the payloads must be as they were.
@@ -193,6 +174,32 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     }
     if (!r.send_wrs.empty()) Emit(r);
   }
+}
+
+int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
+  Saved* s = Find(cq->context);
+  if (!s) return -1;
+  if (!Checking()) return s->poll_cq(cq, n, wc);
+  Bump(g_counters.poll_cq);
+  Reentry re;
+  int got = s->poll_cq(cq, n, wc);
+  if (!re.outer()) return got;
+  if (got <= 0) {
+    if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
+    std::lock_guard<std::mutex> l(g_armed_mu);
+    if (!g_armed->erase(cq)) return got;
+    g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+  core::Event e;
+  e.kind = core::EventKind::kPollCq;
+  e.obj = Id(cq);
+  e.ret = got < 0 ? -1 : 0;
+  e.count = n;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  for (int i = 0; i < got; ++i)
+    e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
+                     wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
+  EmitPoll(e);
   return got;
 }
 
@@ -218,6 +225,105 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   return rc;
 }
 
+// The extended poll family (start_poll / next_poll / end_poll) of each
+// ibv_cq_ex created through the shim: the provider's functions, and the
+// completions of the poll in progress (one poller per CQ at a time, as the
+// API requires), emitted as one kPollCq event at end_poll.
+struct CqExHooks {
+  int (*start_poll)(ibv_cq_ex*, ibv_poll_cq_attr*);
+  int (*next_poll)(ibv_cq_ex*);
+  void (*end_poll)(ibv_cq_ex*);
+  ibv_wc_opcode (*read_opcode)(ibv_cq_ex*);
+  uint32_t (*read_qp_num)(ibv_cq_ex*);
+  uint32_t (*read_byte_len)(ibv_cq_ex*);
+  uint32_t (*read_vendor_err)(ibv_cq_ex*);
+  core::Event batch;
+};
+PtrTable g_cq_ex;
+
+CqExHooks* HooksOf(ibv_cq_ex* cq) { return reinterpret_cast<CqExHooks*>(g_cq_ex.Get(cq)); }
+
+void RecordCurrent(CqExHooks* h, ibv_cq_ex* cq) {
+  core::Completion c;
+  c.wr_id = cq->wr_id;
+  c.status = cq->status;
+  // The opcode of an error completion is undefined: do not read it.
+  c.opcode = (cq->status == IBV_WC_SUCCESS && h->read_opcode) ? h->read_opcode(cq) : 0;
+  c.qp_num = h->read_qp_num ? h->read_qp_num(cq) : 0;
+  c.byte_len = (cq->status == IBV_WC_SUCCESS && h->read_byte_len) ? h->read_byte_len(cq) : 0;
+  c.vendor_err = (cq->status != IBV_WC_SUCCESS && h->read_vendor_err) ? h->read_vendor_err(cq) : 0;
+  h->batch.wcs.push_back(c);
+}
+
+void EmitBatch(CqExHooks* h, ibv_cq_ex* cq) {
+  core::Event& e = h->batch;
+  e.kind = core::EventKind::kPollCq;
+  e.obj = Id(ibv_cq_ex_to_cq(cq));
+  e.ret = 0;
+  e.count = static_cast<uint32_t>(e.wcs.size());
+  EmitPoll(e);
+  e = core::Event();
+}
+
+int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  CqExHooks* h = HooksOf(cq);
+  if (!h) return ENOENT;
+  int rc = h->start_poll(cq, attr);
+  if (!Checking()) return rc;
+  Reentry re;
+  if (!re.outer()) return rc;
+  h->batch = core::Event();
+  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  if (rc == 0) {
+    RecordCurrent(h, cq);
+  } else if (rc == ENOENT && g_armed_count.load(std::memory_order_relaxed) != 0) {
+    // An empty poll of an armed CQ counts for notify-without-poll.
+    bool armed;
+    {
+      std::lock_guard<std::mutex> l(g_armed_mu);
+      armed = g_armed->erase(ibv_cq_ex_to_cq(cq)) != 0;
+      if (armed) g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (armed) EmitBatch(h, cq);
+  }
+  return rc;
+}
+
+int NextPollEx(ibv_cq_ex* cq) {
+  CqExHooks* h = HooksOf(cq);
+  if (!h) return ENOENT;
+  int rc = h->next_poll(cq);
+  if (rc == 0 && Checking()) RecordCurrent(h, cq);
+  return rc;
+}
+
+void EndPollEx(ibv_cq_ex* cq) {
+  CqExHooks* h = HooksOf(cq);
+  if (!h) return;
+  h->end_poll(cq);
+  if (!Checking() || h->batch.wcs.empty()) return;
+  Reentry re;
+  if (!re.outer()) return;
+  {
+    std::lock_guard<std::mutex> l(g_armed_mu);
+    if (g_armed->erase(ibv_cq_ex_to_cq(cq))) g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+  EmitBatch(h, cq);
+}
+
+void HookCqEx(ibv_cq_ex* cq) {
+  auto* h = new CqExHooks{cq->start_poll,   cq->next_poll,       cq->end_poll,
+                          cq->read_opcode,  cq->read_qp_num,     cq->read_byte_len,
+                          cq->read_vendor_err, core::Event()};
+  if (!h->start_poll || !h->next_poll || !h->end_poll || !g_cq_ex.Put(cq, reinterpret_cast<uint64_t>(h))) {
+    delete h;
+    return;
+  }
+  cq->start_poll = StartPollEx;
+  cq->next_poll = NextPollEx;
+  cq->end_poll = EndPollEx;
+}
+
 ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   Saved* s = Find(ctx);
   Bump(g_counters.create_cq_ex);
@@ -228,8 +334,15 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   Reentry re;
   if (!re.outer() || !Checking()) return s->create_cq_ex(ctx, attr);
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  // Completions must name their QP for the books: ask for the QP number
+  // (an extra the program does not see), unless the provider refuses it.
+  const uint64_t asked = attr->wc_flags;
+  attr->wc_flags |= IBV_WC_EX_WITH_QP_NUM;
   ibv_cq_ex* cq = s->create_cq_ex(ctx, attr);
+  attr->wc_flags = asked;
+  if (!cq && asked != (asked | IBV_WC_EX_WITH_QP_NUM)) cq = s->create_cq_ex(ctx, attr);
   OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
+  if (cq) HookCqEx(cq);
   return cq;
 }
 
@@ -303,6 +416,13 @@ void WrapRealContext(ibv_context* ctx) {
   if (s->create_cq_ex) v->create_cq_ex = CreateCqEx;
   if (s->create_qp_ex) v->create_qp_ex = CreateQpEx;
   if (s->query_port) v->query_port = QueryPort;
+}
+
+void ForgetCq(ibv_cq* cq) {
+  auto* h = reinterpret_cast<CqExHooks*>(g_cq_ex.Get(cq));
+  if (!h) return;
+  g_cq_ex.Erase(cq);
+  delete h;
 }
 
 void UnwrapRealContext(ibv_context* ctx) {
