@@ -360,6 +360,22 @@ TEST_F(SoftnicPair, ReceiveTooSmallIsLengthError) {
   EXPECT_EQ(State(1), IBV_QPS_ERR);
 }
 
+TEST_F(SoftnicPair, ResponderBufferWithBadKeyIsRemoteOperationError) {
+  // The responder posted a receive whose lkey names no MR: it completes with
+  // LOC_PROT_ERR there, the requester's SEND with REM_OP_ERR, both in ERR.
+  ASSERT_EQ(PostRecv(1, 6, 0, 64, mr_[1]->lkey ^ 0x100), 0);
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 1, 0, 16), 0);
+  auto s = Poll(0, 1);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].status, IBV_WC_REM_OP_ERR);
+  auto r = Poll(1, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(r[0].wr_id, 6u);
+  EXPECT_EQ(State(0), IBV_QPS_ERR);
+  EXPECT_EQ(State(1), IBV_QPS_ERR);
+}
+
 TEST_F(SoftnicPair, MisalignedAtomicIsInvalidRequest) {
   ASSERT_EQ(Post(0, IBV_WR_ATOMIC_FETCH_AND_ADD, 1, 0, 8, IBV_SEND_SIGNALED, 4), 0);
   auto c = Poll(0, 1);
