@@ -344,7 +344,10 @@ void State::Apply(const Event& e) {
         for (ObjId qid : c.qps) {
           const QpState* q = Qp(qid);
           if (!q) continue;
-          if (q->send_cq == e.obj && !q->sq.empty() && q->state >= IBV_QPS_RTS) pending = true;
+          // Unsignaled sends complete silently (unless they fail): only a
+          // signaled one can be waiting unseen.
+          if (q->send_cq == e.obj && q->state >= IBV_QPS_RTS)
+            for (const auto& w : q->sq) pending |= w.signaled;
           if (q->recv_cq == e.obj && q->state >= IBV_QPS_RTR &&
               (!q->rq.empty() || (q->srq && Srq(q->srq) && !Srq(q->srq)->rq.empty())))
             pending = true;
