@@ -700,6 +700,7 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
     return absl::ErrnoToStatus(err, absl::StrCat("cannot write trace ", w->tmp_path_));
   }
   w->modules_ = header.modules;
+  w->refresh_modules_ = header.pid == getpid();
   w->pending_meta_.assign(kChunkHeaderBytes, 0);
   w->pending_meta_.reserve(64 * 1024 + 4096);
   Registry& r = GetRegistry();
@@ -758,6 +759,7 @@ void TraceWriter::WriteStreamChunkLocked(Stream* s) {
 }
 
 void TraceWriter::WriteModulesLocked(bool all) {
+  if (!refresh_modules_) return;
   std::vector<Module> now = CurrentModules();
   for (const Module& m : now) {
     bool known = false;

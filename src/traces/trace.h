@@ -112,7 +112,8 @@ class TraceWriter {
   // counted as dropped.
   void Append(const core::Event& e);
 
-  // Writes every stream's buffered events (and any new modules) now; a
+  // Writes every stream's buffered events (and any modules loaded since,
+  // when header.pid is this process) now; a
   // stream in the middle of an Append is waited for.
   absl::Status Flush();
 
@@ -173,6 +174,7 @@ class TraceWriter {
   std::vector<char> pending_meta_;  // encoded stack/module records not yet written
   uint32_t pending_meta_records_ = 0;
   std::vector<Module> modules_;     // already recorded
+  bool refresh_modules_ = false;    // the header describes this process
   std::vector<Stream*> free_streams_;
   uint32_t next_stream_id_ = 1;
   Stream* overflow_ = nullptr;

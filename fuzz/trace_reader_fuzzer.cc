@@ -1,0 +1,35 @@
+// libFuzzer target: arbitrary bytes read as a trace.  Opens them through a
+// memfd (the reader maps files), reads the header, iterates every record and
+// maps every stack to module offsets.  Must never crash, hang or leak.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "traces/trace.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int fd = memfd_create("trace", MFD_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t off = 0;
+  while (off < size) {
+    ssize_t n = write(fd, data + off, size - off);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  auto reader = rdmasan::traces::TraceReader::Open(path);
+  if (reader.ok()) {
+    rdmasan::core::Event e;
+    for (int i = 0; i < 10000000; ++i) {
+      auto more = (*reader)->Next(&e);
+      if (!more.ok() || !*more) break;
+      if (e.stack) (void)(*reader)->ModuleOffsets(e.stack);
+    }
+    (void)(*reader)->truncated();
+  }
+  close(fd);
+  return 0;
+}

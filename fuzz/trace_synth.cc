@@ -1,0 +1,245 @@
+// trace_synth: writes synthetic traces.
+//   trace_synth corpus DIR    the fuzzer's seed corpus: small valid traces
+//                             (one and several threads, every event kind,
+//                             stacks) and damaged ones (truncated, flipped,
+//                             bad magic, newer major version)
+//   trace_synth bench N PATH  writes N post/poll events to PATH, then times
+//                             reading them back (events/s)
+// Not a test: a tool for the corpus and for the replay-speed figure.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/event.h"
+#include "core/stack.h"
+#include "traces/trace.h"
+
+namespace {
+
+using rdmasan::core::Event;
+using rdmasan::core::EventKind;
+namespace traces = rdmasan::traces;
+
+traces::TraceHeader FixedHeader() {
+  traces::TraceHeader h;  // deterministic: no real process data
+  h.tool_version = "0.1.0";
+  h.pid = 4242;
+  h.executable = "/usr/bin/ibv_rc_pingpong";
+  h.argc = 2;
+  h.argv = {"ibv_rc_pingpong", "-g0"};
+  h.start_time_ns = 1700000000000000000;
+  h.device_attrs = {{"name", "softnic0"}, {"max_qp_wr", "4096"}};
+  h.properties = {{"options", "trace=x"}};
+  h.modules = {{"/usr/bin/ibv_rc_pingpong", 0x555555554000, 0x555555554000, 0x555555560000, "abcd"}};
+  return h;
+}
+
+rdmasan::core::StackId Stack(uintptr_t base, int n) {
+  uintptr_t pcs[8];
+  for (int i = 0; i < n; ++i) pcs[i] = base + 0x20 * i + 5;
+  return rdmasan::core::InternStack(pcs, n);
+}
+
+// One ping-pong iteration's events.
+void PingPong(std::vector<Event>* out, uint64_t* seq, uint64_t wr, uint32_t tid) {
+  const auto post = Stack(0x555555555000, 4), poll = Stack(0x555555556000, 3);
+  Event r;
+  r.kind = EventKind::kPostRecv;
+  r.seq = (*seq)++;
+  r.tid = tid;
+  r.obj = 7;
+  r.stack = post;
+  r.recv_wrs.push_back({wr, 1, {{0x7f0000200000 + (wr % 16) * 4096, 4096, 0x1234}}});
+  out->push_back(r);
+  Event s;
+  s.kind = EventKind::kPostSend;
+  s.seq = (*seq)++;
+  s.tid = tid;
+  s.obj = 7;
+  s.stack = post;
+  rdmasan::core::SendWr w;
+  w.wr_id = wr;
+  w.opcode = 2;
+  w.send_flags = 2;
+  w.num_sge = 1;
+  w.sges = {{0x7f0000100000 + (wr % 16) * 4096, 64, 0x5678, wr * 0x9e3779b97f4a7c15ull, 0}};
+  s.send_wrs.push_back(w);
+  out->push_back(s);
+  Event p;
+  p.kind = EventKind::kPollCq;
+  p.seq = (*seq)++;
+  p.tid = tid;
+  p.obj = 3;
+  p.stack = poll;
+  p.count = 16;
+  p.ret = 2;
+  p.wcs = {{wr, 0, 0, 0x11, 64, 0}, {wr, 0, 128, 0x11, 64, 0}};
+  out->push_back(p);
+  Event t;
+  t.kind = EventKind::kRetire;
+  t.seq = (*seq)++;
+  t.tid = tid;
+  t.obj = 7;
+  w.posted_at = post;
+  w.sges[0].hash_now = w.sges[0].hash;
+  t.send_wrs.push_back(w);
+  out->push_back(t);
+}
+
+bool Write(const std::string& path, const std::vector<Event>& events, bool close = true) {
+  auto w = traces::TraceWriter::Open(path, FixedHeader());
+  if (!w.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(w.status().message()).c_str());
+    return false;
+  }
+  for (const Event& e : events) (*w)->Append(e);
+  if (!close) {
+    (void)(*w)->Flush();
+    (*w)->FlushFromSignalHandler();
+    std::string bytes;
+    {
+      std::ifstream f(path + ".incomplete", std::ios::binary);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      bytes = ss.str();
+    }
+    (void)(*w)->Close();
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    return true;
+  }
+  return (*w)->Close().ok();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+void Spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+int Corpus(const std::string& dir) {
+  uint64_t seq = 1;
+  std::vector<Event> pp;
+  for (uint64_t wr = 1; wr <= 20; ++wr) PingPong(&pp, &seq, wr, 100);
+  if (!Write(dir + "/pingpong.trace", pp)) return 1;
+  // Every kind, with odd values.
+  std::vector<Event> all;
+  for (int k = 0; k < static_cast<int>(EventKind::kCount); ++k) {
+    Event e;
+    e.kind = static_cast<EventKind>(k);
+    e.seq = 100 + k;
+    e.tid = 9;
+    e.ret = -1;
+    e.err = 12;
+    e.stack = Stack(0x555555557000 + k * 0x100, 1 + k % 5);
+    e.obj = k + 1;
+    e.parent = 1;
+    e.addr = 0x7f0000000000 + k;
+    e.length = 1 << k % 20;
+    e.access = 7;
+    e.lkey = e.rkey = 0x100 + k;
+    e.qp_type = 2;
+    e.qp_num = 0x11;
+    e.caps = {64, 64, 2, 2, 32};
+    e.cqe = 128;
+    e.attr_mask = 0x1fff;
+    e.qp_state = 3;
+    e.count = 4;
+    e.bad_index = k % 3 == 0 ? 0 : UINT32_MAX;
+    e.wcs = {{5, 12, 0, 0x11, 0, 0x81}};
+    all.push_back(e);
+  }
+  if (!Write(dir + "/every_kind.trace", all)) return 1;
+  // Two threads interleaved in seq.
+  {
+    auto w = traces::TraceWriter::Open(dir + "/two_threads.trace", FixedHeader());
+    if (!w.ok()) return 1;
+    std::vector<Event> a, b;
+    uint64_t s = 1;
+    for (uint64_t wr = 1; wr <= 10; ++wr) PingPong(wr % 2 ? &a : &b, &s, wr, wr % 2 ? 1 : 2);
+    std::thread ta([&] { for (auto& e : a) (*w)->Append(e); });
+    std::thread tb([&] { for (auto& e : b) (*w)->Append(e); });
+    ta.join();
+    tb.join();
+    if (!(*w)->Close().ok()) return 1;
+  }
+  // A killed writer: no end record.
+  if (!Write(dir + "/killed.trace", pp, /*close=*/false)) return 1;
+  std::string good = Slurp(dir + "/pingpong.trace");
+  Spit(dir + "/truncated_chunk.trace", good.substr(0, good.size() * 2 / 3));
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 1;
+  Spit(dir + "/flipped.trace", flipped);
+  std::string magic = good;
+  magic[1] = 'x';
+  Spit(dir + "/bad_magic.trace", magic);
+  std::string newer = good;
+  newer[8] = 2;
+  Spit(dir + "/newer_major.trace", newer);
+  return 0;
+}
+
+int Bench(uint64_t n, const std::string& path) {
+  {
+    auto w = traces::TraceWriter::Open(path, traces::CurrentProcessHeader());
+    if (!w.ok()) return 1;
+    std::vector<Event> batch;
+    uint64_t seq = 1, wr = 1;
+    auto t0 = std::chrono::steady_clock::now();
+    uint64_t appended = 0;
+    while (appended < n) {
+      batch.clear();
+      for (int i = 0; i < 256; ++i) PingPong(&batch, &seq, wr++, 7);
+      for (const Event& e : batch) {
+        if (appended++ >= n) break;
+        (*w)->Append(e);
+      }
+    }
+    if (!(*w)->Close().ok()) return 1;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto st = (*w)->stats();
+    std::printf("wrote %llu events, %llu bytes (%.2f bytes/event) in %.2f s (incl. building events)\n",
+                static_cast<unsigned long long>(st.events), static_cast<unsigned long long>(st.bytes),
+                static_cast<double>(st.bytes) / st.events, secs);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = traces::TraceReader::Open(path);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+    return 1;
+  }
+  Event e;
+  uint64_t count = 0, check = 0;
+  for (;;) {
+    auto more = (*r)->Next(&e);
+    if (!more.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(more.status().message()).c_str());
+      return 1;
+    }
+    if (!*more) break;
+    ++count;
+    check += e.seq + e.wcs.size();
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("read %llu events in %.3f s: %.1f M events/s (checksum %llu)\n", static_cast<unsigned long long>(count),
+              secs, count / secs / 1e6, static_cast<unsigned long long>(check));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "corpus") == 0) return Corpus(argv[2]);
+  if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return Bench(std::strtoull(argv[2], nullptr, 10), argv[3]);
+  std::fprintf(stderr, "usage: trace_synth corpus DIR | trace_synth bench N PATH\n");
+  return 2;
+}
