@@ -692,17 +692,21 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   chunk += payload;
   FillChunkHeader(reinterpret_cast<uint8_t*>(chunk.data()), static_cast<uint32_t>(payload.size()), 0, kChunkHeader, 0,
                   0, 0);
-  std::lock_guard<std::mutex> l(w->file_mu_);
-  if (!w->WriteAllLocked(prologue.data(), prologue.size()) || !w->WriteAllLocked(chunk.data(), chunk.size())) {
-    int err = errno;
-    ::close(w->fd_);
-    ::unlink(w->tmp_path_.c_str());
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot write trace ", w->tmp_path_));
+  {
+    std::lock_guard<std::mutex> l(w->file_mu_);
+    if (!w->WriteAllLocked(prologue.data(), prologue.size()) || !w->WriteAllLocked(chunk.data(), chunk.size())) {
+      int err = errno;
+      ::close(w->fd_);
+      w->fd_ = -1;
+      ::unlink(w->tmp_path_.c_str());
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot write trace ", w->tmp_path_));
+    }
+    w->modules_ = header.modules;
+    w->refresh_modules_ = header.pid == getpid();
+    w->pending_meta_.assign(kChunkHeaderBytes, 0);
+    w->pending_meta_.reserve(64 * 1024 + 4096);
   }
-  w->modules_ = header.modules;
-  w->refresh_modules_ = header.pid == getpid();
-  w->pending_meta_.assign(kChunkHeaderBytes, 0);
-  w->pending_meta_.reserve(64 * 1024 + 4096);
+  // Lock order: registry before file_mu_ (thread exit releases streams).
   Registry& r = GetRegistry();
   {
     std::lock_guard<std::mutex> rl(r.mu);
