@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "cli/cli.h"
 #include "core/options.h"
 
 #ifndef RDMASAN_VERSION
@@ -43,6 +44,70 @@
 #endif
 
 namespace rdmasan::cli {
+namespace {
+
+template <typename... Args>
+void Error(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  std::fprintf(stderr, "rdmasan: %s\n", absl::StrFormat(format, args...).c_str());
+}
+
+}  // namespace
+
+// Parses leading --name=value options.  Stops at "--" (consumed) or at the
+// first argument not starting with "--".  Returns false (after printing why)
+// on an unknown option, a malformed one, or a bad value.
+bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
+  int i = 0;
+  for (; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (!absl::StartsWith(arg, "--") && arg != "-h") break;
+    if (arg == "--help" || arg == "-h") {
+      cl->help = true;
+      continue;
+    }
+    absl::string_view body = arg.substr(2);
+    size_t eq = body.find('=');
+    absl::string_view name = body.substr(0, eq);
+    if (name.empty()) {
+      Error("malformed option '%s' (expected --name=value)", arg);
+      return false;
+    }
+    // core/options takes std::string_view, which Debian's absl (built with
+    // ABSL_OPTION_USE_STD_STRING_VIEW 0) does not share with
+    // absl::string_view: pass std::string, which converts to both.
+    if (!rdmasan::core::IsKnownOption(std::string(name))) {
+      Error("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name);
+      return false;
+    }
+    if (eq == absl::string_view::npos) {
+      Error("option '--%s' needs a value (--%s=value)", name, name);
+      return false;
+    }
+    absl::string_view value = body.substr(eq + 1);
+    // RDMASAN_OPTIONS separates items with ':', spaces and newlines, so a
+    // value holding one of them cannot be passed through it.
+    if (value.find_first_of(": \n") != absl::string_view::npos) {
+      Error("option '--%s': value '%s' may not contain ':', spaces or newlines", name, value);
+      return false;
+    }
+    std::string item = absl::StrCat(name, "=", value);
+    rdmasan::core::Options scratch;
+    std::vector<std::string> errors = rdmasan::core::ParseOptions(std::string(item), &scratch);
+    if (!errors.empty()) {
+      Error("%s", errors.front());
+      return false;
+    }
+    if (name == "help" && scratch.help) cl->help = true;
+    cl->options.push_back(std::move(item));
+  }
+  for (; i < argc; ++i) cl->rest.push_back(argv[i]);
+  return true;
+}
+
 namespace {
 
 constexpr char kLibName[] = "librdmasan.so";
@@ -64,6 +129,12 @@ constexpr char kUsage[] =
     "  devices [--name=value ...]\n"
     "        list the RDMA devices a program under rdmasan sees (softnic0\n"
     "        when no RDMA hardware is present), with GUID and port states.\n"
+    "  replay [--name=value ...] TRACE\n"
+    "        feed a trace recorded with --trace=PATH to the checkers and report\n"
+    "        as the live run did (same checks, stacks, SUMMARY lines, exit status).\n"
+    "  trace dump TRACE | trace stats TRACE\n"
+    "        print a trace one event per line / summarize it (calls per verb and\n"
+    "        per QP, peak SQ/RQ/CQ occupancy, errors).\n"
     "  help  print this text.\n"
     "\n"
     "options: `rdmasan run --help=1` lists every option and its default.\n"
@@ -72,10 +143,6 @@ constexpr char kUsage[] =
 
 void PrintUsage(FILE* out) { std::fputs(kUsage, out); }
 
-template <typename... Args>
-void Error(const absl::FormatSpec<Args...>& format, const Args&... args) {
-  std::fprintf(stderr, "rdmasan: %s\n", absl::StrFormat(format, args...).c_str());
-}
 
 bool IsFile(const std::string& path) {
   struct stat st;
@@ -131,67 +198,6 @@ std::string FindPreloadLibrary() {
 }
 
 // Options given on the command line, already validated, as "name=value".
-struct CommandLine {
-  std::vector<std::string> options;
-  bool help = false;
-  std::vector<char*> rest;  // the program and its arguments (run), or extras
-};
-
-// Parses leading --name=value options.  Stops at "--" (consumed) or at the
-// first argument not starting with "--".  Returns false (after printing why)
-// on an unknown option, a malformed one, or a bad value.
-bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
-  int i = 0;
-  for (; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (!absl::StartsWith(arg, "--") && arg != "-h") break;
-    if (arg == "--help" || arg == "-h") {
-      cl->help = true;
-      continue;
-    }
-    absl::string_view body = arg.substr(2);
-    size_t eq = body.find('=');
-    absl::string_view name = body.substr(0, eq);
-    if (name.empty()) {
-      Error("malformed option '%s' (expected --name=value)", arg);
-      return false;
-    }
-    // core/options takes std::string_view, which Debian's absl (built with
-    // ABSL_OPTION_USE_STD_STRING_VIEW 0) does not share with
-    // absl::string_view: pass std::string, which converts to both.
-    if (!rdmasan::core::IsKnownOption(std::string(name))) {
-      Error("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name);
-      return false;
-    }
-    if (eq == absl::string_view::npos) {
-      Error("option '--%s' needs a value (--%s=value)", name, name);
-      return false;
-    }
-    absl::string_view value = body.substr(eq + 1);
-    // RDMASAN_OPTIONS separates items with ':', ',', spaces and newlines, so
-    // a value holding one of them cannot be passed through it.
-    if (value.find_first_of(":, \n") != absl::string_view::npos) {
-      Error("option '--%s': value '%s' may not contain ':', ',', spaces or newlines", name, value);
-      return false;
-    }
-    std::string item = absl::StrCat(name, "=", value);
-    rdmasan::core::Options scratch;
-    std::vector<std::string> errors = rdmasan::core::ParseOptions(std::string(item), &scratch);
-    if (!errors.empty()) {
-      Error("%s", errors.front());
-      return false;
-    }
-    if (name == "help" && scratch.help) cl->help = true;
-    cl->options.push_back(std::move(item));
-  }
-  for (; i < argc; ++i) cl->rest.push_back(argv[i]);
-  return true;
-}
-
 // Sets RDMASAN_OPTIONS and LD_PRELOAD for a child run under the shim.
 bool PrepareEnvironment(const CommandLine& cl) {
   std::string lib = FindPreloadLibrary();
@@ -344,6 +350,8 @@ int Main(int argc, char** argv) {
   absl::string_view command = argv[1];
   if (command == "run") return Run(argc - 2, argv + 2);
   if (command == "devices") return Devices(argc - 2, argv + 2);
+  if (command == "replay") return Replay(argc - 2, argv + 2);
+  if (command == "trace") return Trace(argc - 2, argv + 2);
   if (command == kHiddenDevices) return ListDevicesUnderShim();
   if (command == "help" || command == "--help" || command == "-h") {
     PrintUsage(stdout);

@@ -1,7 +1,9 @@
 #include "interpose/hooks.h"
+#include "interpose/interpose.h"
 
 #include "interpose/ptr_table.h"
 
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "checkers/engine.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "traces/trace.h"
 
 namespace rdmasan::interpose {
 namespace {
@@ -46,6 +49,64 @@ struct Pipeline {
   uint64_t seq = 0;
 };
 
+// The trace of this run (option trace=PATH), opened at the first event.
+std::atomic<traces::TraceWriter*> g_trace{nullptr};
+std::once_flag g_trace_once;
+
+int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT};
+struct sigaction g_old_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
+
+// A fatal signal: write what the trace holds (its valid prefix), then let
+// the program's previous disposition run.
+void OnFatalSignal(int sig) {
+  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->FlushFromSignalHandler();
+  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
+    if (kFatalSignals[i] == sig) sigaction(sig, &g_old_actions[i], nullptr);
+  raise(sig);
+}
+
+void OpenTrace() {
+  Reentry re;
+  const std::string& pattern = core::GlobalOptions().trace;
+  if (pattern.empty()) return;
+  traces::TraceHeader h = traces::CurrentProcessHeader();
+  h.properties.push_back({"RDMASAN_OPTIONS", getenv("RDMASAN_OPTIONS") ? getenv("RDMASAN_OPTIONS") : ""});
+  const std::string path = traces::ExpandTracePath(pattern, getpid());
+  auto w = traces::TraceWriter::Open(path, h);
+  if (!w.ok()) {
+    fprintf(stderr, "==%d==rdmasan: cannot record the trace: %s\n", getpid(), std::string(w.status().message()).c_str());
+    return;
+  }
+  g_trace.store(w->release(), std::memory_order_release);
+  // Only where the program left the default: its own handlers stay its own.
+  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i) {
+    struct sigaction old;
+    if (sigaction(kFatalSignals[i], nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa = {};
+    sa.sa_handler = OnFatalSignal;
+    sigemptyset(&sa.sa_mask);
+    g_old_actions[i] = old;
+    sigaction(kFatalSignals[i], &sa, nullptr);
+  }
+}
+
+}  // namespace
+
+void AfterForkInChild() {
+  // The child must not write, close or rename its parent's trace.
+  if (traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel)) w->AbandonAfterFork();
+}
+
+namespace {
+
+void CloseTrace() {
+  traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel);
+  if (!w) return;
+  absl::Status st = w->Close();
+  if (!st.ok()) fprintf(stderr, "==%d==rdmasan: trace: %s\n", getpid(), std::string(st.message()).c_str());
+  // The writer is not deleted: a thread still inside Append may touch it.
+}
+
 Pipeline& GetPipeline() {
   static Pipeline* p = new Pipeline();
   return *p;
@@ -59,6 +120,8 @@ uint32_t Tid() {
 }
 
 void AtExit() {
+  Reentry re;  // what the trace writer and the reporter free is rdmasan's own
+  CloseTrace();
   core::Reporter& r = core::GlobalReporter();
   int code = r.Finish();
   if (code) {
@@ -94,12 +157,16 @@ void Forget(const void* obj) { Objects().Forget(obj); }
 
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   if (!g_atexit_registered.exchange(true)) atexit(AtExit);
+  std::call_once(g_trace_once, OpenTrace);
   e.tid = Tid();
   std::vector<core::Finding> findings;
   {
     Pipeline& p = GetPipeline();
     std::lock_guard<std::mutex> l(p.mu);
     e.seq = ++p.seq;
+    // Recorded in the order the engine sees them (seq), before the checks:
+    // a replay feeds the same events to a fresh engine.
+    if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->Append(e);
     findings = p.engine.OnEvent(e);
     if (retired) *retired = p.engine.TakeRetired();
   }

@@ -42,6 +42,9 @@ void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::S
 void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
                 ibv_qp_type type, int sq_sig_all, core::StackId stack);
 
+// In a forked child: let go of the parent's trace without touching it.
+void AfterForkInChild();
+
 // Copies of the verbs arguments.
 void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e);
 void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e);

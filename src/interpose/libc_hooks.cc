@@ -72,5 +72,8 @@ extern "C" __attribute__((visibility("default"))) pid_t fork(void) {
       ip::Emit(e);
     }
   }
-  return real ? real() : -1;
+  if (!real) return -1;
+  pid_t pid = real();
+  if (pid == 0) ip::AfterForkInChild();
+  return pid;
 }

@@ -76,9 +76,13 @@ else
 fi
 
 log=$(mktemp "${TMPDIR:-/tmp}/run_check.XXXXXX") || die "mktemp failed"
-trap 'rm -f "$log"' EXIT
+trace=$log.trace
+replay_log=$log.replay
+trap 'rm -f "$log" "$trace" "$trace.incomplete" "$replay_log"' EXIT
 
-cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" -- "$prog")
+# The live run records its trace; `rdmasan replay` of it must report the
+# same findings (same ids, messages, stacks, SUMMARY lines) and exit alike.
+cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "--trace=$trace" "${opts[@]}" -- "$prog")
 timeout -k 5 "$limit" "${cmd[@]}" >"$log" 2>&1 </dev/null
 status=$?
 
@@ -145,13 +149,30 @@ else
   [[ $verdict == OK ]] || failures+=("$verdict")
 fi
 
+# Replay (unless the program was meant to stop halfway: its trace is a
+# prefix and may end before the report).
+if [[ $stops -eq 0 ]]; then
+  replay_opts=()
+  for o in "${opts[@]}"; do
+    case $o in --checks=*|--suppressions=*|--buffer_check=*) replay_opts+=("$o") ;; esac
+  done
+  timeout -k 5 "$limit" "$rdmasan" replay "${replay_opts[@]}" "$trace" >"$replay_log" 2>&1 </dev/null
+  replay_status=$?
+  [[ $replay_status -eq $status ]] || failures+=("replay exited $replay_status, the live run $status")
+  normalize() { grep -E '^==[0-9]+==(ERROR|WARNING): rdmasan|^    #|^  [^ ].*:$|^SUMMARY: rdmasan|rdmasan: [0-9]+ findings?' "$1" | sed -E 's/^==[0-9]+==//'; }
+  if ! diff <(normalize "$log") <(normalize "$replay_log") >/dev/null; then
+    failures+=("the replay's findings differ from the live run's: $(diff <(normalize "$log") <(normalize "$replay_log") | head -6 | tr '\n' ' ')")
+  fi
+fi
+
 if [[ ${#failures[@]} -gt 0 ]]; then
+  [[ -f $replay_log ]] && { echo "---- replay:"; cat "$replay_log"; }
   echo "---- ${cmd[*]} (exit $status)"
   cat "$log"
   echo "----"
   for f in "${failures[@]}"; do echo "run_check: FAIL: $f"; done
   exit 1
 fi
-echo "run_check: PASS ($(basename "$prog"): ${id:-silent}, exit $status)"
+echo "run_check: PASS ($(basename "$prog"): ${id:-silent}, exit $status, replay identical)"
 grep -E '^SUMMARY: rdmasan:|^==[0-9]+==rdmasan:' "$log"
 exit 0

@@ -1,0 +1,232 @@
+// `rdmasan replay` and `rdmasan trace dump|stats`: the offline side of traces.
+//
+// replay feeds a recorded trace to a fresh checkers engine and reports its
+// findings through the same reporter as a live run, with the stacks
+// symbolized offline from the trace's module map, so the check ids, stacks
+// and SUMMARY lines are the live run's; it exits like a live run.  A
+// truncated trace (killed process) replays its valid prefix with a warning.
+// May not: run the program, or need RDMA hardware or the recorded binary's
+// process (only its files, for symbols).
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "checkers/engine.h"
+#include "cli/cli.h"
+#include "core/options.h"
+#include "core/report.h"
+#include "traces/trace.h"
+
+namespace rdmasan::cli {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitBadTrace = 3;
+
+std::unique_ptr<traces::TraceReader> OpenTrace(const char* path) {
+  auto r = traces::TraceReader::Open(path);
+  if (!r.ok()) {
+    std::fprintf(stderr, "rdmasan: %s: %s\n", path, std::string(r.status().message()).c_str());
+    return nullptr;
+  }
+  return std::move(*r);
+}
+
+core::Options OptionsFrom(const CommandLine& cl) {
+  core::Options opts;
+  if (const char* env = std::getenv("RDMASAN_OPTIONS")) core::ParseOptions(env, &opts);
+  for (const auto& item : cl.options) core::ParseOptions(item, &opts);
+  return opts;
+}
+
+std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+
+// One line per event: greppable key=value fields.
+std::string DumpLine(const core::Event& e) {
+  std::string out = absl::StrFormat("%d tid=%d %s", e.seq, e.tid, core::EventKindName(e.kind));
+  auto field = [&](const char* name, uint64_t v, bool hex = false) {
+    if (v) absl::StrAppend(&out, " ", name, "=", hex ? Hex(v) : absl::StrCat(v));
+  };
+  field("obj", e.obj);
+  field("parent", e.parent);
+  field("send_cq", e.send_cq);
+  field("recv_cq", e.recv_cq);
+  field("srq", e.srq);
+  field("channel", e.channel);
+  if (e.ret) absl::StrAppend(&out, " ret=", e.ret);
+  if (e.err) absl::StrAppend(&out, " err=", e.err);
+  field("addr", e.addr, true);
+  field("len", e.length);
+  field("lkey", e.lkey, true);
+  field("access", e.access, true);
+  field("qpn", e.qp_num, true);
+  field("qp_type", e.qp_type);
+  field("cqe", static_cast<uint64_t>(std::max(0, e.cqe)));
+  if (e.caps.max_send_wr || e.caps.max_recv_wr)
+    absl::StrAppend(&out, absl::StrFormat(" caps=%d/%d/%d/%d/%d", e.caps.max_send_wr, e.caps.max_recv_wr,
+                                          e.caps.max_send_sge, e.caps.max_recv_sge, e.caps.max_inline_data));
+  field("attr_mask", e.attr_mask, true);
+  field("state", e.qp_state);
+  field("count", e.count);
+  if (e.bad_index != UINT32_MAX) absl::StrAppend(&out, " bad_index=", e.bad_index);
+  for (const auto& w : e.send_wrs) {
+    absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x op=%d flags=0x%x", w.wr_id, w.opcode, w.send_flags));
+    if (w.rkey) absl::StrAppend(&out, absl::StrFormat(" raddr=0x%x rkey=0x%x", w.remote_addr, w.rkey));
+    for (const auto& g : w.sges) absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
+    absl::StrAppend(&out, "]");
+  }
+  for (const auto& w : e.recv_wrs) {
+    absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x", w.wr_id));
+    for (const auto& g : w.sges) absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
+    absl::StrAppend(&out, "]");
+  }
+  for (const auto& c : e.wcs)
+    absl::StrAppend(&out, absl::StrFormat(" {wr_id=0x%x status=%d op=%d qpn=0x%x len=%d}", c.wr_id, c.status,
+                                          c.opcode, c.qp_num, c.byte_len));
+  field("stack", e.stack);
+  return out;
+}
+
+int Dump(traces::TraceReader& r) {
+  core::Event e;
+  for (;;) {
+    auto more = r.Next(&e);
+    if (!more.ok()) {
+      std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
+      return kExitBadTrace;
+    }
+    if (!*more) break;
+    std::printf("%s\n", DumpLine(e).c_str());
+  }
+  if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
+  return 0;
+}
+
+// Counts per verb and per QP, peak occupancy of the SQ, RQ and CQ books as
+// the checkers' state reports them, error completions.
+int Stats(traces::TraceReader& r) {
+  checkers::Engine engine;
+  std::map<std::string, uint64_t> per_kind;
+  std::map<core::ObjId, uint64_t> posts_per_qp;
+  std::map<core::ObjId, size_t> peak_sq, peak_rq;
+  std::map<core::ObjId, uint64_t> peak_cq;
+  uint64_t events = 0, errors = 0, flushes = 0, failed_calls = 0;
+  core::Event e;
+  for (;;) {
+    auto more = r.Next(&e);
+    if (!more.ok()) {
+      std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
+      return kExitBadTrace;
+    }
+    if (!*more) break;
+    ++events;
+    ++per_kind[core::EventKindName(e.kind)];
+    if (e.ret != 0) ++failed_calls;
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) ++posts_per_qp[e.obj];
+    for (const auto& c : e.wcs) {
+      if (c.status == IBV_WC_WR_FLUSH_ERR)
+        ++flushes;
+      else if (c.status != IBV_WC_SUCCESS)
+        ++errors;
+    }
+    engine.OnEvent(e);
+    engine.TakeRetired();
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
+      if (const auto* q = engine.state().Qp(e.obj)) {
+        peak_sq[e.obj] = std::max(peak_sq[e.obj], q->sq.size());
+        peak_rq[e.obj] = std::max(peak_rq[e.obj], q->rq.size());
+        for (core::ObjId cq : {q->send_cq, q->recv_cq})
+          peak_cq[cq] = std::max(peak_cq[cq], engine.state().PendingOn(cq));
+      }
+    }
+  }
+  const auto& h = r.header();
+  std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", h.executable.c_str(), static_cast<long long>(h.pid),
+              h.format_major, h.format_minor, h.tool_version.c_str());
+  std::printf("events: %llu in %zu chunks, %llu bytes (%.1f bytes/event)%s\n",
+              static_cast<unsigned long long>(events), r.chunk_count(), static_cast<unsigned long long>(r.file_size()),
+              events ? static_cast<double>(r.file_size()) / events : 0.0, r.truncated() ? ", truncated" : "");
+  std::printf("calls per verb:\n");
+  for (const auto& [k, n] : per_kind) std::printf("  %-22s %llu\n", k.c_str(), static_cast<unsigned long long>(n));
+  std::printf("per QP: posts, peak SQ, peak RQ:\n");
+  for (const auto& [qp, n] : posts_per_qp)
+    std::printf("  QP 0x%llx  %llu posts  SQ %zu  RQ %zu\n", static_cast<unsigned long long>(qp),
+                static_cast<unsigned long long>(n), peak_sq[qp], peak_rq[qp]);
+  std::printf("per CQ: peak completions pending:\n");
+  for (const auto& [cq, n] : peak_cq)
+    if (cq) std::printf("  CQ 0x%llx  %llu\n", static_cast<unsigned long long>(cq), static_cast<unsigned long long>(n));
+  std::printf("errors: %llu error completions, %llu flushed, %llu failed calls\n",
+              static_cast<unsigned long long>(errors), static_cast<unsigned long long>(flushes),
+              static_cast<unsigned long long>(failed_calls));
+  if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
+  return 0;
+}
+
+// Frames as the live run printed them: the trace symbolizes by module
+// offset; the recorded load bias gives back the process's address.
+std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
+  std::vector<core::Frame> frames = r.Symbolize(id);
+  for (auto& f : frames)
+    for (const auto& m : r.header().modules)
+      if (m.path == f.module) {
+        f.pc = f.module_offset + m.bias;
+        break;
+      }
+  return frames;
+}
+
+}  // namespace
+
+int Replay(int argc, char** argv) {
+  CommandLine cl;
+  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (cl.rest.size() != 1) {
+    std::fprintf(stderr, "usage: rdmasan replay [--name=value ...] TRACE\n");
+    return kExitUsage;
+  }
+  std::unique_ptr<traces::TraceReader> r = OpenTrace(cl.rest[0]);
+  if (!r) return kExitBadTrace;
+  core::Options opts = OptionsFrom(cl);
+  core::Reporter reporter(opts);
+  checkers::Engine engine;
+  core::Event e;
+  for (;;) {
+    auto more = r->Next(&e);
+    if (!more.ok()) {
+      std::fprintf(stderr, "rdmasan: %s: %s\n", cl.rest[0], std::string(more.status().message()).c_str());
+      reporter.Finish();
+      return kExitBadTrace;
+    }
+    if (!*more) break;
+    for (const core::Finding& f : engine.OnEvent(e)) {
+      std::vector<std::vector<core::Frame>> related;
+      for (const auto& rs : f.related) related.push_back(LiveFrames(*r, rs.stack));
+      reporter.ReportSymbolized(f, LiveFrames(*r, f.stack), std::move(related));
+    }
+    engine.TakeRetired();  // the trace carries the retirement events themselves
+  }
+  if (r->truncated())
+    std::fprintf(stderr, "==%lld==rdmasan: warning: %s: %s; replayed the first %llu events\n",
+                 static_cast<long long>(r->header().pid), cl.rest[0], r->warning().c_str(),
+                 static_cast<unsigned long long>(r->events_read()));
+  return reporter.Finish();
+}
+
+int Trace(int argc, char** argv) {
+  if (argc != 2 || (std::string(argv[0]) != "dump" && std::string(argv[0]) != "stats")) {
+    std::fprintf(stderr, "usage: rdmasan trace dump TRACE | rdmasan trace stats TRACE\n");
+    return kExitUsage;
+  }
+  std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[1]);
+  if (!r) return kExitBadTrace;
+  return std::string(argv[0]) == "dump" ? Dump(*r) : Stats(*r);
+}
+
+}  // namespace rdmasan::cli
