@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -169,6 +172,99 @@ int Stats(traces::TraceReader& r) {
   return 0;
 }
 
+// Chrome trace-event JSON (ui.perfetto.dev and chrome://tracing open it):
+// one track per QP with its posts and the completions that retire its WRs,
+// counter tracks for each QP's SQ occupancy and each CQ's pending
+// completions.  Events carry no clock (the checkers read none), so the time
+// axis is the event sequence number: 1 us per verbs call.
+int ExportPerfetto(traces::TraceReader& r) {
+  checkers::Engine engine;
+  const long long pid = r.header().pid ? r.header().pid : 1;
+  std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"time_axis\":\"event sequence number (1 us per "
+              "verbs call)\",\"executable\":\"%s\"},\"traceEvents\":[\n",
+              absl::CHexEscape(r.header().executable).c_str());
+  std::printf("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%lld,\"args\":{\"name\":\"%s (pid %lld)\"}}",
+              pid, absl::CHexEscape(r.header().executable).c_str(), pid);
+  absl::flat_hash_set<core::ObjId> named;
+  auto name_track = [&](core::ObjId qp, uint32_t qpn) {
+    if (!named.insert(qp).second) return;
+    std::printf(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%lld,\"tid\":%llu,\"args\":{\"name\":"
+                "\"QP 0x%llx (qpn 0x%x)\"}}",
+                pid, static_cast<unsigned long long>(qp), static_cast<unsigned long long>(qp), qpn);
+  };
+  absl::flat_hash_map<std::string, uint64_t> last;  // counters print on change
+  auto counter = [&](const std::string& name, uint64_t ts, uint64_t value) {
+    auto [it, fresh] = last.try_emplace(name, value);
+    if (!fresh && it->second == value) return;
+    it->second = value;
+    std::printf(",\n{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%lld,\"ts\":%llu,\"args\":{\"value\":%llu}}",
+                name.c_str(), pid, static_cast<unsigned long long>(ts), static_cast<unsigned long long>(value));
+  };
+  core::Event e;
+  for (;;) {
+    auto more = r.Next(&e);
+    if (!more.ok()) {
+      std::printf("\n]}\n");
+      std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
+      return kExitBadTrace;
+    }
+    if (!*more) break;
+    const uint64_t ts = e.seq;
+    const checkers::State& st = engine.state();
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
+      const checkers::QpState* q = st.Qp(e.obj);
+      if (q) name_track(e.obj, q->qpn);
+      const bool send = e.kind == core::EventKind::kPostSend;
+      const size_t n = send ? e.send_wrs.size() : e.recv_wrs.size();
+      const uint64_t first = send ? (n ? e.send_wrs[0].wr_id : 0) : (n ? e.recv_wrs[0].wr_id : 0);
+      std::printf(",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"post\",\"pid\":%lld,\"tid\":%llu,\"ts\":%llu,"
+                  "\"dur\":1,\"args\":{\"wrs\":%zu,\"first_wr_id\":\"0x%llx\",\"ret\":%d%s}}",
+                  send ? (n && e.send_wrs[0].opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD
+                              ? checkers::WrOpcodeName(e.send_wrs[0].opcode)
+                              : "post_send")
+                       : "post_recv",
+                  pid, static_cast<unsigned long long>(e.obj), static_cast<unsigned long long>(ts), n,
+                  static_cast<unsigned long long>(first), e.ret,
+                  send && n && (e.send_wrs[0].send_flags & IBV_SEND_SIGNALED) ? ",\"signaled\":true" : "");
+    }
+    for (const auto& c : e.wcs) {
+      core::ObjId qp = st.QpByNum(c.qp_num);
+      if (!qp) continue;
+      if (const checkers::QpState* q = st.Qp(qp)) name_track(qp, q->qpn);
+      std::printf(",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"completion\",\"pid\":%lld,\"tid\":"
+                  "%llu,\"ts\":%llu,\"args\":{\"wr_id\":\"0x%llx\",\"status\":%u,\"opcode\":%u}}",
+                  c.status == IBV_WC_SUCCESS ? "completion" : c.status == IBV_WC_WR_FLUSH_ERR ? "flush" : "error",
+                  pid, static_cast<unsigned long long>(qp), static_cast<unsigned long long>(ts),
+                  static_cast<unsigned long long>(c.wr_id), c.status, c.opcode);
+    }
+    engine.OnEvent(e);
+    engine.TakeRetired();
+    // Occupancy after the event.
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv ||
+        e.kind == core::EventKind::kPollCq) {
+      absl::flat_hash_set<core::ObjId> qps, cqs;
+      if (e.kind == core::EventKind::kPollCq) {
+        cqs.insert(e.obj);
+        for (const auto& c : e.wcs)
+          if (core::ObjId qp = st.QpByNum(c.qp_num)) qps.insert(qp);
+      } else if (const checkers::QpState* q = st.Qp(e.obj)) {
+        qps.insert(e.obj);
+        cqs.insert(e.kind == core::EventKind::kPostSend ? q->send_cq : q->recv_cq);
+      }
+      for (core::ObjId qp : qps)
+        if (const checkers::QpState* q = st.Qp(qp)) {
+          counter(absl::StrFormat("SQ occupancy QP 0x%x", qp), ts, q->sq.size());
+          if (!q->srq) counter(absl::StrFormat("RQ occupancy QP 0x%x", qp), ts, q->rq.size());
+        }
+      for (core::ObjId cq : cqs)
+        if (cq) counter(absl::StrFormat("CQ 0x%x pending", cq), ts, st.PendingOn(cq));
+    }
+  }
+  std::printf("\n]}\n");
+  if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
+  return 0;
+}
+
 // Frames as the live run printed them: the trace symbolizes by module
 // offset; the recorded load bias gives back the process's address.
 std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
@@ -220,13 +316,18 @@ int Replay(int argc, char** argv) {
 }
 
 int Trace(int argc, char** argv) {
-  if (argc != 2 || (std::string(argv[0]) != "dump" && std::string(argv[0]) != "stats")) {
-    std::fprintf(stderr, "usage: rdmasan trace dump TRACE | rdmasan trace stats TRACE\n");
+  const std::string sub = argc > 0 ? argv[0] : "";
+  const bool is_export = sub == "export" && argc == 3 && std::string(argv[1]) == "--format=perfetto";
+  if (!is_export && (argc != 2 || (sub != "dump" && sub != "stats"))) {
+    std::fprintf(stderr,
+                 "usage: rdmasan trace dump TRACE | rdmasan trace stats TRACE |\n"
+                 "       rdmasan trace export --format=perfetto TRACE > trace.json\n");
     return kExitUsage;
   }
-  std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[1]);
+  std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[argc - 1]);
   if (!r) return kExitBadTrace;
-  return std::string(argv[0]) == "dump" ? Dump(*r) : Stats(*r);
+  if (is_export) return ExportPerfetto(*r);
+  return sub == "dump" ? Dump(*r) : Stats(*r);
 }
 
 }  // namespace rdmasan::cli

@@ -27,7 +27,7 @@ listening "$port" || { kill -9 "$server"; fail "server never listened"; }
 "$rdmasan" run --softnic=on --softnic_fabric="$fabric" \
   -- ib_send_bw -d softnic0 -p "$port" -F -n 100000000 127.0.0.1 >"$out/killed_client.log" 2>&1 </dev/null &
 client=$!
-sleep 3
+sleep 1.5
 kill -9 "$server"
 wait "$server" 2>/dev/null
 # The survivor must notice the dead peer and stop by itself (no hang).
@@ -50,5 +50,17 @@ grep -q "warning" "$out/killed_replay.txt" || fail "replay of a truncated trace 
 if grep -Eq '==[0-9]+==(ERROR|WARNING): rdmasan:' "$out/killed_replay.txt"; then
   fail "the prefix replayed with findings: $(grep -E 'rdmasan: [a-z-]+:' "$out/killed_replay.txt" | head -3)"
 fi
-echo "trace_killed_server: PASS ($events events replayed from the prefix)"
+# The prefix also exports to Chrome trace-event JSON: QP tracks (thread
+# names), posts, completions and occupancy counters.
+"$rdmasan" trace export --format=perfetto "$trace.incomplete" >"$out/killed_trace.json" 2>/dev/null ||
+  fail "trace export failed"
+for want in '"ph":"M","name":"thread_name"' '"cat":"post"' '"cat":"completion"' '"ph":"C","name":"RQ occupancy' '"ph":"C","name":"CQ 0x'; do
+  grep -q "$want" "$out/killed_trace.json" || fail "export lacks $want"
+done
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 1000' \
+    "$out/killed_trace.json" || fail "export is not valid JSON"
+fi
+rm -f "$out/killed_trace.json"
+echo "trace_killed_server: PASS ($events events replayed from the prefix; exported)"
 grep -h "warning" "$out/killed_replay.txt"
