@@ -42,10 +42,16 @@ std::unique_ptr<traces::TraceReader> OpenTrace(const char* path) {
   return std::move(*r);
 }
 
-core::Options OptionsFrom(const CommandLine& cl) {
+// The recorded run's options (checks, suppressions, report format...) so
+// the replay judges as the live run did; then RDMASAN_OPTIONS and the
+// command line, which win.
+core::Options OptionsFrom(const CommandLine& cl, const traces::TraceHeader& h) {
   core::Options opts;
+  for (const auto& [k, v] : h.properties)
+    if (k == "RDMASAN_OPTIONS") core::ParseOptions(v, &opts);
   if (const char* env = std::getenv("RDMASAN_OPTIONS")) core::ParseOptions(env, &opts);
   for (const auto& item : cl.options) core::ParseOptions(item, &opts);
+  opts.trace.clear();
   return opts;
 }
 
@@ -267,7 +273,10 @@ int ExportPerfetto(traces::TraceReader& r) {
 
 // Frames as the live run printed them: the trace symbolizes by module
 // offset; the recorded load bias gives back the process's address.
+// Symbolizing opens the modules' files: once per stack.
 std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
+  static auto* cache = new absl::flat_hash_map<core::StackId, std::vector<core::Frame>>();
+  if (auto it = cache->find(id); it != cache->end()) return it->second;
   std::vector<core::Frame> frames = r.Symbolize(id);
   for (auto& f : frames)
     for (const auto& m : r.header().modules)
@@ -275,6 +284,7 @@ std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId 
         f.pc = f.module_offset + m.bias;
         break;
       }
+  (*cache)[id] = frames;
   return frames;
 }
 
@@ -289,7 +299,7 @@ int Replay(int argc, char** argv) {
   }
   std::unique_ptr<traces::TraceReader> r = OpenTrace(cl.rest[0]);
   if (!r) return kExitBadTrace;
-  core::Options opts = OptionsFrom(cl);
+  core::Options opts = OptionsFrom(cl, r->header());
   core::Reporter reporter(opts);
   checkers::Engine engine;
   core::Event e;
