@@ -161,7 +161,11 @@ void DropVerbsInlineFrames(std::vector<Frame>* frames) {
 // Set while this thread is inside Reporter::Report.
 thread_local bool tls_in_report = false;
 
+std::atomic<void (*)()> g_before_halt{nullptr};
+
 }  // namespace
+
+void SetBeforeHaltHook(void (*hook)()) { g_before_halt.store(hook); }
 
 // ------------------------------------------------------------ renderers --
 
@@ -423,6 +427,8 @@ bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
   if (format_ == Format::kSarif) sarif_.push_back({finding, std::move(main), std::move(related)});
   if (error && halt_on_error_) {
     FinishLocked();
+    if (void (*hook)() = g_before_halt.load()) hook();  // e.g. close the trace
+    fflush(nullptr);
     _exit(exitcode_);
   }
   return true;

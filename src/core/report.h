@@ -172,6 +172,10 @@ class Reporter {
   std::vector<RenderedFinding> sarif_ ABSL_GUARDED_BY(mu_);
 };
 
+// Runs right before halt_on_error's _exit (the interposer closes its trace
+// there).
+void SetBeforeHaltHook(void (*hook)());
+
 // The process-wide reporter, built from GlobalOptions() on first use and
 // never destroyed.
 Reporter& GlobalReporter();

@@ -65,6 +65,8 @@ void OnFatalSignal(int sig) {
   raise(sig);
 }
 
+void CloseTrace();
+
 void OpenTrace() {
   Reentry re;
   const std::string& pattern = core::GlobalOptions().trace;
@@ -78,6 +80,7 @@ void OpenTrace() {
     return;
   }
   g_trace.store(w->release(), std::memory_order_release);
+  core::SetBeforeHaltHook(CloseTrace);
   // Only where the program left the default: its own handlers stay its own.
   for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i) {
     struct sigaction old;
