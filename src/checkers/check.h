@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "checkers/state.h"
 #include "core/checks.h"
@@ -22,19 +23,27 @@ namespace rdmasan::checkers {
 
 class CheckContext {
  public:
-  CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out)
-      : e(e), s(s), qp(s.Qp(e.obj)), out_(out) {}
+  CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out,
+               absl::flat_hash_set<uint64_t>* emitted)
+      : e(e), s(s), qp(s.Qp(e.obj)), out_(out), emitted_(emitted) {}
   const core::Event& e;
   const State& s;
   // The event's object as a QP (posts, modify, retire), else null.  Ids are
   // unique across object kinds, so a CQ's id never finds a QP.
   const QpState* qp;
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
+    if (e.stack) emitted_->insert(Key(id));
     out_->push_back(core::Finding{id, std::move(message), e.stack, std::move(related)});
   }
+  // True if this check already spoke from this call stack: reports are
+  // deduplicated per (check, stack) anyway, so a check in a loop returns
+  // before it formats the same finding again.
+  bool Repeated(core::CheckId id) const { return e.stack && emitted_->contains(Key(id)); }
 
  private:
+  uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }
   std::vector<core::Finding>* out_;
+  absl::flat_hash_set<uint64_t>* emitted_;
 };
 
 using CheckFn = void (*)(CheckContext&);

@@ -70,7 +70,7 @@ std::vector<core::Finding> Engine::OnEvent(const core::Event& e) {
   std::vector<core::Finding> out;
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && !Table().by_kind[k].empty()) {
-    CheckContext ctx(e, state_, &out);
+    CheckContext ctx(e, state_, &out, &emitted_);
     for (CheckFn f : Table().by_kind[k]) f(ctx);
   }
   state_.Apply(e);

@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "checkers/state.h"
 #include "core/event.h"
 #include "core/report.h"
@@ -28,6 +29,7 @@ class Engine {
 
  private:
   State state_;
+  absl::flat_hash_set<uint64_t> emitted_;  // (check, stack) already reported
 };
 
 }  // namespace rdmasan::checkers

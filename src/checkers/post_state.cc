@@ -13,6 +13,7 @@ void CheckPostState(CheckContext& c) {
   if (!q) return;
   const char* verb = send ? "post_send" : "post_recv";
   if (q->state == IBV_QPS_ERR) {
+    if (c.Repeated(core::CheckId::kPostAfterError)) return;
     c.Emit(core::CheckId::kPostAfterError,
            absl::StrFormat("%s to %s, which is in ERR: the WRs will only be flushed", verb, QpName(c.s, e.obj)));
     return;

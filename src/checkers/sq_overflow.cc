@@ -9,7 +9,7 @@ void CheckSqOverflow(CheckContext& c) {
   const QpState* q = c.qp;
   if (!q) return;
   const uint64_t outstanding = q->sq.size(), chain = c.e.send_wrs.size();
-  if (outstanding + chain <= q->caps.max_send_wr) return;
+  if (outstanding + chain <= q->caps.max_send_wr || c.Repeated(core::CheckId::kSqOverflow)) return;
   std::vector<core::RelatedStack> rel;
   if (!q->sq.empty()) rel.push_back({WrLabel(q->sq.front(), "oldest outstanding"), q->sq.front().stack});
   rel.push_back({"QP created at", q->stack});

@@ -61,9 +61,8 @@ void State::AdjustPending(ObjId cq, int64_t delta) {
 }
 
 void State::ForgetOutstanding(QpState& qp) {
-  int64_t sig = 0;
-  for (const auto& w : qp.sq) sig += w.signaled;
-  AdjustPending(qp.send_cq, -sig);
+  AdjustPending(qp.send_cq, -static_cast<int64_t>(qp.sq_signaled));
+  qp.sq_signaled = 0;
   AdjustPending(qp.recv_cq, -static_cast<int64_t>(qp.rq.size()));
 }
 
@@ -118,7 +117,7 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
         while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == qp.sq.size()) i = 0;
         for (size_t k = 0; k <= i; ++k) {
-          if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1);
+          if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
           if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
         }
         qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
@@ -128,7 +127,7 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
       for (size_t i = 0; i < qp.sq.size(); ++i) {
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
           for (size_t k = 0; k <= i; ++k) {
-            if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1);
+            if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
             if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
           }
           qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
@@ -309,6 +308,7 @@ void State::Apply(const Event& e) {
         q.sq.push_back(std::move(o));
       }
       AdjustPending(q.send_cq, signaled);
+      q.sq_signaled += static_cast<uint32_t>(signaled);
       break;
     }
     case EventKind::kPostRecv: {

@@ -60,6 +60,7 @@ struct QpState {
   std::deque<OutstandingWr> sq;       // oldest first
   std::deque<OutstandingWr> rq;       // oldest first (not used with an SRQ)
   uint32_t unsignaled_run = 0;        // unsignaled WRs since the last signaled one
+  uint32_t sq_signaled = 0;           // signaled WRs among sq
   bool error_reported = false;
   bool known_error = false;           // an error completion was seen
 };

@@ -10,8 +10,7 @@ void CheckUnsignaledDeadlock(CheckContext& c) {
   const QpState* q = c.qp;
   if (!q || q->caps.max_send_wr == 0) return;
   uint64_t occupancy = q->sq.size();
-  bool any_signaled = false;
-  for (const auto& w : q->sq) any_signaled |= w.signaled;
+  bool any_signaled = q->sq_signaled > 0;
   const size_t n = std::min<size_t>(c.e.send_wrs.size(), c.e.bad_index);
   for (size_t i = 0; i < n; ++i) {
     any_signaled |= q->sq_sig_all || (c.e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);

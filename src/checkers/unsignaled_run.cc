@@ -13,6 +13,7 @@ void CheckUnsignaledRun(CheckContext& c) {
   for (size_t i = 0; i < n; ++i) {
     run = (c.e.send_wrs[i].send_flags & IBV_SEND_SIGNALED) ? 0 : run + 1;
     if (run > q->caps.max_send_wr / 2) {
+      if (c.Repeated(core::CheckId::kUnsignaledRun)) return;
       c.Emit(core::CheckId::kUnsignaledRun,
              absl::StrFormat("%s: %d unsignaled WRs in a row pass half the SQ depth (max_send_wr=%d); signal at "
                              "least every %d",
