@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "interpose/hooks.h"
@@ -106,7 +107,10 @@ double Run(Setup& s, int iters) {
 
 int main(int argc, char** argv) {
   int iters = argc > 1 ? atoi(argv[1]) : 200000;
-  setenv("RDMASAN_OPTIONS", "softnic=on:softnic_fabric=inproc", 1);
+  // POSTPOLL_TRACE=PATH records the run (the cost of --trace in-process).
+  std::string opts = "softnic=on:softnic_fabric=inproc";
+  if (const char* t = getenv("POSTPOLL_TRACE")) opts += std::string(":trace=") + t;
+  setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
   Setup s;
   if (!Build(&s)) {
     fprintf(stderr, "setup failed\n");

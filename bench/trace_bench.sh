@@ -7,7 +7,7 @@
 #   - replay speed: `rdmasan replay` of the client's trace, events/s, target
 #     >= 10 M/s (the replay runs the checkers too; the reader alone is
 #     measured by build/trace_synth bench).
-# The two runs alternate twice; each mode keeps its best message rate.
+# The two runs alternate three times; each mode keeps its best message rate.
 #
 # usage: bench/trace_bench.sh        environment: BUILD_DIR (build), ITERS (300000)
 set -uo pipefail
@@ -47,7 +47,7 @@ run_send_bw() {
 best() { printf '%s\n' "$@" | sort -g | tail -1; }
 
 plain=() traced=()
-for round in 1 2; do
+for round in 1 2 3; do
   plain+=("$(run_send_bw "plain$round")") || { echo "trace_bench: plain run failed" >&2; exit 1; }
   rm -f "$out"/*.trace
   traced+=("$(run_send_bw "traced$round" --opt "trace=$out/send_bw.%p.trace")") ||
@@ -69,7 +69,7 @@ t1=$(date +%s.%N)
 
 awk -v p="$p" -v t="$t" -v ev="$events" -v by="$bytes" -v cev="$client_events" -v t0="$t0" -v t1="$t1" 'BEGIN {
   cost = (p - t) / p * 100; bpe = by / ev; rate = cev / (t1 - t0) / 1e6
-  printf "trace benchmark: ib_send_bw -s 8 under full checking, best of 2 runs each\n"
+  printf "trace benchmark: ib_send_bw -s 8 under full checking, best of 3 runs each\n"
   printf "%-40s %12s %10s %s\n", "measure", "value", "target", "result"
   printf "%-40s %9.3f Mpps\n", "message rate without --trace", p
   printf "%-40s %9.3f Mpps\n", "message rate with --trace", t

@@ -150,7 +150,9 @@ uint64_t HashPayload(uint64_t addr, uint32_t length) {
     const size_t step = (length - 2 * kSampleEdge) / kSampleWords;
     for (size_t i = 0; i < kSampleWords; ++i) h = HashBytes(p + kSampleEdge + i * step, 8, h);
   }
-  return h | 1;  // 0 means "not hashed"
+  // 32 bits tell a changed payload from an unchanged one well enough (a
+  // miss once in 4e9 changes) and cost traces 5 bytes instead of 8.
+  return ((h ^ (h >> 32)) & 0xffffffffu) | 1;  // 0 means "not hashed"
 }
 
 }  // namespace rdmasan::interpose
