@@ -234,7 +234,9 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
     // For UD QPs the union holds the AH; the checkers read it only for UD.
     w.ah = Id(wr->wr.ud.ah);
     w.remote_qpn = wr->wr.ud.remote_qpn;
-    const int n = wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    // A null sg_list with num_sge > 0 is the program's bug: copy no SGE
+    // (the provider rejects or crashes on it; the shim must not).
+    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
     for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
     e->send_wrs.push_back(std::move(w));
   }
@@ -247,7 +249,7 @@ void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e
     core::RecvWr w;
     w.wr_id = wr->wr_id;
     w.num_sge = wr->num_sge;
-    const int n = wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
     for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
     e->recv_wrs.push_back(std::move(w));
   }

@@ -518,7 +518,7 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
                    ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp) {
   FabricLock lock(p->fab);
   for (; wr; wr = wr->next) {
-    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge) {
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge || (wr->num_sge > 0 && !wr->sg_list)) {
       *bad = wr;
       return EINVAL;
     }
@@ -620,7 +620,8 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   int rc = 0;
   for (; wr; wr = wr->next) {
     if (!OpcodeAllowed(type, wr->opcode) || wr->num_sge < 0 ||
-        static_cast<uint32_t>(wr->num_sge) > qp->max_send_sge || (type == IBV_QPT_UD && !wr->wr.ud.ah)) {
+        static_cast<uint32_t>(wr->num_sge) > qp->max_send_sge || (wr->num_sge > 0 && !wr->sg_list) ||
+        (type == IBV_QPT_UD && !wr->wr.ud.ah)) {
       rc = EINVAL;
       break;
     }

@@ -217,6 +217,20 @@ TEST_F(SoftnicPair, OverPostingReturnsEnomemWithBadWr) {
   EXPECT_EQ(rbad, &wr);
 }
 
+TEST_F(SoftnicPair, NullScatterListIsInvalidNotACrash) {
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.num_sge = 2;  // and no sg_list
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qp_[0], &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  ibv_recv_wr rwr{};
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  EXPECT_EQ(ibv_post_recv(qp_[1], &rwr, &rbad), EINVAL);
+  EXPECT_EQ(rbad, &rwr);
+}
+
 TEST_F(SoftnicPair, PostingOutsideRtsFails) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RESET;
