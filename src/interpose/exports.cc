@@ -186,7 +186,7 @@ RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   }
   // Both real and softnic contexts get the data-path wrappers.
   if (ctx && re.outer()) {
-    ip::WrapRealContext(ctx);
+    ip::WrapContext(ctx, sn::IsContext(ctx));
     ip::Assign(ctx);
   }
   return ctx;
@@ -596,7 +596,10 @@ RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   e.obj = ip::Id(qp);
   int rc = IsSn(qp->context) ? sn::DestroyQp(qp) : real ? real(qp) : ENOSYS;
   if (Watch(re)) Done(e, rc);
-  if (!rc) ip::Forget(qp);
+  if (!rc) {
+    ip::Forget(qp);
+    ip::ForgetQp(qp);
+  }
   return rc;
 }
 

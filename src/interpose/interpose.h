@@ -27,8 +27,13 @@ namespace rdmasan::interpose {
 // The real libibverbs function `name` at `version`, or nullptr.
 void* Real(const char* name, const char* version);
 
-// Swaps the data-path pointers of a real (provider) context; idempotent.
+// Swaps the data-path pointers of a context; idempotent.  For a real
+// provider's context the ibv_qp_ex setters of its QPs are shadowed too
+// (softnic turns wr_* batches into post_send calls, seen anyway).
+void WrapContext(ibv_context* ctx, bool softnic);
 void WrapRealContext(ibv_context* ctx);
+// Drops the qp_ex shadow of a QP before it is destroyed.
+void ForgetQp(ibv_qp* qp);
 // Forgets a real context before it is closed (restores its pointers).
 void UnwrapRealContext(ibv_context* ctx);
 // Drops what the shim keeps for a CQ (its extended-poll hooks) before it is

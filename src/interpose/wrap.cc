@@ -32,6 +32,10 @@ struct Saved {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
   ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
+  // softnic builds ibv_wr_* batches into ops.post_send calls (already seen
+  // by the post_send wrapper); real providers write WQEs directly, so their
+  // qp_ex setters are shadowed.
+  bool shadow_wr = true;
 };
 
 constexpr int kSlots = 64;
@@ -346,6 +350,183 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   return cq;
 }
 
+// ---------------------------------------------------- ibv_qp_ex shadows --
+// A real provider's ibv_wr_* calls write its WQEs directly: each setter is
+// wrapped to build a copy of the batch, which becomes one kPostSend event at
+// ibv_wr_complete (with the payload hashes taken there, before the provider
+// rings the doorbell).  One batch per QP at a time, as the API requires.
+struct WrHooks {
+  ibv_qp_ex orig;  // the provider's function pointers
+  core::Event batch;
+  bool open = false;
+};
+PtrTable g_qp_ex;
+
+WrHooks* WrHooksOf(ibv_qp_ex* q) { return reinterpret_cast<WrHooks*>(g_qp_ex.Get(q)); }
+
+core::SendWr* NewShadowWr(WrHooks* h, ibv_qp_ex* q, uint32_t opcode) {
+  if (!h->open) return nullptr;
+  core::SendWr w;
+  w.wr_id = q->wr_id;
+  w.opcode = opcode;
+  w.send_flags = q->wr_flags;
+  h->batch.send_wrs.push_back(std::move(w));
+  return &h->batch.send_wrs.back();
+}
+
+core::SendWr* LastShadowWr(WrHooks* h) {
+  return h->open && !h->batch.send_wrs.empty() ? &h->batch.send_wrs.back() : nullptr;
+}
+
+void ShStart(ibv_qp_ex* q) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_start(q);
+  h->batch = core::Event();
+  h->batch.kind = core::EventKind::kPostSend;
+  h->batch.obj = Id(&q->qp_base);
+  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  h->open = Checking();
+}
+
+void ShSend(ibv_qp_ex* q) {
+  if (WrHooks* h = WrHooksOf(q)) h->orig.wr_send(q), NewShadowWr(h, q, IBV_WR_SEND);
+}
+void ShSendImm(ibv_qp_ex* q, __be32 imm) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_send_imm(q, imm);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_IMM)) w->imm_data = imm;
+}
+void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  if (op == IBV_WR_RDMA_WRITE) h->orig.wr_rdma_write(q, rkey, addr);
+  else h->orig.wr_rdma_read(q, rkey, addr);
+  if (core::SendWr* w = NewShadowWr(h, q, op)) w->remote_addr = addr, w->rkey = rkey;
+}
+void ShWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_WRITE); }
+void ShRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_READ); }
+void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_rdma_write_imm(q, rkey, addr, imm);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_RDMA_WRITE_WITH_IMM)) w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
+}
+void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_atomic_cmp_swp(q, rkey, addr, compare, swap);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_CMP_AND_SWP))
+    w->remote_addr = addr, w->rkey = rkey, w->compare_add = compare, w->swap = swap;
+}
+void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_atomic_fetch_add(q, rkey, addr, add);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_FETCH_AND_ADD))
+    w->remote_addr = addr, w->rkey = rkey, w->compare_add = add;
+}
+void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_set_sge(q, lkey, addr, length);
+  if (core::SendWr* w = LastShadowWr(h)) {
+    w->sges.assign(1, core::Sge{addr, length, lkey, 0, 0});
+    w->num_sge = 1;
+  }
+}
+void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_set_sge_list(q, n, list);
+  if (core::SendWr* w = LastShadowWr(h)) {
+    w->sges.clear();
+    for (size_t i = 0; list && i < n && i < 1024; ++i) w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
+    w->num_sge = static_cast<int32_t>(n);
+  }
+}
+void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_set_inline_data(q, addr, length);
+  if (core::SendWr* w = LastShadowWr(h)) {
+    w->send_flags |= IBV_SEND_INLINE;
+    w->sges.assign(1, core::Sge{reinterpret_cast<uint64_t>(addr), static_cast<uint32_t>(length), 0, 0, 0});
+    w->num_sge = 1;
+  }
+}
+void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_set_inline_data_list(q, n, bufs);
+  if (core::SendWr* w = LastShadowWr(h)) {
+    w->send_flags |= IBV_SEND_INLINE;
+    w->sges.clear();
+    for (size_t i = 0; bufs && i < n && i < 1024; ++i)
+      w->sges.push_back({reinterpret_cast<uint64_t>(bufs[i].addr), static_cast<uint32_t>(bufs[i].length), 0, 0, 0});
+    w->num_sge = static_cast<int32_t>(n);
+  }
+}
+void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
+  if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
+}
+int ShComplete(ibv_qp_ex* q) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return EINVAL;
+  if (!h->open) return h->orig.wr_complete(q);
+  h->open = false;
+  Reentry re;
+  for (auto& w : h->batch.send_wrs) {
+    if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
+    for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
+  }
+  int rc = h->orig.wr_complete(q);
+  if (!re.outer()) return rc;
+  h->batch.ret = rc;
+  h->batch.err = rc;
+  if (rc) h->batch.bad_index = 0;  // wr_complete posts all or nothing
+  Emit(h->batch);
+  h->batch = core::Event();
+  return rc;
+}
+void ShAbort(ibv_qp_ex* q) {
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_abort(q);
+  h->open = false;
+  h->batch = core::Event();
+}
+
+// Hooks a provider's qp_ex; every setter the provider offers is shadowed
+// (those it leaves null stay null, so the inline verbs fail as before).
+void HookQpEx(ibv_qp_ex* q) {
+  if (!q || !q->wr_start || !q->wr_complete) return;
+  auto* h = new WrHooks{*q, core::Event(), false};
+  if (!g_qp_ex.Put(q, reinterpret_cast<uint64_t>(h))) {
+    delete h;
+    return;
+  }
+  q->wr_start = ShStart;
+  q->wr_complete = ShComplete;
+  if (q->wr_abort) q->wr_abort = ShAbort;
+  if (q->wr_send) q->wr_send = ShSend;
+  if (q->wr_send_imm) q->wr_send_imm = ShSendImm;
+  if (q->wr_rdma_write) q->wr_rdma_write = ShWrite;
+  if (q->wr_rdma_write_imm) q->wr_rdma_write_imm = ShWriteImm;
+  if (q->wr_rdma_read) q->wr_rdma_read = ShRead;
+  if (q->wr_atomic_cmp_swp) q->wr_atomic_cmp_swp = ShCas;
+  if (q->wr_atomic_fetch_add) q->wr_atomic_fetch_add = ShFaa;
+  if (q->wr_set_sge) q->wr_set_sge = ShSetSge;
+  if (q->wr_set_sge_list) q->wr_set_sge_list = ShSetSgeList;
+  if (q->wr_set_inline_data) q->wr_set_inline_data = ShSetInline;
+  if (q->wr_set_inline_data_list) q->wr_set_inline_data_list = ShSetInlineList;
+  if (q->wr_set_ud_addr) q->wr_set_ud_addr = ShSetUdAddr;
+}
+
 ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   Saved* s = Find(ctx);
   Bump(g_counters.create_qp_ex);
@@ -359,6 +540,10 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   ibv_qp* qp = s->create_qp_ex(ctx, attr);
   OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type, attr->sq_sig_all,
              stack);
+  // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
+  // the same address: qp_base is its first member).
+  if (qp && s->shadow_wr && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+    HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
   return qp;
 }
 
@@ -387,7 +572,16 @@ void* Real(const char* name, const char* version) {
 
 bool IsWrapped(const ibv_context* ctx) { return Find(ctx) != nullptr; }
 
-void WrapRealContext(ibv_context* ctx) {
+void WrapRealContext(ibv_context* ctx) { WrapContext(ctx, /*softnic=*/false); }
+
+void ForgetQp(ibv_qp* qp) {
+  auto* h = reinterpret_cast<WrHooks*>(g_qp_ex.Get(qp));
+  if (!h) return;
+  g_qp_ex.Erase(qp);
+  delete h;
+}
+
+void WrapContext(ibv_context* ctx, bool softnic) {
   if (!ctx) return;
   std::lock_guard<std::mutex> g(g_mu);
   if (Find(ctx)) return;
@@ -407,6 +601,7 @@ void WrapRealContext(ibv_context* ctx) {
   s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
   s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
   s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
+  s->shadow_wr = !softnic;
   s->ctx.store(ctx, std::memory_order_release);
   if (s->post_send) ctx->ops.post_send = PostSend;
   if (s->post_recv) ctx->ops.post_recv = PostRecv;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "core/report.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
@@ -97,6 +98,76 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   EXPECT_FALSE(IsWrapped(&ctx));
   EXPECT_EQ(ctx.ops.post_send, StubPostSend);
   EXPECT_EQ(v.query_port, StubQueryPort);
+}
+
+}  // namespace
+}  // namespace rdmasan::interpose
+
+namespace rdmasan::interpose {
+namespace {
+
+// A real provider's ibv_wr_* batch (stubbed here) becomes one post_send
+// Event at ibv_wr_complete, with the provider's functions still called.
+struct StubQpEx {
+  ibv_qp_ex qpx{};
+  int sends = 0, sges = 0, completes = 0;
+} g_sq;
+
+void StubWrStart(ibv_qp_ex*) {}
+void StubWrSend(ibv_qp_ex*) { ++g_sq.sends; }
+void StubWrSetSge(ibv_qp_ex*, uint32_t, uint64_t, uint32_t) { ++g_sq.sges; }
+int StubWrComplete(ibv_qp_ex*) { return ++g_sq.completes, 0; }
+void StubWrAbort(ibv_qp_ex*) {}
+
+ibv_qp* StubCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+  g_sq.qpx.qp_base.context = ctx;
+  g_sq.qpx.qp_base.qp_num = 0x77;
+  g_sq.qpx.wr_start = StubWrStart;
+  g_sq.qpx.wr_send = StubWrSend;
+  g_sq.qpx.wr_set_sge = StubWrSetSge;
+  g_sq.qpx.wr_complete = StubWrComplete;
+  g_sq.qpx.wr_abort = StubWrAbort;
+  return &g_sq.qpx.qp_base;
+}
+
+TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.create_qp_ex = StubCreateQpEx;
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.post_send = StubPostSend;
+  SetChecking(true);
+  WrapRealContext(&ctx);
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 1;
+  attr.cap.max_send_sge = 1;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  ibv_qp* qp = ibv_create_qp_ex(&ctx, &attr);
+  ASSERT_EQ(qp, &g_sq.qpx.qp_base);
+  ibv_qp_ex* x = reinterpret_cast<ibv_qp_ex*>(qp);
+  EXPECT_NE(x->wr_send, StubWrSend) << "the setters are shadowed";
+  const size_t overflows = core::GlobalReporter().Count(core::CheckId::kSqOverflow);
+  // Two WRs into an SQ of one: an sq-overflow the checkers can only see if
+  // the batch became an Event.
+  ibv_wr_start(x);
+  x->wr_id = 1;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(x);
+  ibv_wr_set_sge(x, 0x10, 0x1000, 8);
+  x->wr_id = 2;
+  ibv_wr_send(x);
+  ibv_wr_set_sge(x, 0x10, 0x2000, 8);
+  EXPECT_EQ(ibv_wr_complete(x), 0);
+  EXPECT_EQ(g_sq.sends, 2);
+  EXPECT_EQ(g_sq.sges, 2);
+  EXPECT_EQ(g_sq.completes, 1);
+  EXPECT_EQ(core::GlobalReporter().Count(core::CheckId::kSqOverflow), overflows + 1);
+  ForgetQp(qp);
+  SetChecking(false);
+  UnwrapRealContext(&ctx);
 }
 
 }  // namespace
