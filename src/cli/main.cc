@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "cli/cli.h"
+#include "core/checks.h"
 #include "core/options.h"
 
 #ifndef RDMASAN_VERSION
@@ -137,6 +138,8 @@ constexpr char kUsage[] =
     "        per QP, peak SQ/RQ/CQ occupancy, errors) / write it as Chrome\n"
     "        trace-event JSON for ui.perfetto.dev (a track per QP, occupancy\n"
     "        counters).\n"
+    "  checks\n"
+    "        list every check: id, severity, on by default or not, invariant.\n"
     "  help  print this text.\n"
     "\n"
     "options: `rdmasan run --help=1` lists every option and its default.\n"
@@ -344,6 +347,18 @@ int ListDevicesUnderShim() {
   return status;
 }
 
+// The table of checks (core/checks.inc), as users name them in checks=
+// and in suppressions.
+int Checks() {
+  for (size_t i = 0; i < rdmasan::core::kNumChecks; ++i) {
+    auto id = static_cast<rdmasan::core::CheckId>(i);
+    std::printf("%-27s %-7s %-3s %s\n", rdmasan::core::CheckName(id),
+                rdmasan::core::SeverityName(rdmasan::core::CheckSeverity(id)),
+                rdmasan::core::CheckDefaultOn(id) ? "on" : "off", rdmasan::core::CheckDescription(id));
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     PrintUsage(stderr);
@@ -353,6 +368,7 @@ int Main(int argc, char** argv) {
   if (command == "run") return Run(argc - 2, argv + 2);
   if (command == "devices") return Devices(argc - 2, argv + 2);
   if (command == "replay") return Replay(argc - 2, argv + 2);
+  if (command == "checks") return Checks();
   if (command == "trace") return Trace(argc - 2, argv + 2);
   if (command == kHiddenDevices) return ListDevicesUnderShim();
   if (command == "help" || command == "--help" || command == "-h") {

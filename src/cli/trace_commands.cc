@@ -36,7 +36,7 @@ constexpr int kExitBadTrace = 3;
 std::unique_ptr<traces::TraceReader> OpenTrace(const char* path) {
   auto r = traces::TraceReader::Open(path);
   if (!r.ok()) {
-    std::fprintf(stderr, "rdmasan: %s: %s\n", path, std::string(r.status().message()).c_str());
+    std::fprintf(stderr, "rdmasan: %s\n", std::string(r.status().message()).c_str());  // names the file
     return nullptr;
   }
   return std::move(*r);
