@@ -55,10 +55,14 @@ void CheckUnsignaledRun(CheckContext&);
 void CheckRqOverflow(CheckContext&);
 void CheckCqOverrun(CheckContext&);
 void CheckDeregInFlight(CheckContext&);
-void CheckSgeRules(CheckContext&);  // invalid-lkey, sge-out-of-bounds, mr-access, sge-count
+void CheckSgeCount(CheckContext&);
+void CheckInvalidLkey(CheckContext&);
+void CheckSgeOutOfBounds(CheckContext&);
+void CheckMrAccess(CheckContext&);
 void CheckInlineTooLarge(CheckContext&);
 void CheckAtomicMisaligned(CheckContext&);
-void CheckPostState(CheckContext&);  // post-bad-qp-state, post-after-error
+void CheckPostBadQpState(CheckContext&);
+void CheckPostAfterError(CheckContext&);
 void CheckUnackedCqEvents(CheckContext&);
 void CheckNotifyWithoutPoll(CheckContext&);
 void CheckDestroyInUse(CheckContext&);
@@ -66,7 +70,8 @@ void CheckErrorCompletion(CheckContext&);
 void CheckWrIdDuplicate(CheckContext&);
 void CheckForkWithMrs(CheckContext&);
 void CheckBufferModifiedInFlight(CheckContext&);
-void CheckFreeRange(CheckContext&);  // free-in-flight, free-registered
+void CheckFreeInFlight(CheckContext&);
+void CheckFreeRegistered(CheckContext&);
 
 // Deterministic choice among several candidates: hash-map iteration order
 // differs between engines (and so between a live run and its replay), so

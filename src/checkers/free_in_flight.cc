@@ -1,13 +1,12 @@
-// free-registered and free-in-flight: memory inside a live MR is not freed or
-// unmapped (the registration still lets the NIC, and the peer through an
-// rkey, write it), and no memory of an outstanding WR is (the NIC may still
-// read or write it until the retiring completion).
+// free-in-flight: no memory of an outstanding WR is freed or unmapped (free,
+// realloc, munmap): the NIC may still read or write it until the retiring
+// completion.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
 namespace {
 
-bool Overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
+inline bool Overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
 
 const OutstandingWr* InFlight(const std::deque<OutstandingWr>& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {
@@ -20,7 +19,7 @@ const OutstandingWr* InFlight(const std::deque<OutstandingWr>& q, uint64_t addr,
 
 }  // namespace
 
-void CheckFreeRange(CheckContext& c) {
+void CheckFreeInFlight(CheckContext& c) {
   if (c.e.kind != core::EventKind::kFreeRange || c.e.length == 0) return;
   const uint64_t addr = c.e.addr, len = c.e.length;
   // The WR on the object with the lowest id (QPs and SRQs), so a replay
@@ -41,14 +40,6 @@ void CheckFreeRange(CheckContext& c) {
            absl::StrFormat("[0x%x, +%d) freed while WR wr_id=0x%x on %s still uses it", addr, len, hit->wr_id,
                            c.s.Qp(on) ? QpName(c.s, on) : absl::StrFormat("SRQ 0x%x", on)),
            {{WrLabel(*hit, "outstanding"), hit->stack}});
-  // Registered ranges are in virtual addresses (addr), not the iova.
-  if (core::ObjId id = LowestIdWhere(c.s.mrs(), [&](const MrState& m) { return Overlaps(m.addr, m.length, addr, len); })) {
-    const MrState& m = *c.s.Mr(id);
-    c.Emit(core::CheckId::kFreeRegistered,
-           absl::StrFormat("[0x%x, +%d) freed while MR 0x%x (lkey 0x%x, [0x%x, +%d)) still registers it", addr, len,
-                           id, m.lkey, m.addr, m.length),
-           {{absl::StrFormat("MR 0x%x registered at", id), m.stack}});
-  }
 }
 
 }  // namespace rdmasan::checkers

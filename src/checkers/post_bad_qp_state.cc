@@ -1,23 +1,17 @@
-// post-bad-qp-state and post-after-error: sends only in RTS or SQD,
-// receives not in RESET (shadow state from modify_qp and error
-// completions); posting to a QP known to be in ERR only produces flushes.
+// post-bad-qp-state: sends only in RTS or SQD, receives not in RESET (shadow
+// state from modify_qp and error completions).  A QP in ERR is
+// post-after-error's case.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
 
-void CheckPostState(CheckContext& c) {
+void CheckPostBadQpState(CheckContext& c) {
   const auto& e = c.e;
   const bool send = e.kind == core::EventKind::kPostSend;
   if (!send && e.kind != core::EventKind::kPostRecv) return;
   const QpState* q = c.qp;
-  if (!q) return;
+  if (!q || q->state == IBV_QPS_ERR) return;
   const char* verb = send ? "post_send" : "post_recv";
-  if (q->state == IBV_QPS_ERR) {
-    if (c.Repeated(core::CheckId::kPostAfterError)) return;
-    c.Emit(core::CheckId::kPostAfterError,
-           absl::StrFormat("%s to %s, which is in ERR: the WRs will only be flushed", verb, QpName(c.s, e.obj)));
-    return;
-  }
   bool bad = send ? (q->state != IBV_QPS_RTS && q->state != IBV_QPS_SQD) : q->state == IBV_QPS_RESET;
   if (bad)
     c.Emit(core::CheckId::kPostBadQpState,
