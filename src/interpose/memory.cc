@@ -101,6 +101,7 @@ void EmitFree(uintptr_t a, size_t n, core::StackId stack) {
   e.length = n;
   e.stack = stack;
   Emit(e);
+  ForgetFreedRanges(a, n);
 }
 
 void NoteRegistered(const void* addr, size_t length) {
@@ -110,6 +111,20 @@ void NoteRegistered(const void* addr, size_t length) {
   auto& v = (*g_ranges)[a];
   v.first = std::max(v.first, a + length);
   ++v.second;
+  RecomputeBoundsLocked();
+}
+
+void ForgetFreedRanges(uintptr_t a, size_t n) {
+  // Memory released under a live registration (free-registered was just
+  // reported) is no longer the program's to read: stop hashing it, or the
+  // retirement hash would read freed (or unmapped) memory.
+  std::lock_guard<std::mutex> l(g_ranges_mu);
+  for (auto it = g_ranges->begin(); it != g_ranges->end();) {
+    if (a < it->second.first && it->first < a + n)
+      it = g_ranges->erase(it);
+    else
+      ++it;
+  }
   RecomputeBoundsLocked();
 }
 

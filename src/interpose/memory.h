@@ -24,7 +24,10 @@ using ForkFn = int (*)();
 bool MayOverlap(uintptr_t a, size_t n);  // lock-free, may say yes wrongly
 bool OverlapsRegistered(uintptr_t a, size_t n);
 FreeFn RealFree();
+// Reports a release of registered memory, then stops treating that memory
+// as readable (no more payload hashing inside it).
 void EmitFree(uintptr_t a, size_t n, uint32_t stack);
+void ForgetFreedRanges(uintptr_t a, size_t n);
 
 }  // namespace rdmasan::interpose
 

@@ -18,8 +18,8 @@ int main(void) {
   if (ret == 0) rig_poll_n(r.cq[0], &wc, 1);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);
+  ibv_dealloc_pd(pd2);  // before the device is closed: its context goes with it
   rig_teardown(&r);
-  ibv_dealloc_pd(pd2);
   printf("DONE\n");
   return 0;
 }
