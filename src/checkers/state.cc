@@ -35,8 +35,12 @@ const char* QpStateName(uint32_t s) {
 }
 
 ObjId State::MrByLkey(uint32_t lkey) const {
+  if (lkey == lkey_cache_key_ && lkey_cache_mr_) return lkey_cache_mr_;
   auto it = mr_by_lkey_.find(lkey);
-  return it == mr_by_lkey_.end() ? 0 : it->second;
+  ObjId id = it == mr_by_lkey_.end() ? 0 : it->second;
+  lkey_cache_key_ = lkey;
+  lkey_cache_mr_ = id;
+  return id;
 }
 
 ObjId State::QpByNum(uint32_t qpn) const {
@@ -196,12 +200,14 @@ void State::Apply(const Event& e) {
       if (ok) pds_.erase(e.obj);
       break;
     case EventKind::kRegMr:
+      mr_cache_id_ = 0, lkey_cache_mr_ = 0;
       if (ok) {
         mrs_[e.obj] = {e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
         mr_by_lkey_[e.lkey] = e.obj;
       }
       break;
     case EventKind::kDeregMr:
+      mr_cache_id_ = 0, lkey_cache_mr_ = 0;
       if (ok) {
         auto it = mrs_.find(e.obj);
         if (it != mrs_.end()) {

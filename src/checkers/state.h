@@ -103,7 +103,12 @@ class State {
   void Apply(const core::Event& e);
 
   const PdState* Pd(ObjId id) const { return Find(pds_, id); }
-  const MrState* Mr(ObjId id) const { return Find(mrs_, id); }
+  const MrState* Mr(ObjId id) const {
+    if (id == mr_cache_id_ && id) return mr_cache_;
+    mr_cache_ = Find(mrs_, id);
+    mr_cache_id_ = id;
+    return mr_cache_;
+  }
   const CqState* Cq(ObjId id) const { return Find(cqs_, id); }
   const QpState* Qp(ObjId id) const { return Find(qps_, id); }
   const SrqState* Srq(ObjId id) const { return Find(srqs_, id); }
@@ -155,6 +160,12 @@ class State {
   absl::flat_hash_map<ObjId, SrqState> srqs_;
   absl::flat_hash_map<ObjId, AhState> ahs_;
   absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
+  // One-entry caches: consecutive SGEs and checks ask for the same MR.
+  // Registration and deregistration clear them.
+  mutable ObjId mr_cache_id_ = 0;
+  mutable const MrState* mr_cache_ = nullptr;
+  mutable uint32_t lkey_cache_key_ = 0;
+  mutable ObjId lkey_cache_mr_ = 0;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
   std::vector<RetiredWr> retired_;
