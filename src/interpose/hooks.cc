@@ -167,12 +167,13 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
     Pipeline& p = GetPipeline();
     std::lock_guard<std::mutex> l(p.mu);
     e.seq = ++p.seq;
-    // Recorded in the order the engine sees them (seq), before the checks:
-    // a replay feeds the same events to a fresh engine.
-    if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->Append(e);
     findings = p.engine.OnEvent(e);
     if (retired) *retired = p.engine.TakeRetired();
   }
+  // Recorded outside the engine's lock: the writer is thread-safe, each
+  // thread's events reach it in that thread's seq order, and the reader
+  // merges the threads back into seq order (the engine's order).
+  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->Append(e);
   for (const auto& f : findings) core::GlobalReporter().Report(f);
 }
 
