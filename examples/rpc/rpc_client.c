@@ -1,5 +1,5 @@
 /* rpc_client.c: an RPC-over-RDMA client that runs its send queue the way
- * seed 000 says a ULP should (Jason Gunthorpe on linux-rdma, 2015).
+ * the linux-rdma advice in docs/RULES.md says a ULP should (Jason Gunthorpe on linux-rdma, 2015).
  *
  * What it shows:
  *  - a fixed number of RPC slots moving through three pools: IDLE (waiting
@@ -123,7 +123,7 @@ static int poll_cq(struct client *c, struct ibv_cq *cq) {
     if (wc[i].wr_id & RECV_TAG) {
       if (handle_reply(c, &wc[i])) return -1;
     } else {
-      sq_retire(&c->sq, wc[i].wr_id); /* seed 000, step 4: credits come back */
+      sq_retire(&c->sq, wc[i].wr_id); /* credits come back at completion time */
     }
   }
   return n;

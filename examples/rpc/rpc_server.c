@@ -167,7 +167,7 @@ static int drain_sq(struct server *s) {
   }
   /* Normally the last reply was signaled and retired everything.  If the
    * client left early, unsignaled replies may remain: destroying the QP
-   * halts them (seed 000: "or tearing down the QP and halting the send side"). */
+   * halts them (docs/RULES.md: "or tearing down the QP and halting the send side"). */
   if (sq_used(&s->sq) == 0) return 0;
   RPC_LOG(WHO, "%u unsignaled replies left; destroying the QP halts them", sq_used(&s->sq));
   return -1;
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
 
   int lfd = rpc_tcp_listen(port);
   if (lfd < 0) return 1;
-  const uint32_t want_sq = 2 * RPC_SERVER_WRS_PER_RPC * RPC_SLOTS; /* seed 000: 2*N*slots */
+  const uint32_t want_sq = 2 * RPC_SERVER_WRS_PER_RPC * RPC_SLOTS; /* 2*N*slots, as the linux-rdma advice sizes it */
   if (rpc_dev_open(&s->d, devname, want_sq, RPC_RECVS, (int)want_sq, RPC_RECVS, false)) return 1;
   s->sq = (struct sq_credits){.depth = s->d.cap.max_send_wr, .per_rpc = RPC_SERVER_WRS_PER_RPC, .mode = MODE_CORRECT};
   if (s->d.scq->cqe < (int)s->sq.depth) return RPC_LOG(WHO, "send CQ smaller than the SQ"), 1;

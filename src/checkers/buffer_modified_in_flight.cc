@@ -1,5 +1,5 @@
 // buffer-modified-in-flight: the bytes of a send-side SGE are unchanged from
-// the post until the completion that retires the WR is polled (seed 000:
+// the post until the completion that retires the WR is polled (docs/RULES.md:
 // only that completion proves the NIC is done with the buffer).  The
 // interposer hashes each SGE at post and again at retirement and sends both
 // in a kRetire event; this check compares them.

@@ -1,5 +1,5 @@
 // cq-overrun: every completion that can be pending on a CQ fits in its cqe
-// (seed 000): at each post, the signaled sends and posted receives still
+// (docs/RULES.md): at each post, the signaled sends and posted receives still
 // outstanding on every QP and SRQ bound to the CQ are counted.  Capacities
 // at create_qp are not summed: programs routinely size a QP beyond what they
 // ever post (perftest's one-receive RQ on a write test's CQ).

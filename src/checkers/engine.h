@@ -1,4 +1,4 @@
-// checkers: pure checkers of the verbs rules (DESIGN.md §1, §3).
+// checkers: pure checkers of the verbs rules (docs/RULES.md).
 //
 // The Engine takes Events in order and returns the Findings they raise:
 // every check looks at the event against the books as they stood before it,

@@ -1,5 +1,5 @@
 // Unit tests of checkers::Engine: hand-built core::Event sequences in, the
-// exact CheckIds of the findings out (DESIGN.md §1, §3).  No verbs calls, no
+// exact CheckIds of the findings out (docs/RULES.md).  No verbs calls, no
 // softnic: every event is made here, with object ids and stack ids chosen by
 // the test.
 #include <infiniband/verbs.h>
