@@ -1,5 +1,5 @@
 // memcpy_bw: the machine's streaming memcpy bandwidth, the yardstick for
-// softnic's RDMA WRITE bandwidth (DESIGN.md section 8).
+// softnic's RDMA WRITE bandwidth.
 //
 // Copies a source buffer to a destination buffer of the same size in 64 KiB
 // memcpy() calls, walking both front to back; the buffers (default 512 MiB

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# softnic_bench.sh: softnic between two processes against DESIGN.md's
+# softnic_bench.sh: softnic between two processes against the project's
 # targets, in one run on one machine:
 #   - 8 B SEND latency:        ib_send_lat -s 8,      t_typical <= 1.0 us
 #   - 64 KiB RDMA WRITE BW:    ib_write_bw -s 65536,  >= 50% of memcpy BW

@@ -624,7 +624,7 @@ TEST(CheckersCqOverrun, PostingToTheSrqOverrunsTheCq) {
 }
 
 TEST(CheckersCqOverrun, CreateQpBindingAnSrqWithPostedReceives) {
-  // DESIGN §3: cq-overrun is evaluated at create_qp too.  5 receives are
+  // cq-overrun is evaluated at create_qp too.  5 receives are
   // already posted on the SRQ; binding a QP of it to a 4-entry CQ lets 5
   // completions be pending there.
   Fx f;
