@@ -76,6 +76,18 @@ std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
 
 }  // namespace
 
+// The destroy verbs: one Event (the object's id, taken before it goes),
+// the softnic or real call, then the shim forgets the object.
+template <typename Obj, typename SnFn, typename RealFn>
+int Destroy(EventKind kind, Obj* obj, rdmasan::core::StackId stack, const Reentry& re, SnFn sn_fn, RealFn real) {
+  Event e = Ev(kind, stack);
+  e.obj = ip::Id(obj);
+  int rc = IsSn(obj->context) ? sn_fn(obj) : real ? real(obj) : ENOSYS;
+  if (Watch(re)) Done(e, rc);
+  if (!rc) ip::Forget(obj);
+  return rc;
+}
+
 ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, ibv_mr* mr, void* addr,
                    size_t length, uint64_t iova, unsigned access) {
   if (!Watch(re)) return mr;
@@ -319,11 +331,7 @@ RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   REAL(ibv_dealloc_pd, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  Event e = Ev(EventKind::kDeallocPd, stack);
-  e.obj = ip::Id(pd);
-  int rc = IsSn(pd->context) ? sn::DeallocPd(pd) : real ? real(pd) : ENOSYS;
-  if (Watch(re)) Done(e, rc);
-  if (!rc) ip::Forget(pd);
+  int rc = Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
   return rc;
 }
 
@@ -460,14 +468,8 @@ RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   REAL(ibv_destroy_cq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  Event e = Ev(EventKind::kDestroyCq, stack);
-  e.obj = ip::Id(cq);
-  int rc = IsSn(cq->context) ? sn::DestroyCq(cq) : real ? real(cq) : ENOSYS;
-  if (Watch(re)) Done(e, rc);
-  if (!rc) {
-    ip::Forget(cq);
-    ip::ForgetCq(cq);
-  }
+  int rc = Destroy(EventKind::kDestroyCq, cq, stack, re, sn::DestroyCq, real);
+  if (!rc) ip::ForgetCq(cq);
   return rc;
 }
 
@@ -543,11 +545,7 @@ RDMASAN_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   REAL(ibv_destroy_srq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  Event e = Ev(EventKind::kDestroySrq, stack);
-  e.obj = ip::Id(srq);
-  int rc = IsSn(srq->context) ? sn::DestroySrq(srq) : real ? real(srq) : ENOSYS;
-  if (Watch(re)) Done(e, rc);
-  if (!rc) ip::Forget(srq);
+  int rc = Destroy(EventKind::kDestroySrq, srq, stack, re, sn::DestroySrq, real);
   return rc;
 }
 
@@ -592,14 +590,8 @@ RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   REAL(ibv_destroy_qp, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  Event e = Ev(EventKind::kDestroyQp, stack);
-  e.obj = ip::Id(qp);
-  int rc = IsSn(qp->context) ? sn::DestroyQp(qp) : real ? real(qp) : ENOSYS;
-  if (Watch(re)) Done(e, rc);
-  if (!rc) {
-    ip::Forget(qp);
-    ip::ForgetQp(qp);
-  }
+  int rc = Destroy(EventKind::kDestroyQp, qp, stack, re, sn::DestroyQp, real);
+  if (!rc) ip::ForgetQp(qp);
   return rc;
 }
 
@@ -659,11 +651,7 @@ RDMASAN_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   REAL(ibv_destroy_ah, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  Event e = Ev(EventKind::kDestroyAh, stack);
-  e.obj = ip::Id(ah);
-  int rc = IsSn(ah->context) ? sn::DestroyAh(ah) : real ? real(ah) : ENOSYS;
-  if (Watch(re)) Done(e, rc);
-  if (!rc) ip::Forget(ah);
+  int rc = Destroy(EventKind::kDestroyAh, ah, stack, re, sn::DestroyAh, real);
   return rc;
 }
 
