@@ -5,15 +5,19 @@
 namespace rdmasan::checkers {
 namespace {
 
-const OutstandingWr* Using(const std::deque<OutstandingWr>& q, core::ObjId mr, uint64_t* count) {
+// The WRs of a queue that use the MR with this lkey (an MR's lkey names it
+// while it lives: a WR posted with it uses that MR).
+const OutstandingWr* Using(const std::deque<OutstandingWr>& q, uint32_t lkey, uint64_t* count) {
   const OutstandingWr* first = nullptr;
-  for (const auto& w : q)
-    for (core::ObjId m : w.mrs)
-      if (m == mr) {
+  for (const auto& w : q) {
+    if (w.is_inline) continue;
+    for (const auto& g : w.sges)
+      if (g.lkey == lkey && g.length) {
         ++*count;
         if (!first) first = &w;
         break;
       }
+  }
   return first;
 }
 
@@ -29,7 +33,7 @@ void CheckDeregInFlight(CheckContext& c) {
   const OutstandingWr* first = nullptr;
   core::ObjId on = 0;
   auto consider = [&](core::ObjId id, const std::deque<OutstandingWr>& q) {
-    const OutstandingWr* w = Using(q, c.e.obj, &count);
+    const OutstandingWr* w = Using(q, mr->lkey, &count);
     if (w && (!first || id < on)) first = w, on = id;
   };
   for (const auto& [id, q] : c.s.qps()) {

@@ -173,7 +173,6 @@ OutstandingWr FromSend(const core::SendWr& w, bool sig_all, StackId stack, const
   o.stack = stack;
   o.ah = w.ah;
   o.sges = w.sges;
-  for (const auto& g : w.sges) o.mrs.push_back(o.is_inline ? 0 : s.MrByLkey(g.lkey));
   return o;
 }
 
@@ -184,7 +183,6 @@ OutstandingWr FromRecv(const core::RecvWr& w, StackId stack, const State& s) {
   o.is_recv = true;
   o.stack = stack;
   o.sges = w.sges;
-  for (const auto& g : w.sges) o.mrs.push_back(s.MrByLkey(g.lkey));
   return o;
 }
 

@@ -47,8 +47,7 @@ struct OutstandingWr {
   bool is_recv = false;
   StackId stack = 0;
   ObjId ah = 0;
-  absl::InlinedVector<core::Sge, 2> sges;
-  absl::InlinedVector<ObjId, 2> mrs;  // the MR of each SGE at post (0 if none)
+  absl::InlinedVector<core::Sge, 2> sges;  // their lkeys name the MRs used
 };
 
 struct QpState {
