@@ -301,6 +301,7 @@ int Replay(int argc, char** argv) {
   if (!r) return kExitBadTrace;
   core::Options opts = OptionsFrom(cl, r->header());
   core::Reporter reporter(opts);
+  reporter.SetReportPid(static_cast<int>(r->header().pid));
   checkers::Engine engine;
   core::Event e;
   for (;;) {

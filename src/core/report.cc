@@ -420,7 +420,8 @@ bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
   }
   StripPaths(&main);
   for (auto& r : related) StripPaths(&r);
-  Write(format_ == Format::kJson ? RenderJson(finding, main, related) : RenderText(finding, main, related));
+  Write(format_ == Format::kJson ? RenderJson(finding, main, related, report_pid_)
+                                 : RenderText(finding, main, related, report_pid_));
   ++counts_[static_cast<size_t>(finding.check)];
   bool error = CheckSeverity(finding.check) == Severity::kError;
   had_errors_ |= error;
@@ -450,7 +451,7 @@ int Reporter::FinishLocked() {
     total += counts_[i];
     parts.push_back(absl::StrCat(CheckName(static_cast<CheckId>(i)), " ", counts_[i]));
   }
-  int pid = getpid();
+  int pid = report_pid_ ? report_pid_ : static_cast<int>(getpid());
   if (format_ == Format::kJson) {
     if (total > 0 || verbosity_ >= 1) {
       std::string line = absl::StrCat("{\"pid\":", pid, ",\"summary\":{\"findings\":", total, ",\"counts\":{");

@@ -131,6 +131,9 @@ class Reporter {
   int Finish();
 
   bool HadErrors() const;
+  // Reports name this pid instead of the reporting process's (replay names
+  // the recorded process, as the live run did).
+  void SetReportPid(int pid) { report_pid_ = pid; }
   size_t Count(CheckId check) const;  // printed findings of one check
   size_t TotalCount() const;
   size_t SuppressedCount() const;
@@ -148,6 +151,7 @@ class Reporter {
   enum class Format { kText, kJson, kSarif };
 
   const Sink sink_;
+  int report_pid_ = 0;  // 0: getpid()
   const bool halt_on_error_;
   const int exitcode_;
   const int verbosity_;

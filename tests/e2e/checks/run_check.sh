@@ -159,7 +159,8 @@ if [[ $stops -eq 0 ]]; then
   timeout -k 5 "$limit" "$rdmasan" replay "${replay_opts[@]}" "$trace" >"$replay_log" 2>&1 </dev/null
   replay_status=$?
   [[ $replay_status -eq $status ]] || failures+=("replay exited $replay_status, the live run $status")
-  normalize() { grep -E '^==[0-9]+==(ERROR|WARNING): rdmasan|^    #|^  [^ ].*:$|^SUMMARY: rdmasan|rdmasan: [0-9]+ findings?' "$1" | sed -E 's/^==[0-9]+==//'; }
+  # Byte for byte, the recorded process's pid included.
+  normalize() { grep -E '^==[0-9]+==(ERROR|WARNING): rdmasan|^    #|^  [^ ].*:$|^SUMMARY: rdmasan|rdmasan: [0-9]+ findings?' "$1"; }
   if ! diff <(normalize "$log") <(normalize "$replay_log") >/dev/null; then
     failures+=("the replay's findings differ from the live run's: $(diff <(normalize "$log") <(normalize "$replay_log") | head -6 | tr '\n' ' ')")
   fi
