@@ -186,8 +186,9 @@ int Stats(traces::TraceReader& r) {
 int ExportPerfetto(traces::TraceReader& r) {
   checkers::Engine engine;
   const long long pid = r.header().pid ? r.header().pid : 1;
-  std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"time_axis\":\"event sequence number (1 us per "
-              "verbs call)\",\"executable\":\"%s\"},\"traceEvents\":[\n",
+  std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"time_axis\":\"microseconds since the first "
+              "recorded event (traces without times: one verbs call per microsecond)\",\"executable\":\"%s\"},"
+              "\"traceEvents\":[\n",
               absl::CHexEscape(r.header().executable).c_str());
   std::printf("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%lld,\"args\":{\"name\":\"%s (pid %lld)\"}}",
               pid, absl::CHexEscape(r.header().executable).c_str(), pid);
@@ -199,14 +200,18 @@ int ExportPerfetto(traces::TraceReader& r) {
                 pid, static_cast<unsigned long long>(qp), static_cast<unsigned long long>(qp), qpn);
   };
   absl::flat_hash_map<std::string, uint64_t> last;  // counters print on change
-  auto counter = [&](const std::string& name, uint64_t ts, uint64_t value) {
+  auto counter = [&](const std::string& name, double ts, uint64_t value) {
     auto [it, fresh] = last.try_emplace(name, value);
     if (!fresh && it->second == value) return;
     it->second = value;
-    std::printf(",\n{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%lld,\"ts\":%llu,\"args\":{\"value\":%llu}}",
-                name.c_str(), pid, static_cast<unsigned long long>(ts), static_cast<unsigned long long>(value));
+    std::printf(",\n{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%lld,\"ts\":%.3f,\"args\":{\"value\":%llu}}",
+                name.c_str(), pid, ts, static_cast<unsigned long long>(value));
   };
   core::Event e;
+  uint64_t t0 = 0;
+  double ticks_per_us = 0;
+  for (const auto& [k, v] : r.header().properties)
+    if (k == "clock_hz") ticks_per_us = std::strtod(v.c_str(), nullptr) / 1e6;
   for (;;) {
     auto more = r.Next(&e);
     if (!more.ok()) {
@@ -215,7 +220,10 @@ int ExportPerfetto(traces::TraceReader& r) {
       return kExitBadTrace;
     }
     if (!*more) break;
-    const uint64_t ts = e.seq;
+    // Recorded times where the trace has them, else the event number.
+    if (!t0 && e.time) t0 = e.time;
+    const double ts = e.time && t0 && ticks_per_us > 0 ? static_cast<double>(e.time - t0) / ticks_per_us
+                                                        : static_cast<double>(e.seq);
     const checkers::State& st = engine.state();
     if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
       const checkers::QpState* q = st.Qp(e.obj);
@@ -223,13 +231,13 @@ int ExportPerfetto(traces::TraceReader& r) {
       const bool send = e.kind == core::EventKind::kPostSend;
       const size_t n = send ? e.send_wrs.size() : e.recv_wrs.size();
       const uint64_t first = send ? (n ? e.send_wrs[0].wr_id : 0) : (n ? e.recv_wrs[0].wr_id : 0);
-      std::printf(",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"post\",\"pid\":%lld,\"tid\":%llu,\"ts\":%llu,"
-                  "\"dur\":1,\"args\":{\"wrs\":%zu,\"first_wr_id\":\"0x%llx\",\"ret\":%d%s}}",
+      std::printf(",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"post\",\"pid\":%lld,\"tid\":%llu,\"ts\":%.3f,"
+                  "\"dur\":0.1,\"args\":{\"wrs\":%zu,\"first_wr_id\":\"0x%llx\",\"ret\":%d%s}}",
                   send ? (n && e.send_wrs[0].opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD
                               ? checkers::WrOpcodeName(e.send_wrs[0].opcode)
                               : "post_send")
                        : "post_recv",
-                  pid, static_cast<unsigned long long>(e.obj), static_cast<unsigned long long>(ts), n,
+                  pid, static_cast<unsigned long long>(e.obj), ts, n,
                   static_cast<unsigned long long>(first), e.ret,
                   send && n && (e.send_wrs[0].send_flags & IBV_SEND_SIGNALED) ? ",\"signaled\":true" : "");
     }
@@ -238,10 +246,10 @@ int ExportPerfetto(traces::TraceReader& r) {
       if (!qp) continue;
       if (const checkers::QpState* q = st.Qp(qp)) name_track(qp, q->qpn);
       std::printf(",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"completion\",\"pid\":%lld,\"tid\":"
-                  "%llu,\"ts\":%llu,\"args\":{\"wr_id\":\"0x%llx\",\"status\":%u,\"opcode\":%u}}",
+                  "%llu,\"ts\":%.3f,\"args\":{\"wr_id\":\"0x%llx\",\"status\":%u,\"opcode\":%u}}",
                   c.status == IBV_WC_SUCCESS ? "completion" : c.status == IBV_WC_WR_FLUSH_ERR ? "flush" : "error",
-                  pid, static_cast<unsigned long long>(qp), static_cast<unsigned long long>(ts),
-                  static_cast<unsigned long long>(c.wr_id), c.status, c.opcode);
+                  pid, static_cast<unsigned long long>(qp), ts, static_cast<unsigned long long>(c.wr_id), c.status,
+                  c.opcode);
     }
     engine.OnEvent(e);
     engine.TakeRetired();

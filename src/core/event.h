@@ -110,6 +110,9 @@ struct QpCaps {
 
 struct Event {
   uint64_t seq = 0;
+  uint64_t time = 0;     // trace clock ticks, set only when the run is traced
+                         // (the trace header names the clock and its rate;
+                         // for timelines: no check reads it)
   uint32_t tid = 0;
   EventKind kind = EventKind::kCount;
   int32_t ret = 0;       // the verb's return value (pointer verbs: 0 ok, -1 failed)

@@ -287,6 +287,7 @@ struct Templates {
   uint64_t rsge[kSgeSlots];  // SGEs of receive WRs
   uint64_t wc[kWcSlots];
   uint64_t prev_seq;
+  uint64_t prev_ts;  // time of the previous record of any kind
 
   void Reset() {
     std::memset(this, 0, sizeof(*this));
@@ -357,6 +358,10 @@ uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
   p = PutVarint(p, code);
   p = PutVarint(p, Zig(static_cast<int64_t>(e.seq - t.prev_seq)));
   t.prev_seq = e.seq;
+  // The time, against the previous record's: a few bytes when traced,
+  // one (zero) when events carry no time.
+  p = PutVarint(p, Zig(static_cast<int64_t>(e.time - t.prev_ts)));
+  t.prev_ts = e.time;
   uint64_t* tp = t.ev[code];
   uint64_t mask = 0;
   if (!e.send_wrs.empty()) mask |= 1;
@@ -1181,6 +1186,8 @@ struct TraceReader::Cursor {
     e->kind = static_cast<EventKind>(head_code - kFirstEventCode);
     e->seq = head_seq;
     uint64_t* tp = tpl.ev[head_code];
+    tpl.prev_ts += static_cast<uint64_t>(Unzig(d.Varint()));
+    e->time = tpl.prev_ts;
     uint64_t mask = d.Varint();
     if (!d.ok) return Err(head_off, "truncated field mask");
     const uint64_t old_stack = tp[5];

@@ -57,6 +57,7 @@ void ExpectEventEq(const Event& a, const Event& b) {
   SCOPED_TRACE(std::string("kind ") + core::EventKindName(a.kind) + " seq " + std::to_string(a.seq));
   EXPECT_EQ(a.seq, b.seq);
   EXPECT_EQ(a.tid, b.tid);
+  EXPECT_EQ(a.time, b.time);
   EXPECT_EQ(a.kind, b.kind);
   EXPECT_EQ(a.ret, b.ret);
   EXPECT_EQ(a.err, b.err);
@@ -136,6 +137,7 @@ Event FullEvent(EventKind k, uint64_t seq, std::mt19937_64& rng) {
   e.seq = seq;
   e.kind = k;
   e.tid = 1000 + static_cast<uint32_t>(rng() % 7);
+  e.time = 1'000'000'000'000ull + seq * 1500 + rng() % 700;  // increasing, jittered
   e.ret = static_cast<int32_t>(rng() % 3) - 1;
   e.err = static_cast<int32_t>(rng() % 200) - 100;
   e.stack = FakeStack(0x5555000000 + (rng() % 8) * 0x1000, 1 + static_cast<int>(rng() % 40));
