@@ -208,14 +208,17 @@ enum Coding { kRaw, kZig, kDelta, kPlus1, kStack };
 
 // Bits 0..2 of the event mask: send_wrs, recv_wrs, wcs non-empty.
 #define RDMASAN_TRACE_EVENT_FIELDS(X) \
+  RDMASAN_TRACE_EVENT_COMMON_FIELDS(X) \
+  RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+// Fields every event sets.
+#define RDMASAN_TRACE_EVENT_COMMON_FIELDS(X) \
   X(3, ret, kZig)                     \
   X(4, obj, kDelta)                   \
   X(5, stack, kStack)                 \
   X(6, tid, kRaw)                     \
   X(7, err, kZig)                     \
   X(8, count, kRaw)                   \
-  X(9, bad_index, kPlus1)             \
-  RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+  X(9, bad_index, kPlus1)
 // Fields most events leave 0 (the encoder skips comparing them one by one
 // when all are 0 here and in the template).
 #define RDMASAN_TRACE_EVENT_RARE_FIELDS(X) \
@@ -375,13 +378,7 @@ uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
 #undef X
 #define X(bit, f, C) \
   if (Canon(e.f) != tp[bit]) mask |= uint64_t{1} << bit;
-  X(3, ret, kZig)
-  X(4, obj, kDelta)
-  X(5, stack, kStack)
-  X(6, tid, kRaw)
-  X(7, err, kZig)
-  X(8, count, kRaw)
-  X(9, bad_index, kPlus1)
+  RDMASAN_TRACE_EVENT_COMMON_FIELDS(X)
   if (rare != 0 || tp[0] != 0) {
     RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
   }
@@ -393,7 +390,12 @@ uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
     p = PutField<C>(p, Canon(e.f), tp[bit]);       \
     tp[bit] = Canon(e.f);                          \
   }
-  RDMASAN_TRACE_EVENT_FIELDS(X)
+  // RDMASAN_TRACE_EVENT_FIELDS' order (increasing bits); the rare fields
+  // (bits 10 and up) are visited only when one of their bits is set.
+  RDMASAN_TRACE_EVENT_COMMON_FIELDS(X)
+  if (mask >> 10) {
+    RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+  }
 #undef X
   if (mask & 1) {
     p = PutVarint(p, e.send_wrs.size());
