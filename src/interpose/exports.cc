@@ -88,6 +88,17 @@ int Destroy(EventKind kind, Obj* obj, rdmasan::core::StackId stack, const Reentr
   return rc;
 }
 
+// The event of a simple create verb: the new object's id under its parent.
+template <typename T>
+T* AfterCreate(const Reentry& re, rdmasan::core::StackId stack, EventKind kind, const void* parent, T* obj) {
+  if (!Watch(re)) return obj;
+  Event e = Ev(kind, stack);
+  e.parent = ip::Id(parent);
+  if (obj) e.obj = ip::Assign(obj);
+  Done(e, obj ? 0 : -1);
+  return obj;
+}
+
 ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, ibv_mr* mr, void* addr,
                    size_t length, uint64_t iova, unsigned access) {
   if (!Watch(re)) return mr;
@@ -318,21 +329,14 @@ RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   Reentry re;
   const auto stack = CALLER_STACK();
   ibv_pd* pd = IsSn(context) ? sn::AllocPd(context) : real ? real(context) : (errno = ENOSYS, nullptr);
-  if (Watch(re)) {
-    Event e = Ev(EventKind::kAllocPd, stack);
-    e.parent = ip::Id(context);
-    if (pd) e.obj = ip::Assign(pd);
-    Done(e, pd ? 0 : -1);
-  }
-  return pd;
+  return AfterCreate(re, stack, EventKind::kAllocPd, context, pd);
 }
 
 RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   REAL(ibv_dealloc_pd, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  int rc = Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
-  return rc;
+  return Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
 }
 
 RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
@@ -545,8 +549,7 @@ RDMASAN_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   REAL(ibv_destroy_srq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  int rc = Destroy(EventKind::kDestroySrq, srq, stack, re, sn::DestroySrq, real);
-  return rc;
+  return Destroy(EventKind::kDestroySrq, srq, stack, re, sn::DestroySrq, real);
 }
 
 // -------------------------------------------------------------------- QP --
@@ -638,21 +641,14 @@ RDMASAN_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   Reentry re;
   const auto stack = CALLER_STACK();
   ibv_ah* ah = IsSn(pd->context) ? sn::CreateAh(pd, attr) : real ? real(pd, attr) : (errno = ENOSYS, nullptr);
-  if (Watch(re)) {
-    Event e = Ev(EventKind::kCreateAh, stack);
-    e.parent = ip::Id(pd);
-    if (ah) e.obj = ip::Assign(ah);
-    Done(e, ah ? 0 : -1);
-  }
-  return ah;
+  return AfterCreate(re, stack, EventKind::kCreateAh, pd, ah);
 }
 
 RDMASAN_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   REAL(ibv_destroy_ah, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  int rc = Destroy(EventKind::kDestroyAh, ah, stack, re, sn::DestroyAh, real);
-  return rc;
+  return Destroy(EventKind::kDestroyAh, ah, stack, re, sn::DestroyAh, real);
 }
 
 RDMASAN_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
