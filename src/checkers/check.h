@@ -39,11 +39,24 @@ class CheckContext {
   // deduplicated per (check, stack) anyway, so a check in a loop returns
   // before it formats the same finding again.
   bool Repeated(core::CheckId id) const { return e.stack && emitted_->contains(Key(id)); }
+  // The live MR with this lkey, or null; remembered for the event (the SGE
+  // checks of one post ask for the same MRs in turn).
+  const MrState* MrByLkey(uint32_t lkey) {
+    if (!memo_valid_ || lkey != memo_lkey_) {
+      memo_mr_ = s.Mr(s.MrByLkey(lkey));
+      memo_lkey_ = lkey;
+      memo_valid_ = true;
+    }
+    return memo_mr_;
+  }
 
  private:
   uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }
   std::vector<core::Finding>* out_;
   absl::flat_hash_set<uint64_t>* emitted_;
+  bool memo_valid_ = false;
+  uint32_t memo_lkey_ = 0;
+  const MrState* memo_mr_ = nullptr;
 };
 
 using CheckFn = void (*)(CheckContext&);

@@ -2,6 +2,8 @@
 
 #include "checkers/check.h"
 
+#include <algorithm>
+
 namespace rdmasan::checkers {
 namespace {
 
@@ -78,14 +80,163 @@ std::string WrLabel(const OutstandingWr& w, const char* what) {
   return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }
 
-std::vector<core::Finding> Engine::OnEvent(const core::Event& e) {
-  std::vector<core::Finding> out;
+struct Engine::Domain {
+  std::mutex mu;
+  std::vector<core::ObjId> members;
+  absl::flat_hash_set<uint64_t> emitted;  // (check, stack) already reported
+};
+
+namespace {
+
+// The object whose domain a data-path event locks; 0 for events that take
+// every lock.
+core::ObjId DomainKey(const core::Event& e) {
+  switch (e.kind) {
+    case EventKind::kPostSend:
+    case EventKind::kPostRecv:
+    case EventKind::kPostSrqRecv:
+    case EventKind::kRetire:
+    case EventKind::kPollCq:
+    case EventKind::kReqNotifyCq:
+    case EventKind::kGetCqEvent:
+    case EventKind::kAckCqEvents:
+      return e.obj;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Engine::Engine(bool assign_seq) : assign_seq_(assign_seq), domain_of_(std::make_unique<core::IdTable>()) {}
+
+Engine::~Engine() = default;
+
+uintptr_t Engine::DomainOf(core::ObjId id) const { return domain_of_->Get(id); }
+
+std::unique_lock<std::mutex> Engine::LockDomainForTest(core::ObjId id) {
+  Domain* d = LockDomainOf(id);
+  return d ? std::unique_lock<std::mutex>(d->mu, std::adopt_lock) : std::unique_lock<std::mutex>();
+}
+
+Engine::Domain* Engine::LockDomainOf(core::ObjId id) {
+  for (;;) {
+    auto* d = reinterpret_cast<Domain*>(domain_of_->Get(id));
+    if (!d) return nullptr;
+    d->mu.lock();
+    // Domains change only under every live domain's lock: if the object
+    // still maps to d now that d is held, d is live and stays its domain.
+    if (reinterpret_cast<Domain*>(domain_of_->Get(id)) == d) return d;
+    d->mu.unlock();  // merged away meanwhile: look again
+  }
+}
+
+Engine::Domain* Engine::NewDomain() {
+  all_.push_back(std::make_unique<Domain>());
+  live_.push_back(all_.back().get());
+  return all_.back().get();
+}
+
+void Engine::Join(Domain* d, core::ObjId id) {
+  if (domain_of_->Put(id, reinterpret_cast<uintptr_t>(d))) d->members.push_back(id);
+  // A full table leaves the object without a domain: its events take every
+  // lock, which is slower but as correct.
+}
+
+void Engine::Leave(core::ObjId id) {
+  auto* d = reinterpret_cast<Domain*>(domain_of_->Get(id));
+  if (!d) return;
+  domain_of_->Erase(id);
+  auto& m = d->members;
+  m.erase(std::remove(m.begin(), m.end(), id), m.end());
+  if (m.empty()) {
+    // Dead, not freed: an event that read the pointer may still lock it
+    // (and then finds that its object maps elsewhere).
+    live_.erase(std::remove(live_.begin(), live_.end(), d), live_.end());
+    d->emitted = {};
+  }
+}
+
+void Engine::UpdateDomains(const core::Event& e) {
+  if (e.ret != 0) return;
+  switch (e.kind) {
+    case EventKind::kCreateCq:
+    case EventKind::kCreateSrq:
+      Join(NewDomain(), e.obj);
+      break;
+    case EventKind::kCreateQp: {
+      // The QP joins its CQs and SRQ, whose domains become one (the
+      // largest absorbs the others).
+      absl::InlinedVector<Domain*, 3> ds;
+      for (core::ObjId o : {e.send_cq, e.recv_cq, e.srq})
+        if (auto* d = reinterpret_cast<Domain*>(o ? domain_of_->Get(o) : 0);
+            d && std::find(ds.begin(), ds.end(), d) == ds.end())
+          ds.push_back(d);
+      if (ds.empty()) {
+        Join(NewDomain(), e.obj);
+        break;
+      }
+      Domain* into = *std::max_element(ds.begin(), ds.end(), [](Domain* a, Domain* b) {
+        return a->members.size() < b->members.size();
+      });
+      for (Domain* d : ds) {
+        if (d == into) continue;
+        for (core::ObjId m : d->members) Join(into, m);
+        into->emitted.insert(d->emitted.begin(), d->emitted.end());
+        d->members.clear();
+        d->emitted = {};
+        live_.erase(std::remove(live_.begin(), live_.end(), d), live_.end());
+      }
+      Join(into, e.obj);
+      break;
+    }
+    case EventKind::kDestroyCq:
+    case EventKind::kDestroySrq:
+    case EventKind::kDestroyQp:
+      Leave(e.obj);
+      break;
+    default:
+      break;
+  }
+}
+
+void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted,
+                   std::vector<core::Finding>* findings) {
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && !Table().by_kind[k].empty()) {
-    CheckContext ctx(e, state_, &out, &emitted_);
+    CheckContext ctx(e, state_, findings, emitted);
     for (CheckFn f : Table().by_kind[k]) f(ctx);
   }
-  state_.Apply(e);
+}
+
+void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
+                 std::vector<RetiredWr>* retired) {
+  if (core::ObjId key = DomainKey(e)) {
+    if (Domain* d = LockDomainOf(key)) {
+      if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+      Check(e, &d->emitted, findings);
+      state_.Apply(e, retired);
+      d->mu.unlock();
+      return;
+    }
+  }
+  std::lock_guard<std::mutex> control(control_mu_);
+  const std::vector<Domain*> held = live_;
+  for (Domain* d : held) d->mu.lock();
+  if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  Check(e, &control_emitted_, findings);
+  state_.Apply(e, retired);
+  UpdateDomains(e);
+  for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
+}
+
+void Engine::OnEvent(core::Event& e, std::vector<core::Finding>* findings, std::vector<RetiredWr>* retired) {
+  Run(e, assign_seq_ ? &e.seq : nullptr, findings, retired);
+}
+
+std::vector<core::Finding> Engine::OnEvent(const core::Event& e) {
+  std::vector<core::Finding> out;
+  Run(e, nullptr, &out, &retired_);
   return out;
 }
 

@@ -1,35 +1,88 @@
 // checkers: pure checkers of the verbs rules (docs/RULES.md).
 //
-// The Engine takes Events in order and returns the Findings they raise:
-// every check looks at the event against the books as they stood before it,
-// then the event is applied.  Events in, Findings out; nothing else.
+// The Engine takes Events and returns the Findings they raise: every check
+// looks at the event against the books as they stood before it, then the
+// event is applied.  Events in, Findings out; nothing else.
+//
+// Concurrency: the books are split into lock domains.  Each CQ, SRQ and QP
+// belongs to one; creating a QP merges the domains of its CQs and SRQ, so a
+// domain is a connected group of queues that completions can cross.  An
+// event of the data path (post to a QP or SRQ, poll, arm, CQ event, ack,
+// retirement) locks only the domain of its object: it changes nothing
+// outside it and only reads the rest (MRs, PDs, AHs), which change under
+// every lock.  Every other event (creation, destruction, registration,
+// modify, async events, frees, fork, and any event on an unknown object)
+// takes all domain locks.  Threads posting to QPs that share no CQ or SRQ
+// therefore never wait for each other.  With `assign_seq`, each event gets
+// its sequence number while it holds its locks, so the numbers order every
+// two events that touch the same books: replaying a trace in seq order on
+// one thread reproduces the live findings.
 //
 // May not: depend on anything but core/, read clocks, do I/O, call verbs,
 // or look at application memory (payload hashes arrive inside Events).
-// Not thread-safe: the caller orders events (one engine per process).
 #ifndef RDMASAN_CHECKERS_ENGINE_H_
 #define RDMASAN_CHECKERS_ENGINE_H_
 
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "checkers/state.h"
 #include "core/event.h"
+#include "core/id_table.h"
 #include "core/report.h"
 
 namespace rdmasan::checkers {
 
 class Engine {
  public:
-  // Findings raised by `e`, in check order.
+  // `assign_seq`: the engine numbers events (live runs); otherwise events
+  // keep the seq they carry (replay, tests).
+  explicit Engine(bool assign_seq = false);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe.  Findings raised by `e` (in check order) are appended to
+  // `findings`; send WRs with payload hashes that `e` retired to `retired`
+  // (if not null).  Sets e.seq when the engine numbers events.
+  void OnEvent(core::Event& e, std::vector<core::Finding>* findings, std::vector<RetiredWr>* retired);
+
+  // For one caller at a time (replay, tests): the findings of `e`; the
+  // retired WRs are kept for TakeRetired().
   std::vector<core::Finding> OnEvent(const core::Event& e);
+  std::vector<RetiredWr> TakeRetired() { return std::move(retired_); }
+
+  // The books; only while no event is in flight.
   const State& state() const { return state_; }
-  // Send WRs (with payload hashes) that the events so far retired.
-  std::vector<RetiredWr> TakeRetired() { return state_.TakeRetired(); }
+
+  // Tests: an opaque name of the lock domain of a CQ, SRQ or QP (0: none,
+  // its events take every lock), and holding that domain's lock.
+  uintptr_t DomainOf(core::ObjId id) const;
+  std::unique_lock<std::mutex> LockDomainForTest(core::ObjId id);
 
  private:
+  struct Domain;
+  void Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
+           std::vector<RetiredWr>* retired);
+  Domain* LockDomainOf(core::ObjId id);
+  void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings);
+  void UpdateDomains(const core::Event& e);  // under every lock
+  Domain* NewDomain();
+  void Join(Domain* d, core::ObjId id);
+  void Leave(core::ObjId id);
+
+  const bool assign_seq_;
   State state_;
-  absl::flat_hash_set<uint64_t> emitted_;  // (check, stack) already reported
+  std::unique_ptr<core::IdTable> domain_of_;  // object id -> Domain*
+  std::mutex control_mu_;                     // one event that takes every lock at a time
+  std::vector<std::unique_ptr<Domain>> all_;  // never freed: a racing event may hold one
+  std::vector<Domain*> live_;                 // locked in this order
+  absl::flat_hash_set<uint64_t> control_emitted_;  // (check, stack) already reported
+  std::atomic<uint64_t> next_seq_{0};
+  std::vector<RetiredWr> retired_;
 };
 
 }  // namespace rdmasan::checkers

@@ -35,8 +35,8 @@ void CheckErrorCompletion(CheckContext& c) {
   absl::flat_hash_set<core::ObjId> reported;
   for (const auto& wc : c.e.wcs) {
     if (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_WR_FLUSH_ERR) continue;
-    core::ObjId id = c.s.QpByNum(wc.qp_num);
-    const QpState* q = c.s.Qp(id);
+    core::ObjId id;
+    const QpState* q = c.s.QpOnCq(wc.qp_num, c.e.obj, &id);
     if (!q || q->known_error || !reported.insert(id).second) continue;
     std::vector<core::RelatedStack> rel;
     auto queue = c.s.Classify(wc, *q, c.e.obj);

@@ -11,7 +11,7 @@ void CheckMrAccess(CheckContext& c) {
     for (size_t i = 0; i < l.sges->size(); ++i) {
       const core::Sge& g = (*l.sges)[i];
       if (g.length == 0) continue;
-      const MrState* mr = SgeMr(c.s, g, l.pd);
+      const MrState* mr = SgeMr(c, g, l.pd);
       if (!mr || (mr->access & IBV_ACCESS_LOCAL_WRITE)) continue;
       c.Emit(core::CheckId::kMrAccess,
              absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "

@@ -8,7 +8,7 @@ void CheckSgeOutOfBounds(CheckContext& c) {
     for (size_t i = 0; i < l.sges->size(); ++i) {
       const core::Sge& g = (*l.sges)[i];
       if (g.length == 0) continue;
-      const MrState* mr = SgeMr(c.s, g, l.pd);
+      const MrState* mr = SgeMr(c, g, l.pd);
       if (!mr) continue;  // invalid-lkey's case
       if (g.addr >= mr->iova && g.addr + g.length <= mr->iova + mr->length && g.addr + g.length >= g.addr) continue;
       c.Emit(core::CheckId::kSgeOutOfBounds,

@@ -46,8 +46,8 @@ void ForEachSgeList(CheckContext& c, Fn fn) {
 }
 
 // The MR an SGE names if it is live and of the right PD, else null.
-inline const MrState* SgeMr(const State& s, const core::Sge& g, core::ObjId pd) {
-  const MrState* mr = s.Mr(s.MrByLkey(g.lkey));
+inline const MrState* SgeMr(CheckContext& c, const core::Sge& g, core::ObjId pd) {
+  const MrState* mr = c.MrByLkey(g.lkey);
   return mr && mr->pd == pd ? mr : nullptr;
 }
 

@@ -35,12 +35,14 @@ const char* QpStateName(uint32_t s) {
 }
 
 ObjId State::MrByLkey(uint32_t lkey) const {
-  if (lkey == lkey_cache_key_ && lkey_cache_mr_) return lkey_cache_mr_;
   auto it = mr_by_lkey_.find(lkey);
-  ObjId id = it == mr_by_lkey_.end() ? 0 : it->second;
-  lkey_cache_key_ = lkey;
-  lkey_cache_mr_ = id;
-  return id;
+  return it == mr_by_lkey_.end() ? 0 : it->second;
+}
+
+const QpState* State::QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const {
+  *id = QpByNum(qpn);
+  const QpState* q = Qp(*id);
+  return q && (q->send_cq == cq || q->recv_cq == cq) ? q : nullptr;
 }
 
 ObjId State::QpByNum(uint32_t qpn) const {
@@ -100,11 +102,10 @@ bool Hashed(const OutstandingWr& w) {
 
 }  // namespace
 
-void State::Retire(const core::Completion& wc, ObjId cq) {
-  ObjId qid = QpByNum(wc.qp_num);
-  auto it = qps_.find(qid);
-  if (it == qps_.end()) return;
-  QpState& qp = it->second;
+void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>* retired) {
+  ObjId qid;
+  if (!QpOnCq(wc.qp_num, cq, &qid)) return;
+  QpState& qp = qps_.find(qid)->second;
   auto q = Classify(wc, qp, cq);
   if (!q) return;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -122,7 +123,7 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
         if (i == qp.sq.size()) i = 0;
         for (size_t k = 0; k <= i; ++k) {
           if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
-          if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
+          if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
         }
         qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
         return;
@@ -132,7 +133,7 @@ void State::Retire(const core::Completion& wc, ObjId cq) {
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
           for (size_t k = 0; k <= i; ++k) {
             if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
-            if (Hashed(qp.sq[k])) retired_.push_back({qid, std::move(qp.sq[k])});
+            if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
           }
           qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
           return;
@@ -188,7 +189,7 @@ OutstandingWr FromRecv(const core::RecvWr& w, StackId stack, const State& s) {
 
 }  // namespace
 
-void State::Apply(const Event& e) {
+void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
   const bool ok = e.ret == 0;
   switch (e.kind) {
     case EventKind::kAllocPd:
@@ -198,14 +199,12 @@ void State::Apply(const Event& e) {
       if (ok) pds_.erase(e.obj);
       break;
     case EventKind::kRegMr:
-      mr_cache_id_ = 0, lkey_cache_mr_ = 0;
       if (ok) {
         mrs_[e.obj] = {e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
         mr_by_lkey_[e.lkey] = e.obj;
       }
       break;
     case EventKind::kDeregMr:
-      mr_cache_id_ = 0, lkey_cache_mr_ = 0;
       if (ok) {
         auto it = mrs_.find(e.obj);
         if (it != mrs_.end()) {
@@ -331,7 +330,7 @@ void State::Apply(const Event& e) {
       break;
     }
     case EventKind::kPollCq: {
-      for (const auto& wc : e.wcs) Retire(wc, e.obj);
+      for (const auto& wc : e.wcs) Retire(wc, e.obj, retired);
       auto it = cqs_.find(e.obj);
       if (it != cqs_.end()) it->second.polled_since_arm = true;
       break;

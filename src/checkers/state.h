@@ -99,15 +99,17 @@ struct RetiredWr {
 class State {
  public:
   // Applies an event to the books (after the checks of that event ran).
-  void Apply(const core::Event& e);
+  // Send WRs with payload hashes that the event retired are appended to
+  // `retired` (if not null), for the interposer to hash again
+  // (buffer-modified-in-flight).
+  //
+  // Concurrency (see engine.h): events on the data path (posts, polls,
+  // arming and CQ events) change only the books of their lock domain (a
+  // QP, its CQs and SRQ) and read the rest; every other event runs alone.
+  void Apply(const core::Event& e, std::vector<RetiredWr>* retired = nullptr);
 
   const PdState* Pd(ObjId id) const { return Find(pds_, id); }
-  const MrState* Mr(ObjId id) const {
-    if (id == mr_cache_id_ && id) return mr_cache_;
-    mr_cache_ = Find(mrs_, id);
-    mr_cache_id_ = id;
-    return mr_cache_;
-  }
+  const MrState* Mr(ObjId id) const { return Find(mrs_, id); }
   const CqState* Cq(ObjId id) const { return Find(cqs_, id); }
   const QpState* Qp(ObjId id) const { return Find(qps_, id); }
   const SrqState* Srq(ObjId id) const { return Find(srqs_, id); }
@@ -115,6 +117,9 @@ class State {
   // The live MR with this lkey, or 0.
   ObjId MrByLkey(uint32_t lkey) const;
   ObjId QpByNum(uint32_t qpn) const;
+  // The QP with this number if it is bound to `cq` (as send or receive CQ):
+  // a completion polled from `cq` can only be about such a QP.
+  const QpState* QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const;
 
   const absl::flat_hash_map<ObjId, MrState>& mrs() const { return mrs_; }
   const absl::flat_hash_map<ObjId, QpState>& qps() const { return qps_; }
@@ -133,10 +138,6 @@ class State {
   // posted receives of every QP (and SRQ) bound to it.
   uint64_t PendingOn(ObjId cq) const;
 
-  // Send WRs with payload hashes retired since the last call, for the
-  // interposer to hash again (buffer-modified-in-flight).
-  std::vector<RetiredWr> TakeRetired() { return std::move(retired_); }
-
   // Which queue a completion retires: nullopt if it matches nothing.
   enum class Queue { kSend, kRecv, kSrq };
   std::optional<Queue> Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
@@ -147,7 +148,7 @@ class State {
     auto it = m.find(id);
     return it == m.end() ? nullptr : &it->second;
   }
-  void Retire(const core::Completion& wc, ObjId cq);
+  void Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>* retired);
   void AdjustPending(ObjId cq, int64_t delta);
   // Drops a QP's outstanding work from its CQs' pending counts.
   void ForgetOutstanding(QpState& qp);
@@ -159,15 +160,8 @@ class State {
   absl::flat_hash_map<ObjId, SrqState> srqs_;
   absl::flat_hash_map<ObjId, AhState> ahs_;
   absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
-  // One-entry caches: consecutive SGEs and checks ask for the same MR.
-  // Registration and deregistration clear them.
-  mutable ObjId mr_cache_id_ = 0;
-  mutable const MrState* mr_cache_ = nullptr;
-  mutable uint32_t lkey_cache_key_ = 0;
-  mutable ObjId lkey_cache_mr_ = 0;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
-  std::vector<RetiredWr> retired_;
 };
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).

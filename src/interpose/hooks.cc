@@ -47,12 +47,6 @@ Registry& Objects() {
   return *r;
 }
 
-// One engine per process, its events ordered by one lock.
-struct Pipeline {
-  std::mutex mu;
-  checkers::Engine engine;
-  uint64_t seq = 0;
-};
 
 // The trace of this run (option trace=PATH), opened at the first event.
 std::atomic<traces::TraceWriter*> g_trace{nullptr};
@@ -144,9 +138,11 @@ void CloseTrace() {
   // The writer is not deleted: a thread still inside Append may touch it.
 }
 
-Pipeline& GetPipeline() {
-  static Pipeline* p = new Pipeline();
-  return *p;
+// One engine per process; it numbers the events (see checkers/engine.h for
+// its locks).
+checkers::Engine& GetEngine() {
+  static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/true);
+  return *e;
 }
 
 thread_local uint32_t t_tid = 0;
@@ -197,14 +193,8 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   std::call_once(g_trace_once, OpenTrace);
   e.tid = Tid();
   std::vector<core::Finding> findings;
-  {
-    Pipeline& p = GetPipeline();
-    std::lock_guard<std::mutex> l(p.mu);
-    e.seq = ++p.seq;
-    findings = p.engine.OnEvent(e);
-    if (retired) *retired = p.engine.TakeRetired();
-  }
-  // Recorded outside the engine's lock: the writer is thread-safe, each
+  GetEngine().OnEvent(e, &findings, retired);
+  // Recorded outside the engine's locks: the writer is thread-safe, each
   // thread's events reach it in that thread's seq order, and the reader
   // merges the threads back into seq order (the engine's order).
   if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) {

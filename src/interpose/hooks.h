@@ -6,9 +6,9 @@
 // (or, for ibv_get_cq_event, also before it blocks).
 //
 // May not: change a verb's result, throw, or run when the shim is re-entered
-// from libibverbs itself (the caller checks Reentry::outer()).  The engine
-// is serialized by one lock for now: events of different QPs still order
-// correctly, but threads posting to different QPs contend on it.
+// from libibverbs itself (the caller checks Reentry::outer()), or take a
+// process-wide lock on the data path: the engine locks per domain of
+// queues (checkers/engine.h).
 #ifndef RDMASAN_INTERPOSE_HOOKS_H_
 #define RDMASAN_INTERPOSE_HOOKS_H_
 

@@ -21,8 +21,12 @@ std::mutex g_ranges_mu;
 std::map<uintptr_t, std::pair<uintptr_t, int>>* g_ranges = new std::map<uintptr_t, std::pair<uintptr_t, int>>();
 std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
 std::atomic<uintptr_t> g_hi{0};
+// Bumped under g_ranges_mu by every change: each thread's cache of ranges
+// known to be registered is good while the generation it read holds.
+std::atomic<uint64_t> g_ranges_gen{1};
 
 void RecomputeBoundsLocked() {
+  g_ranges_gen.fetch_add(1, std::memory_order_release);
   if (g_ranges->empty()) {
     g_lo.store(UINTPTR_MAX, std::memory_order_relaxed);
     g_hi.store(0, std::memory_order_relaxed);
@@ -137,24 +141,53 @@ void NoteDeregistered(const void* addr, size_t length) {
   RecomputeBoundsLocked();
 }
 
+namespace {
+
+// The last registered ranges a thread hashed inside: the data path asks
+// about the same few buffers again and again, and must not take a
+// process-wide lock to do so.
+struct RangeCache {
+  static constexpr int kWays = 4;
+  uint64_t gen = 0;
+  uintptr_t lo[kWays] = {}, hi[kWays] = {};
+  unsigned next = 0;
+};
+thread_local RangeCache t_ranges;
+
+// True if [addr, addr+length) lies inside one registered range.
+bool InsideRegistered(uint64_t addr, uint32_t length) {
+  RangeCache& c = t_ranges;
+  const uint64_t gen = g_ranges_gen.load(std::memory_order_acquire);
+  if (c.gen == gen) {
+    for (int i = 0; i < RangeCache::kWays; ++i)
+      if (addr >= c.lo[i] && addr + length <= c.hi[i]) return true;
+  } else {
+    c = RangeCache();
+    c.gen = gen;  // what is learnt below is at least this new
+  }
+  std::lock_guard<std::mutex> l(g_ranges_mu);
+  auto it = g_ranges->upper_bound(addr);
+  while (it != g_ranges->begin()) {
+    --it;
+    if (addr + length <= it->second.first) {
+      if (addr < it->first) return false;
+      c.lo[c.next] = it->first;
+      c.hi[c.next] = it->second.first;
+      c.next = (c.next + 1) % RangeCache::kWays;
+      return true;
+    }
+    if (it->second.first <= addr) break;
+  }
+  return false;
+}
+
+}  // namespace
+
 uint64_t HashPayload(uint64_t addr, uint32_t length) {
   if (Mode() == HashMode::kOff || !length) return 0;
   // Only memory inside a registered range is read: that is memory the
   // program told the NIC it may touch.
-  {
-    std::lock_guard<std::mutex> l(g_ranges_mu);
-    auto it = g_ranges->upper_bound(addr);
-    bool inside = false;
-    while (it != g_ranges->begin()) {
-      --it;
-      if (addr + length <= it->second.first) {
-        inside = addr >= it->first;
-        break;
-      }
-      if (it->second.first <= addr) break;
-    }
-    if (!inside) return 0;
-  }
+  if (!InsideRegistered(addr, length)) return 0;
   const uint8_t* p = reinterpret_cast<const uint8_t*>(addr);
   uint64_t h = 0x243f6a8885a308d3ull ^ length;
   if (Mode() == HashMode::kFull || length <= 2 * kSampleEdge + kSampleWords * 8) {

@@ -5,7 +5,10 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -1419,6 +1422,107 @@ TEST(CheckersDeterminism, RichTraceRaisesTheExpectedChecks) {
               "sq-overflow", "cq-overrun"};
   for (int i = 0; i < 12; ++i) want.push_back("error-completion");
   EXPECT_EQ(all, want);
+}
+
+// ====================================================== lock domains ==
+
+TEST(CheckersDomains, QueuesThatShareNoCqOrSrqHaveTheirOwnDomains) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq1 = f.CreateCq(64), cq2 = f.CreateCq(64), cq3 = f.CreateCq(64), srq = f.CreateSrq(pd, 16);
+  EXPECT_NE(f.eng.DomainOf(cq1), 0u);
+  EXPECT_NE(f.eng.DomainOf(cq1), f.eng.DomainOf(cq2));
+  ObjId a = f.CreateQp(pd, cq1, cq1, Caps(8));
+  ObjId b = f.CreateQp(pd, cq2, cq2, Caps(8));
+  EXPECT_EQ(f.eng.DomainOf(a), f.eng.DomainOf(cq1));
+  EXPECT_EQ(f.eng.DomainOf(b), f.eng.DomainOf(cq2));
+  EXPECT_NE(f.eng.DomainOf(a), f.eng.DomainOf(b));
+  // A QP whose send and receive CQs differ joins them; a QP on an SRQ joins
+  // the SRQ (and so every CQ its receives can complete on).
+  ObjId c = f.CreateQp(pd, cq1, cq3, Caps(8));
+  EXPECT_EQ(f.eng.DomainOf(cq3), f.eng.DomainOf(cq1));
+  EXPECT_EQ(f.eng.DomainOf(c), f.eng.DomainOf(a));
+  ObjId d = f.CreateQp(pd, cq2, cq2, Caps(8), false, srq);
+  EXPECT_EQ(f.eng.DomainOf(srq), f.eng.DomainOf(b));
+  EXPECT_EQ(f.eng.DomainOf(d), f.eng.DomainOf(b));
+  EXPECT_NE(f.eng.DomainOf(a), f.eng.DomainOf(b));
+  // Destroyed objects leave their domain; unknown ones have none.
+  EXPECT_TRUE(f.Simple(EventKind::kDestroyQp, c).empty());
+  EXPECT_EQ(f.eng.DomainOf(c), 0u);
+  EXPECT_EQ(f.eng.DomainOf(9999), 0u);
+}
+
+TEST(CheckersDomains, AnEventOnAnotherDomainRunsWhileOneIsHeld) {
+  Basic b(8);
+  ObjId cq2 = b.f.CreateCq(64);
+  ObjId qp2 = b.f.CreateQp(b.pd, cq2, cq2, Caps(8));
+  b.f.ToRts(qp2);
+  auto post = [&](ObjId qp) {
+    Event e;
+    e.kind = EventKind::kPostSend;
+    e.obj = qp;
+    e.stack = 77;
+    e.send_wrs.push_back(Wr(1, true, {b.sg()}));
+    std::vector<Finding> out;
+    b.f.eng.OnEvent(e, &out, nullptr);
+  };
+  std::unique_lock<std::mutex> held = b.f.eng.LockDomainForTest(b.qp);
+  ASSERT_TRUE(held.owns_lock());
+  // A post to the other QP completes while the first QP's domain is held.
+  std::atomic<bool> other_done{false};
+  std::thread other([&] {
+    post(qp2);
+    other_done = true;
+  });
+  for (int i = 0; i < 2000 && !other_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(other_done) << "a post to a QP of another domain waited for a held domain";
+  other.join();
+  // A post to the held QP waits, and so does an event that takes every lock.
+  std::atomic<bool> same_done{false}, control_done{false};
+  std::thread same([&] {
+    post(b.qp);
+    same_done = true;
+  });
+  std::thread control([&] {
+    Event e;
+    e.kind = EventKind::kAllocPd;
+    e.obj = 5000;
+    std::vector<Finding> out;
+    b.f.eng.OnEvent(e, &out, nullptr);
+    control_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(same_done);
+  EXPECT_FALSE(control_done);
+  held.unlock();
+  same.join();
+  control.join();
+  EXPECT_EQ(b.f.SqSize(b.qp), 1u);
+  EXPECT_EQ(b.f.SqSize(qp2), 1u);
+}
+
+TEST(CheckersDomains, NumberedEventsGetIncreasingSeqsUnderTheirLocks) {
+  Engine eng(/*assign_seq=*/true);
+  std::vector<uint64_t> seqs;
+  for (EventKind k : {EventKind::kAllocPd, EventKind::kCreateCq, EventKind::kPollCq}) {
+    Event e;
+    e.kind = k;
+    e.obj = k == EventKind::kPollCq ? 2 : seqs.size() + 1;
+    std::vector<Finding> out;
+    eng.OnEvent(e, &out, nullptr);
+    seqs.push_back(e.seq);
+  }
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST(CheckersSqModel, ACompletionOfAQpNotBoundToThePolledCqRetiresNothing) {
+  Basic b(8);
+  ObjId cq2 = b.f.CreateCq(64);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg()})}), kNone);
+  EXPECT_EQ(b.f.Poll(cq2, {Wc(b.qpn, 1)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 1u);
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1)}), kNone);
+  EXPECT_EQ(b.f.SqSize(b.qp), 0u);
 }
 
 }  // namespace
