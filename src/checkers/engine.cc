@@ -12,62 +12,51 @@ using core::EventKind;
 // Which checks look at which events, in report order.
 struct Entry {
   EventKind kind;
+  core::CheckId id;  // the one check id the function reports
   CheckFn fn;
 };
 constexpr Entry kChecks[] = {
-    {EventKind::kPostSend, CheckPostBadQpState},
-    {EventKind::kPostSend, CheckPostAfterError},
-    {EventKind::kPostSend, CheckSqOverflow},
-    {EventKind::kPostSend, CheckUnsignaledDeadlock},
-    {EventKind::kPostSend, CheckUnsignaledRun},
-    {EventKind::kPostSend, CheckCqOverrun},
-    {EventKind::kPostSend, CheckSgeCount},
-    {EventKind::kPostSend, CheckInvalidLkey},
-    {EventKind::kPostSend, CheckSgeOutOfBounds},
-    {EventKind::kPostSend, CheckMrAccess},
-    {EventKind::kPostSend, CheckInlineTooLarge},
-    {EventKind::kPostSend, CheckAtomicMisaligned},
-    {EventKind::kPostSend, CheckWrIdDuplicate},
-    {EventKind::kPostRecv, CheckPostBadQpState},
-    {EventKind::kPostRecv, CheckPostAfterError},
-    {EventKind::kPostRecv, CheckRqOverflow},
-    {EventKind::kPostRecv, CheckCqOverrun},
-    {EventKind::kPostRecv, CheckSgeCount},
-    {EventKind::kPostRecv, CheckInvalidLkey},
-    {EventKind::kPostRecv, CheckSgeOutOfBounds},
-    {EventKind::kPostRecv, CheckMrAccess},
-    {EventKind::kPostSrqRecv, CheckRqOverflow},
-    {EventKind::kPostSrqRecv, CheckCqOverrun},
-    {EventKind::kCreateQp, CheckCqOverrun},
-    {EventKind::kPostSrqRecv, CheckSgeCount},
-    {EventKind::kPostSrqRecv, CheckInvalidLkey},
-    {EventKind::kPostSrqRecv, CheckSgeOutOfBounds},
-    {EventKind::kPostSrqRecv, CheckMrAccess},
-    {EventKind::kPollCq, CheckErrorCompletion},
-    {EventKind::kRetire, CheckBufferModifiedInFlight},
-    {EventKind::kDeregMr, CheckDeregInFlight},
-    {EventKind::kDestroyCq, CheckDestroyInUse},
-    {EventKind::kDestroyCq, CheckUnackedCqEvents},
-    {EventKind::kDeallocPd, CheckDestroyInUse},
-    {EventKind::kDestroySrq, CheckDestroyInUse},
-    {EventKind::kDestroyAh, CheckDestroyInUse},
-    {EventKind::kWaitCqEvent, CheckNotifyWithoutPoll},
-    {EventKind::kFreeRange, CheckFreeInFlight},
-    {EventKind::kFreeRange, CheckFreeRegistered},
-    {EventKind::kFork, CheckForkWithMrs},
+    {EventKind::kPostSend, core::CheckId::kPostBadQpState, CheckPostBadQpState},
+    {EventKind::kPostSend, core::CheckId::kPostAfterError, CheckPostAfterError},
+    {EventKind::kPostSend, core::CheckId::kSqOverflow, CheckSqOverflow},
+    {EventKind::kPostSend, core::CheckId::kUnsignaledDeadlock, CheckUnsignaledDeadlock},
+    {EventKind::kPostSend, core::CheckId::kUnsignaledRun, CheckUnsignaledRun},
+    {EventKind::kPostSend, core::CheckId::kCqOverrun, CheckCqOverrun},
+    {EventKind::kPostSend, core::CheckId::kSgeCount, CheckSgeCount},
+    {EventKind::kPostSend, core::CheckId::kInvalidLkey, CheckInvalidLkey},
+    {EventKind::kPostSend, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
+    {EventKind::kPostSend, core::CheckId::kMrAccess, CheckMrAccess},
+    {EventKind::kPostSend, core::CheckId::kInlineTooLarge, CheckInlineTooLarge},
+    {EventKind::kPostSend, core::CheckId::kAtomicMisaligned, CheckAtomicMisaligned},
+    {EventKind::kPostSend, core::CheckId::kWrIdDuplicate, CheckWrIdDuplicate},
+    {EventKind::kPostRecv, core::CheckId::kPostBadQpState, CheckPostBadQpState},
+    {EventKind::kPostRecv, core::CheckId::kPostAfterError, CheckPostAfterError},
+    {EventKind::kPostRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
+    {EventKind::kPostRecv, core::CheckId::kCqOverrun, CheckCqOverrun},
+    {EventKind::kPostRecv, core::CheckId::kSgeCount, CheckSgeCount},
+    {EventKind::kPostRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
+    {EventKind::kPostRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
+    {EventKind::kPostRecv, core::CheckId::kMrAccess, CheckMrAccess},
+    {EventKind::kPostSrqRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
+    {EventKind::kPostSrqRecv, core::CheckId::kCqOverrun, CheckCqOverrun},
+    {EventKind::kCreateQp, core::CheckId::kCqOverrun, CheckCqOverrun},
+    {EventKind::kPostSrqRecv, core::CheckId::kSgeCount, CheckSgeCount},
+    {EventKind::kPostSrqRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
+    {EventKind::kPostSrqRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
+    {EventKind::kPostSrqRecv, core::CheckId::kMrAccess, CheckMrAccess},
+    {EventKind::kPollCq, core::CheckId::kErrorCompletion, CheckErrorCompletion},
+    {EventKind::kRetire, core::CheckId::kBufferModifiedInFlight, CheckBufferModifiedInFlight},
+    {EventKind::kDeregMr, core::CheckId::kDeregInFlight, CheckDeregInFlight},
+    {EventKind::kDestroyCq, core::CheckId::kDestroyInUse, CheckDestroyInUse},
+    {EventKind::kDestroyCq, core::CheckId::kUnackedCqEvents, CheckUnackedCqEvents},
+    {EventKind::kDeallocPd, core::CheckId::kDestroyInUse, CheckDestroyInUse},
+    {EventKind::kDestroySrq, core::CheckId::kDestroyInUse, CheckDestroyInUse},
+    {EventKind::kDestroyAh, core::CheckId::kDestroyInUse, CheckDestroyInUse},
+    {EventKind::kWaitCqEvent, core::CheckId::kNotifyWithoutPoll, CheckNotifyWithoutPoll},
+    {EventKind::kFreeRange, core::CheckId::kFreeInFlight, CheckFreeInFlight},
+    {EventKind::kFreeRange, core::CheckId::kFreeRegistered, CheckFreeRegistered},
+    {EventKind::kFork, core::CheckId::kForkWithMrs, CheckForkWithMrs},
 };
-
-struct Dispatch {
-  std::vector<CheckFn> by_kind[static_cast<size_t>(EventKind::kCount)];
-  Dispatch() {
-    for (const Entry& e : kChecks) by_kind[static_cast<size_t>(e.kind)].push_back(e.fn);
-  }
-};
-
-const Dispatch& Table() {
-  static const Dispatch* d = new Dispatch();
-  return *d;
-}
 
 }  // namespace
 
@@ -108,7 +97,12 @@ core::ObjId DomainKey(const core::Event& e) {
 
 }  // namespace
 
-Engine::Engine(bool assign_seq) : assign_seq_(assign_seq), domain_of_(std::make_unique<core::IdTable>()) {}
+Engine::Engine(bool assign_seq, const core::CheckSet& enabled)
+    : assign_seq_(assign_seq), domain_of_(std::make_unique<core::IdTable>()) {
+  // A disabled check is never reported: it does not run either.
+  for (const Entry& c : kChecks)
+    if (enabled.Enabled(c.id)) by_kind_[static_cast<size_t>(c.kind)].push_back(c.fn);
+}
 
 Engine::~Engine() = default;
 
@@ -203,9 +197,9 @@ void Engine::UpdateDomains(const core::Event& e) {
 void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted,
                    std::vector<core::Finding>* findings) {
   const size_t k = static_cast<size_t>(e.kind);
-  if (k < static_cast<size_t>(EventKind::kCount) && !Table().by_kind[k].empty()) {
+  if (k < static_cast<size_t>(EventKind::kCount) && !by_kind_[k].empty()) {
     CheckContext ctx(e, state_, findings, emitted);
-    for (CheckFn f : Table().by_kind[k]) f(ctx);
+    for (CheckFn f : by_kind_[k]) f(ctx);
   }
 }
 

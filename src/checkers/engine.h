@@ -29,7 +29,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "checkers/check.h"
 #include "checkers/state.h"
+#include "core/checks.h"
 #include "core/event.h"
 #include "core/id_table.h"
 #include "core/report.h"
@@ -39,8 +41,8 @@ namespace rdmasan::checkers {
 class Engine {
  public:
   // `assign_seq`: the engine numbers events (live runs); otherwise events
-  // keep the seq they carry (replay, tests).
-  explicit Engine(bool assign_seq = false);
+  // keep the seq they carry (replay, tests).  Only the `enabled` checks run.
+  explicit Engine(bool assign_seq = false, const core::CheckSet& enabled = core::CheckSet::All());
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -75,6 +77,7 @@ class Engine {
   void Leave(core::ObjId id);
 
   const bool assign_seq_;
+  std::vector<CheckFn> by_kind_[static_cast<size_t>(core::EventKind::kCount)];  // in report order
   State state_;
   std::unique_ptr<core::IdTable> domain_of_;  // object id -> Domain*
   std::mutex control_mu_;                     // one event that takes every lock at a time

@@ -41,7 +41,7 @@ void CheckErrorCompletion(CheckContext& c) {
     std::vector<core::RelatedStack> rel;
     auto queue = c.s.Classify(wc, *q, c.e.obj);
     const SrqState* srq = q->srq ? c.s.Srq(q->srq) : nullptr;
-    const std::deque<OutstandingWr>* dq = queue == State::Queue::kSend   ? &q->sq
+    const Ring<OutstandingWr>* dq = queue == State::Queue::kSend   ? &q->sq
                                           : queue == State::Queue::kRecv ? &q->rq
                                           : srq                          ? &srq->rq
                                                                          : nullptr;

@@ -8,7 +8,7 @@ namespace {
 
 inline bool Overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
 
-const OutstandingWr* InFlight(const std::deque<OutstandingWr>& q, uint64_t addr, uint64_t len) {
+const OutstandingWr* InFlight(const Ring<OutstandingWr>& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {
     if (w.is_inline) continue;
     for (const auto& g : w.sges)
@@ -26,7 +26,7 @@ void CheckFreeInFlight(CheckContext& c) {
   // names the same one.
   const OutstandingWr* hit = nullptr;
   core::ObjId on = 0;
-  auto consider = [&](core::ObjId id, const std::deque<OutstandingWr>& q) {
+  auto consider = [&](core::ObjId id, const Ring<OutstandingWr>& q) {
     if (hit && id > on) return;
     if (const OutstandingWr* w = InFlight(q, addr, len)) hit = w, on = id;
   };

@@ -125,7 +125,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
           if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
           if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
         }
-        qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
+        qp.sq.pop_front(i + 1);
         return;
       }
       // A signaled completion retires its WR and every earlier one.
@@ -135,7 +135,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
             if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
             if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
           }
-          qp.sq.erase(qp.sq.begin(), qp.sq.begin() + i + 1);
+          qp.sq.pop_front(i + 1);
           return;
         }
       }
@@ -154,7 +154,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
       // SRQ receives complete in any order across QPs: retire by wr_id.
       for (size_t i = 0; i < rq.size(); ++i)
         if (rq[i].wr_id == wc.wr_id) {
-          rq.erase(rq.begin() + i);
+          rq.erase_at(i);
           return;
         }
       rq.pop_front();
@@ -165,26 +165,27 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
 
 namespace {
 
-OutstandingWr FromSend(const core::SendWr& w, bool sig_all, StackId stack, const State& s) {
-  OutstandingWr o;
-  o.wr_id = w.wr_id;
-  o.opcode = w.opcode;
-  o.signaled = sig_all || (w.send_flags & IBV_SEND_SIGNALED);
-  o.is_inline = (w.send_flags & IBV_SEND_INLINE) != 0;
-  o.stack = stack;
-  o.ah = w.ah;
-  o.sges = w.sges;
-  return o;
+// The books' copy of a posted WR, written into its queue slot in place.
+void FromSend(const core::SendWr& w, bool sig_all, StackId stack, OutstandingWr* o) {
+  o->wr_id = w.wr_id;
+  o->opcode = w.opcode;
+  o->signaled = sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  o->is_inline = (w.send_flags & IBV_SEND_INLINE) != 0;
+  o->is_recv = false;
+  o->stack = stack;
+  o->ah = w.ah;
+  o->sges.assign(w.sges.begin(), w.sges.end());
 }
 
-OutstandingWr FromRecv(const core::RecvWr& w, StackId stack, const State& s) {
-  OutstandingWr o;
-  o.wr_id = w.wr_id;
-  o.signaled = true;
-  o.is_recv = true;
-  o.stack = stack;
-  o.sges = w.sges;
-  return o;
+void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
+  o->wr_id = w.wr_id;
+  o->opcode = 0;
+  o->signaled = true;
+  o->is_inline = false;
+  o->is_recv = true;
+  o->stack = stack;
+  o->ah = 0;
+  o->sges.assign(w.sges.begin(), w.sges.end());
 }
 
 }  // namespace
@@ -305,10 +306,10 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
       int64_t signaled = 0;
       for (size_t i = 0; i < n; ++i) {
-        OutstandingWr o = FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, *this);
+        OutstandingWr& o = q.sq.push_back();
+        FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, &o);
         q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
         signaled += o.signaled;
-        q.sq.push_back(std::move(o));
       }
       AdjustPending(q.send_cq, signaled);
       q.sq_signaled += static_cast<uint32_t>(signaled);
@@ -318,7 +319,7 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       auto it = qps_.find(e.obj);
       if (it == qps_.end()) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) it->second.rq.push_back(FromRecv(e.recv_wrs[i], e.stack, *this));
+      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &it->second.rq.push_back());
       AdjustPending(it->second.recv_cq, static_cast<int64_t>(n));
       break;
     }
@@ -326,7 +327,7 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       auto it = srqs_.find(e.obj);
       if (it == srqs_.end()) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) it->second.rq.push_back(FromRecv(e.recv_wrs[i], e.stack, *this));
+      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &it->second.rq.push_back());
       break;
     }
     case EventKind::kPollCq: {

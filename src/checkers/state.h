@@ -14,13 +14,13 @@
 #define RDMASAN_CHECKERS_STATE_H_
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "checkers/ring.h"
 #include "core/event.h"
 
 namespace rdmasan::checkers {
@@ -56,8 +56,8 @@ struct QpState {
   bool sq_sig_all = false;
   core::QpCaps caps;
   StackId stack = 0;
-  std::deque<OutstandingWr> sq;       // oldest first
-  std::deque<OutstandingWr> rq;       // oldest first (not used with an SRQ)
+  Ring<OutstandingWr> sq;             // oldest first
+  Ring<OutstandingWr> rq;             // oldest first (not used with an SRQ)
   uint32_t unsignaled_run = 0;        // unsignaled WRs since the last signaled one
   uint32_t sq_signaled = 0;           // signaled WRs among sq
   bool error_reported = false;
@@ -82,7 +82,7 @@ struct SrqState {
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   StackId stack = 0;
-  std::deque<OutstandingWr> rq;
+  Ring<OutstandingWr> rq;
   absl::flat_hash_set<ObjId> qps;
 };
 

@@ -134,6 +134,8 @@ class Reporter {
   // Reports name this pid instead of the reporting process's (replay names
   // the recorded process, as the live run did).
   void SetReportPid(int pid) { report_pid_ = pid; }
+  // The checks this reporter reports (the checks= option).
+  const CheckSet& checks() const { return checks_; }
   size_t Count(CheckId check) const;  // printed findings of one check
   size_t TotalCount() const;
   size_t SuppressedCount() const;

@@ -141,7 +141,7 @@ void CloseTrace() {
 // One engine per process; it numbers the events (see checkers/engine.h for
 // its locks).
 checkers::Engine& GetEngine() {
-  static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/true);
+  static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/true, core::GlobalReporter().checks());
   return *e;
 }
 

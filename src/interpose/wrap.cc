@@ -142,42 +142,45 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 }
 
 // Emits a poll event, then the retirement event of the send WRs it retired
-// whose payload changed since the post (buffer-modified-in-flight).
-void EmitPoll(core::Event& e) {
-  std::vector<checkers::RetiredWr> retired;
+// whose payload changed since the post (buffer-modified-in-flight).  A poll
+// event without a stack (ibv_poll_cq's, see PollCq) gets one here, from the
+// wrapper's frame (pc, frame), if a retirement event needs it.
+void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
+  // Reused by each thread: a steady stream of polls does not allocate.
+  thread_local std::vector<checkers::RetiredWr> retired;
+  retired.clear();
   Emit(e, &retired);
+  if (retired.empty()) return;
   // The retiring completion is seen: the payloads must be as they were.
-  if (!retired.empty()) {
-    core::Event r;
-    r.kind = core::EventKind::kRetire;
-    r.stack = e.stack;
-    for (auto& rw : retired) {
-      // Only WRs whose bytes changed become events: an unchanged payload
-      // raises nothing, here or in a replay.
-      bool changed = false;
-      for (auto& g : rw.wr.sges) {
-        g.hash_now = g.hash ? HashPayload(g.addr, g.length) : 0;
-        changed |= g.hash && g.hash_now && g.hash_now != g.hash;
-      }
-      if (!changed) continue;
-      if (!r.send_wrs.empty() && r.obj != rw.qp) {  // one event per QP
-        Emit(r);
-        r.send_wrs.clear();
-      }
-      r.obj = rw.qp;
-      core::SendWr w;
-      w.wr_id = rw.wr.wr_id;
-      w.opcode = rw.wr.opcode;
-      w.posted_at = rw.wr.stack;
-      w.sges = rw.wr.sges;
-      r.send_wrs.push_back(std::move(w));
-      if (r.send_wrs.size() == 64) {
-        Emit(r);
-        r.send_wrs.clear();
-      }
+  core::Event r;
+  r.kind = core::EventKind::kRetire;
+  for (auto& rw : retired) {
+    // Only WRs whose bytes changed become events: an unchanged payload
+    // raises nothing, here or in a replay.
+    bool changed = false;
+    for (auto& g : rw.wr.sges) {
+      g.hash_now = g.hash ? HashPayload(g.addr, g.length) : 0;
+      changed |= g.hash && g.hash_now && g.hash_now != g.hash;
     }
-    if (!r.send_wrs.empty()) Emit(r);
+    if (!changed) continue;
+    if (!r.stack) r.stack = e.stack ? e.stack : pc ? core::CaptureStackFrom(pc, frame) : 0;
+    if (!r.send_wrs.empty() && r.obj != rw.qp) {  // one event per QP
+      Emit(r);
+      r.send_wrs.clear();
+    }
+    r.obj = rw.qp;
+    core::SendWr w;
+    w.wr_id = rw.wr.wr_id;
+    w.opcode = rw.wr.opcode;
+    w.posted_at = rw.wr.stack;
+    w.sges = rw.wr.sges;
+    r.send_wrs.push_back(std::move(w));
+    if (r.send_wrs.size() == 64) {
+      Emit(r);
+      r.send_wrs.clear();
+    }
   }
+  if (!r.send_wrs.empty()) Emit(r);
 }
 
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
@@ -199,11 +202,18 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   e.obj = Id(cq);
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
-  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  for (int i = 0; i < got; ++i)
+  bool failed = got < 0;
+  for (int i = 0; i < got; ++i) {
     e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
                      wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
-  EmitPoll(e);
+    failed |= wc[i].status != IBV_WC_SUCCESS;
+  }
+  // A poll's stack is what error completions and modified payloads are
+  // reported at; a clean poll, the common case by far, needs none.
+  const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (failed) e.stack = core::CaptureStackFrom(pc, frame);
+  EmitPoll(e, pc, frame);
   return got;
 }
 
