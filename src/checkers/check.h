@@ -25,12 +25,15 @@ class CheckContext {
  public:
   CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out,
                absl::flat_hash_set<uint64_t>* emitted)
-      : e(e), s(s), qp(s.Qp(e.obj)), out_(out), emitted_(emitted) {}
+      : e(e), s(s), qp(OnQp(e.kind) ? s.Qp(e.obj) : nullptr), out_(out), emitted_(emitted) {}
   const core::Event& e;
   const State& s;
-  // The event's object as a QP (posts, modify, retire), else null.  Ids are
-  // unique across object kinds, so a CQ's id never finds a QP.
+  // The event's object as a QP (posts, modify, retire), else null.
   const QpState* qp;
+  static bool OnQp(core::EventKind k) {
+    return k == core::EventKind::kPostSend || k == core::EventKind::kPostRecv || k == core::EventKind::kRetire ||
+           k == core::EventKind::kModifyQp || k == core::EventKind::kDestroyQp || k == core::EventKind::kAsyncEvent;
+  }
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
     if (e.stack) emitted_->insert(Key(id));
     out_->push_back(core::Finding{id, std::move(message), e.stack, std::move(related)});

@@ -46,24 +46,26 @@ void CheckCqOverrun(CheckContext& c) {
     return;
   }
   core::ObjId cq = 0;
+  const CqState* st = nullptr;
   uint64_t adding = 0;
   if (e.kind == core::EventKind::kPostSend) {
     const QpState* q = c.qp;
     if (!q) return;
     cq = q->send_cq;
+    st = q->scq;
     const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
     for (size_t i = 0; i < n; ++i) adding += q->sq_sig_all || (e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);
   } else if (e.kind == core::EventKind::kPostRecv) {
     const QpState* q = c.qp;
     if (!q) return;
     cq = q->recv_cq;
+    st = q->rcq;
     adding = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
   } else {
     return;
   }
-  const CqState* st = c.s.Cq(cq);
   if (!st || !adding) return;
-  uint64_t pending = c.s.PendingOn(cq);
+  uint64_t pending = c.s.PendingOn(*st);
   if (pending + adding > static_cast<uint64_t>(st->cqe)) {
     c.Emit(core::CheckId::kCqOverrun,
            absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending + adding, cq,

@@ -45,6 +45,18 @@ const QpState* State::QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const {
   return q && (q->send_cq == cq || q->recv_cq == cq) ? q : nullptr;
 }
 
+QpState* State::MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id) {
+  if (cq && cq->last_qp && cq->last_qpn == qpn) {
+    *id = cq->last_qp_id;
+    return cq->last_qp;
+  }
+  auto it = qps_.find(QpByNum(qpn));
+  if (it == qps_.end() || (it->second.send_cq != cq_id && it->second.recv_cq != cq_id)) return nullptr;
+  *id = it->first;
+  if (cq) cq->last_qpn = qpn, cq->last_qp_id = it->first, cq->last_qp = &it->second;
+  return &it->second;
+}
+
 ObjId State::QpByNum(uint32_t qpn) const {
   auto it = qp_by_num_.find(qpn);
   return it == qp_by_num_.end() ? 0 : it->second;
@@ -52,24 +64,26 @@ ObjId State::QpByNum(uint32_t qpn) const {
 
 uint64_t State::PendingOn(ObjId cq_id) const {
   const CqState* cq = Cq(cq_id);
-  if (!cq) return 0;
-  uint64_t n = cq->pending;
-  for (ObjId s : cq->srqs)
+  return cq ? PendingOn(*cq) : 0;
+}
+
+uint64_t State::PendingOn(const CqState& cq) const {
+  uint64_t n = cq.pending;
+  for (ObjId s : cq.srqs)
     if (const SrqState* srq = Srq(s)) n += srq->rq.size();
   return n;
 }
 
-void State::AdjustPending(ObjId cq, int64_t delta) {
-  auto it = cqs_.find(cq);
-  if (it == cqs_.end()) return;
-  uint64_t& p = it->second.pending;
+void State::AdjustPending(CqState* cq, int64_t delta) {
+  if (!cq) return;
+  uint64_t& p = cq->pending;
   p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
 }
 
 void State::ForgetOutstanding(QpState& qp) {
-  AdjustPending(qp.send_cq, -static_cast<int64_t>(qp.sq_signaled));
+  AdjustPending(qp.scq, -static_cast<int64_t>(qp.sq_signaled));
   qp.sq_signaled = 0;
-  AdjustPending(qp.recv_cq, -static_cast<int64_t>(qp.rq.size()));
+  AdjustPending(qp.rcq, -static_cast<int64_t>(qp.rq.size()));
 }
 
 std::optional<State::Queue> State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
@@ -102,10 +116,11 @@ bool Hashed(const OutstandingWr& w) {
 
 }  // namespace
 
-void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>* retired) {
+void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired) {
   ObjId qid;
-  if (!QpOnCq(wc.qp_num, cq, &qid)) return;
-  QpState& qp = qps_.find(qid)->second;
+  QpState* found = MutableQpOnCq(wc.qp_num, cq, cq_state, &qid);
+  if (!found) return;
+  QpState& qp = *found;
   auto q = Classify(wc, qp, cq);
   if (!q) return;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -122,7 +137,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
         while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == qp.sq.size()) i = 0;
         for (size_t k = 0; k <= i; ++k) {
-          if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
+          if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
           if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
         }
         qp.sq.pop_front(i + 1);
@@ -132,7 +147,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
       for (size_t i = 0; i < qp.sq.size(); ++i) {
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
           for (size_t k = 0; k <= i; ++k) {
-            if (qp.sq[k].signaled) AdjustPending(qp.send_cq, -1), --qp.sq_signaled;
+            if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
             if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
           }
           qp.sq.pop_front(i + 1);
@@ -144,7 +159,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>*
     case Queue::kRecv:
       if (!qp.rq.empty()) {
         qp.rq.pop_front();
-        AdjustPending(qp.recv_cq, -1);
+        AdjustPending(qp.rcq, -1);
       }
       return;
     case Queue::kSrq: {
@@ -225,7 +240,16 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       }
       break;
     case EventKind::kDestroyCq:
-      if (ok) cqs_.erase(e.obj);
+      if (ok) {
+        auto it = cqs_.find(e.obj);
+        if (it == cqs_.end()) break;
+        for (ObjId qid : it->second.qps)
+          if (auto q = qps_.find(qid); q != qps_.end()) {
+            if (q->second.scq == &it->second) q->second.scq = nullptr;
+            if (q->second.rcq == &it->second) q->second.rcq = nullptr;
+          }
+        cqs_.erase(it);
+      }
       break;
     case EventKind::kCreateSrq:
       if (ok) {
@@ -253,6 +277,8 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
         q.sq_sig_all = e.sq_sig_all;
         q.caps = e.caps;
         q.stack = e.stack;
+        if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) q.scq = &it->second;
+        if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) q.rcq = &it->second;
         qps_[e.obj] = std::move(q);
         qp_by_num_[e.qp_num] = e.obj;
         if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
@@ -285,7 +311,10 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
         if (it != qps_.end()) {
           ForgetOutstanding(it->second);
           for (ObjId c : {it->second.send_cq, it->second.recv_cq})
-            if (auto ci = cqs_.find(c); ci != cqs_.end()) ci->second.qps.erase(e.obj);
+            if (auto ci = cqs_.find(c); ci != cqs_.end()) {
+              ci->second.qps.erase(e.obj);
+              if (ci->second.last_qp == &it->second) ci->second.last_qp = nullptr;
+            }
           if (auto si = srqs_.find(it->second.srq); si != srqs_.end()) si->second.qps.erase(e.obj);
           auto n = qp_by_num_.find(it->second.qpn);
           if (n != qp_by_num_.end() && n->second == e.obj) qp_by_num_.erase(n);
@@ -311,7 +340,7 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
         q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
         signaled += o.signaled;
       }
-      AdjustPending(q.send_cq, signaled);
+      AdjustPending(q.scq, signaled);
       q.sq_signaled += static_cast<uint32_t>(signaled);
       break;
     }
@@ -320,7 +349,7 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       if (it == qps_.end()) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
       for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &it->second.rq.push_back());
-      AdjustPending(it->second.recv_cq, static_cast<int64_t>(n));
+      AdjustPending(it->second.rcq, static_cast<int64_t>(n));
       break;
     }
     case EventKind::kPostSrqRecv: {
@@ -331,9 +360,10 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       break;
     }
     case EventKind::kPollCq: {
-      for (const auto& wc : e.wcs) Retire(wc, e.obj, retired);
       auto it = cqs_.find(e.obj);
-      if (it != cqs_.end()) it->second.polled_since_arm = true;
+      CqState* cq = it == cqs_.end() ? nullptr : &it->second;
+      for (const auto& wc : e.wcs) Retire(wc, e.obj, cq, retired);
+      if (cq) cq->polled_since_arm = true;
       break;
     }
     case EventKind::kReqNotifyCq: {

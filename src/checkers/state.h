@@ -19,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "checkers/ring.h"
 #include "core/event.h"
@@ -50,8 +51,14 @@ struct OutstandingWr {
   absl::InlinedVector<core::Sge, 2> sges;  // their lkeys name the MRs used
 };
 
+struct CqState;
+
 struct QpState {
   ObjId pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+  // The books of send_cq and recv_cq while those CQs live (null after
+  // their destruction): the data path reaches them without a lookup.
+  CqState* scq = nullptr;
+  CqState* rcq = nullptr;
   uint32_t type = 0, qpn = 0, state = 0;  // ibv_qp_state (shadow)
   bool sq_sig_all = false;
   core::QpCaps caps;
@@ -75,6 +82,11 @@ struct CqState {
   absl::flat_hash_set<ObjId> qps;   // bound as send or recv CQ
   absl::flat_hash_set<ObjId> srqs;  // SRQs whose receives complete here
   uint64_t pending = 0;             // outstanding signaled sends + QP receives
+  // The QP of the last completion retired from this CQ (consecutive
+  // completions mostly name the same QP); cleared when that QP goes.
+  uint32_t last_qpn = 0;
+  ObjId last_qp_id = 0;
+  QpState* last_qp = nullptr;
 };
 
 struct SrqState {
@@ -122,8 +134,8 @@ class State {
   const QpState* QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const;
 
   const absl::flat_hash_map<ObjId, MrState>& mrs() const { return mrs_; }
-  const absl::flat_hash_map<ObjId, QpState>& qps() const { return qps_; }
-  const absl::flat_hash_map<ObjId, SrqState>& srqs() const { return srqs_; }
+  const absl::node_hash_map<ObjId, QpState>& qps() const { return qps_; }
+  const absl::node_hash_map<ObjId, SrqState>& srqs() const { return srqs_; }
   const absl::flat_hash_map<ObjId, AhState>& ahs() const { return ahs_; }
   template <typename Pred>
   ObjId LowestCqWhere(Pred pred) const {
@@ -137,6 +149,7 @@ class State {
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.
   uint64_t PendingOn(ObjId cq) const;
+  uint64_t PendingOn(const CqState& cq) const;
 
   // Which queue a completion retires: nullopt if it matches nothing.
   enum class Queue { kSend, kRecv, kSrq };
@@ -148,16 +161,18 @@ class State {
     auto it = m.find(id);
     return it == m.end() ? nullptr : &it->second;
   }
-  void Retire(const core::Completion& wc, ObjId cq, std::vector<RetiredWr>* retired);
-  void AdjustPending(ObjId cq, int64_t delta);
+  void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
+  static void AdjustPending(CqState* cq, int64_t delta);
+  // QpOnCq for the books' own updates.
+  QpState* MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id);
   // Drops a QP's outstanding work from its CQs' pending counts.
   void ForgetOutstanding(QpState& qp);
 
   absl::flat_hash_map<ObjId, PdState> pds_;
   absl::flat_hash_map<ObjId, MrState> mrs_;
-  absl::flat_hash_map<ObjId, CqState> cqs_;
-  absl::flat_hash_map<ObjId, QpState> qps_;
-  absl::flat_hash_map<ObjId, SrqState> srqs_;
+  absl::node_hash_map<ObjId, CqState> cqs_;
+  absl::node_hash_map<ObjId, QpState> qps_;
+  absl::node_hash_map<ObjId, SrqState> srqs_;
   absl::flat_hash_map<ObjId, AhState> ahs_;
   absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;

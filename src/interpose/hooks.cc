@@ -166,6 +166,7 @@ void AtExit() {
 }
 
 std::atomic<bool> g_atexit_registered{false};
+std::atomic<bool> g_started{false};  // atexit registered and the trace opened
 
 }  // namespace
 
@@ -189,8 +190,12 @@ core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
 void Forget(const void* obj) { Objects().Forget(obj); }
 
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
-  if (!g_atexit_registered.exchange(true)) atexit(AtExit);
-  std::call_once(g_trace_once, OpenTrace);
+  // Once per process; a relaxed load on every later event.
+  if (!g_started.load(std::memory_order_acquire)) {
+    if (!g_atexit_registered.exchange(true)) atexit(AtExit);
+    std::call_once(g_trace_once, OpenTrace);
+    g_started.store(true, std::memory_order_release);
+  }
   e.tid = Tid();
   std::vector<core::Finding> findings;
   GetEngine().OnEvent(e, &findings, retired);
