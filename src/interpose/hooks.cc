@@ -138,10 +138,13 @@ void CloseTrace() {
   // The writer is not deleted: a thread still inside Append may touch it.
 }
 
-// One engine per process; it numbers the events (see checkers/engine.h for
-// its locks).
+// One engine per process (see checkers/engine.h for its locks).  It numbers
+// the events only when they are recorded: the trace's order is all that
+// reads the numbers, and one counter shared by every thread would be the
+// one cache line that threads on separate QPs still fight over.
 checkers::Engine& GetEngine() {
-  static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/true, core::GlobalReporter().checks());
+  static checkers::Engine* e =
+      new checkers::Engine(/*assign_seq=*/!core::GlobalOptions().trace.empty(), core::GlobalReporter().checks());
   return *e;
 }
 

@@ -32,7 +32,7 @@ core::ObjId Assign(const void* obj);
 core::ObjId Id(const void* obj);
 void Forget(const void* obj);
 
-// Fills seq and tid, runs the checkers and reports.  With `retired`, also
+// Fills tid (and seq when the run is traced), runs the checkers and reports.  With `retired`, also
 // hands back the send WRs with payload hashes that the event retired.
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired = nullptr);
 
