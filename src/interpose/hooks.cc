@@ -248,11 +248,11 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
   Emit(e);
 }
 
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e) {
+void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud) {
   uint32_t i = 0;
   for (; wr && i < 4096; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
-    core::SendWr w;
+    core::SendWr& w = e->send_wrs.emplace_back();  // filled in place
     w.wr_id = wr->wr_id;
     w.opcode = wr->opcode;
     w.send_flags = wr->send_flags;
@@ -267,14 +267,16 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
       w.remote_addr = wr->wr.rdma.remote_addr;
       w.rkey = wr->wr.rdma.rkey;
     }
-    // For UD QPs the union holds the AH; the checkers read it only for UD.
-    w.ah = Id(wr->wr.ud.ah);
-    w.remote_qpn = wr->wr.ud.remote_qpn;
+    // Only a UD QP's WRs hold an AH in the union (for others the same bytes
+    // are the remote address, not worth a lookup).
+    if (ud) {
+      w.ah = Id(wr->wr.ud.ah);
+      w.remote_qpn = wr->wr.ud.remote_qpn;
+    }
     // A null sg_list with num_sge > 0 is the program's bug: copy no SGE
     // (the provider rejects or crashes on it; the shim must not).
     const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
     for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
-    e->send_wrs.push_back(std::move(w));
   }
 }
 

@@ -46,7 +46,8 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
 void AfterForkInChild();
 
 // Copies of the verbs arguments.
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e);
+// `ud`: the chain was posted to a UD QP (its WRs name AHs).
+void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud);
 void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e);
 
 }  // namespace rdmasan::interpose

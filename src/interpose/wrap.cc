@@ -84,7 +84,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.kind = core::EventKind::kPostSend;
   e.obj = Id(qp);
   e.stack = stack;
-  CopySendChain(wr, nullptr, &e);
+  CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
   for (auto& w : e.send_wrs) {
     if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
     for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
