@@ -23,9 +23,10 @@ namespace rdmasan::checkers {
 
 class CheckContext {
  public:
+  // `qp`: the event's object's books if it is a QP (the engine found them).
   CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out,
-               absl::flat_hash_set<uint64_t>* emitted)
-      : e(e), s(s), qp(OnQp(e.kind) ? s.Qp(e.obj) : nullptr), out_(out), emitted_(emitted) {}
+               absl::flat_hash_set<uint64_t>* emitted, const QpState* qp)
+      : e(e), s(s), qp(qp), out_(out), emitted_(emitted) {}
   const core::Event& e;
   const State& s;
   // The event's object as a QP (posts, modify, retire), else null.

@@ -3,6 +3,7 @@
 #include "checkers/check.h"
 
 #include <algorithm>
+#include <deque>
 
 namespace rdmasan::checkers {
 namespace {
@@ -69,26 +70,32 @@ std::string WrLabel(const OutstandingWr& w, const char* what) {
   return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }
 
-struct Engine::Domain {
-  std::mutex mu;
+struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of locks
+  core::SpinLock mu;
   std::vector<core::ObjId> members;
   absl::flat_hash_set<uint64_t> emitted;  // (check, stack) already reported
 };
 
 namespace {
 
-// The object whose domain a data-path event locks; 0 for events that take
-// every lock.
-core::ObjId DomainKey(const core::Event& e) {
+// The object whose domain a data-path event locks, and the kind of object
+// that must be; 0 for events that take every lock.
+core::ObjId DomainKey(const core::Event& e, uint8_t* kind) {
+  using K = uint8_t;
   switch (e.kind) {
     case EventKind::kPostSend:
     case EventKind::kPostRecv:
-    case EventKind::kPostSrqRecv:
     case EventKind::kRetire:
+      *kind = static_cast<K>(2);  // QP
+      return e.obj;
+    case EventKind::kPostSrqRecv:
+      *kind = static_cast<K>(1);  // SRQ
+      return e.obj;
     case EventKind::kPollCq:
     case EventKind::kReqNotifyCq:
     case EventKind::kGetCqEvent:
     case EventKind::kAckCqEvents:
+      *kind = static_cast<K>(0);  // CQ
       return e.obj;
     default:
       return 0;
@@ -106,22 +113,28 @@ Engine::Engine(bool assign_seq, const core::CheckSet& enabled)
 
 Engine::~Engine() = default;
 
-uintptr_t Engine::DomainOf(core::ObjId id) const { return domain_of_->Get(id); }
+Engine::Node* Engine::NodeOf(core::ObjId id) const { return reinterpret_cast<Node*>(domain_of_->Get(id)); }
 
-std::unique_lock<std::mutex> Engine::LockDomainForTest(core::ObjId id) {
-  Domain* d = LockDomainOf(id);
-  return d ? std::unique_lock<std::mutex>(d->mu, std::adopt_lock) : std::unique_lock<std::mutex>();
+uintptr_t Engine::DomainOf(core::ObjId id) const {
+  Node* n = NodeOf(id);
+  return n ? reinterpret_cast<uintptr_t>(n->domain.load(std::memory_order_acquire)) : 0;
 }
 
-Engine::Domain* Engine::LockDomainOf(core::ObjId id) {
+std::unique_lock<core::SpinLock> Engine::LockDomainForTest(core::ObjId id) {
+  Node* n = NodeOf(id);
+  Domain* d = n ? LockDomainOf(n) : nullptr;
+  return d ? std::unique_lock<core::SpinLock>(d->mu, std::adopt_lock) : std::unique_lock<core::SpinLock>();
+}
+
+Engine::Domain* Engine::LockDomainOf(Node* n) {
   for (;;) {
-    auto* d = reinterpret_cast<Domain*>(domain_of_->Get(id));
+    Domain* d = n->domain.load(std::memory_order_acquire);
     if (!d) return nullptr;
     d->mu.lock();
     // Domains change only under every live domain's lock: if the object
-    // still maps to d now that d is held, d is live and stays its domain.
-    if (reinterpret_cast<Domain*>(domain_of_->Get(id)) == d) return d;
-    d->mu.unlock();  // merged away meanwhile: look again
+    // still belongs to d now that d is held, d is live and stays its domain.
+    if (n->domain.load(std::memory_order_relaxed) == d) return d;
+    d->mu.unlock();  // merged away (or destroyed) meanwhile: look again
   }
 }
 
@@ -132,20 +145,36 @@ Engine::Domain* Engine::NewDomain() {
 }
 
 void Engine::Join(Domain* d, core::ObjId id) {
-  if (domain_of_->Put(id, reinterpret_cast<uintptr_t>(d))) d->members.push_back(id);
-  // A full table leaves the object without a domain: its events take every
+  Node* n = NodeOf(id);
+  if (!n) return;
+  n->domain.store(d, std::memory_order_release);
+  d->members.push_back(id);
+}
+
+void Engine::Track(core::ObjId id, Node::Kind kind, void* books, Domain* d) {
+  if (!books) return;
+  nodes_.emplace_back();
+  Node* n = &nodes_.back();
+  n->kind = kind;
+  n->books = books;
+  // A full table leaves the object without a node: its events take every
   // lock, which is slower but as correct.
+  if (domain_of_->Put(id, reinterpret_cast<uintptr_t>(n))) Join(d, id);
 }
 
 void Engine::Leave(core::ObjId id) {
-  auto* d = reinterpret_cast<Domain*>(domain_of_->Get(id));
-  if (!d) return;
+  Node* n = NodeOf(id);
+  if (!n) return;
+  Domain* d = n->domain.load(std::memory_order_relaxed);
   domain_of_->Erase(id);
+  n->books = nullptr;
+  n->domain.store(nullptr, std::memory_order_release);
+  if (!d) return;
   auto& m = d->members;
   m.erase(std::remove(m.begin(), m.end(), id), m.end());
   if (m.empty()) {
     // Dead, not freed: an event that read the pointer may still lock it
-    // (and then finds that its object maps elsewhere).
+    // (and then finds that its object belongs elsewhere).
     live_.erase(std::remove(live_.begin(), live_.end(), d), live_.end());
     d->emitted = {};
   }
@@ -155,19 +184,24 @@ void Engine::UpdateDomains(const core::Event& e) {
   if (e.ret != 0) return;
   switch (e.kind) {
     case EventKind::kCreateCq:
+      Track(e.obj, Node::Kind::kCq, state_.MutableCq(e.obj), NewDomain());
+      break;
     case EventKind::kCreateSrq:
-      Join(NewDomain(), e.obj);
+      Track(e.obj, Node::Kind::kSrq, state_.MutableSrq(e.obj), NewDomain());
       break;
     case EventKind::kCreateQp: {
       // The QP joins its CQs and SRQ, whose domains become one (the
       // largest absorbs the others).
+      QpState* books = state_.MutableQp(e.obj);
+      if (!books) break;
       absl::InlinedVector<Domain*, 3> ds;
-      for (core::ObjId o : {e.send_cq, e.recv_cq, e.srq})
-        if (auto* d = reinterpret_cast<Domain*>(o ? domain_of_->Get(o) : 0);
-            d && std::find(ds.begin(), ds.end(), d) == ds.end())
-          ds.push_back(d);
+      for (core::ObjId o : {e.send_cq, e.recv_cq, e.srq}) {
+        Node* n = o ? NodeOf(o) : nullptr;
+        Domain* d = n ? n->domain.load(std::memory_order_relaxed) : nullptr;
+        if (d && std::find(ds.begin(), ds.end(), d) == ds.end()) ds.push_back(d);
+      }
       if (ds.empty()) {
-        Join(NewDomain(), e.obj);
+        Track(e.obj, Node::Kind::kQp, books, NewDomain());
         break;
       }
       Domain* into = *std::max_element(ds.begin(), ds.end(), [](Domain* a, Domain* b) {
@@ -181,7 +215,7 @@ void Engine::UpdateDomains(const core::Event& e) {
         d->emitted = {};
         live_.erase(std::remove(live_.begin(), live_.end(), d), live_.end());
       }
-      Join(into, e.obj);
+      Track(e.obj, Node::Kind::kQp, books, into);
       break;
     }
     case EventKind::kDestroyCq:
@@ -194,32 +228,37 @@ void Engine::UpdateDomains(const core::Event& e) {
   }
 }
 
-void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted,
-                   std::vector<core::Finding>* findings) {
+void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings,
+                   const QpState* qp) {
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && !by_kind_[k].empty()) {
-    CheckContext ctx(e, state_, findings, emitted);
+    CheckContext ctx(e, state_, findings, emitted, qp);
     for (CheckFn f : by_kind_[k]) f(ctx);
   }
 }
 
 void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
                  std::vector<RetiredWr>* retired) {
-  if (core::ObjId key = DomainKey(e)) {
-    if (Domain* d = LockDomainOf(key)) {
-      if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-      Check(e, &d->emitted, findings);
-      state_.Apply(e, retired);
-      d->mu.unlock();
-      return;
+  uint8_t want;
+  if (core::ObjId key = DomainKey(e, &want)) {
+    Node* n = NodeOf(key);
+    if (n && static_cast<uint8_t>(n->kind) == want) {
+      if (Domain* d = LockDomainOf(n)) {
+        if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+        void* books = n->books;  // live: destruction takes d's lock too
+        Check(e, &d->emitted, findings, n->kind == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
+        state_.Apply(e, retired, books);
+        d->mu.unlock();
+        return;
+      }
     }
   }
   std::lock_guard<std::mutex> control(control_mu_);
   const std::vector<Domain*> held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Check(e, &control_emitted_, findings);
-  state_.Apply(e, retired);
+  Check(e, &control_emitted_, findings, CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
+  state_.Apply(e, retired, nullptr);
   UpdateDomains(e);
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
 }

@@ -24,6 +24,7 @@
 #define RDMASAN_CHECKERS_ENGINE_H_
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "core/checks.h"
 #include "core/event.h"
 #include "core/id_table.h"
+#include "core/spin_lock.h"
 #include "core/report.h"
 
 namespace rdmasan::checkers {
@@ -63,23 +65,38 @@ class Engine {
   // Tests: an opaque name of the lock domain of a CQ, SRQ or QP (0: none,
   // its events take every lock), and holding that domain's lock.
   uintptr_t DomainOf(core::ObjId id) const;
-  std::unique_lock<std::mutex> LockDomainForTest(core::ObjId id);
+  std::unique_lock<core::SpinLock> LockDomainForTest(core::ObjId id);
 
  private:
   struct Domain;
+  // What the data path needs of a CQ, SRQ or QP, reached with one
+  // lock-free lookup of its id: its domain (changed only under every
+  // lock: when domains merge, or to null when the object goes) and its
+  // books.
+  struct Node {
+    enum class Kind : uint8_t { kCq, kSrq, kQp };
+    std::atomic<Domain*> domain{nullptr};
+    void* books = nullptr;  // CqState*, SrqState* or QpState*, by kind; null once destroyed
+    Kind kind = Kind::kCq;
+  };
   void Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
            std::vector<RetiredWr>* retired);
-  Domain* LockDomainOf(core::ObjId id);
-  void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings);
-  void UpdateDomains(const core::Event& e);  // under every lock
+  Node* NodeOf(core::ObjId id) const;
+  Domain* LockDomainOf(Node* n);
+  void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings,
+             const QpState* qp);
+  // Under every lock:
+  void UpdateDomains(const core::Event& e);
   Domain* NewDomain();
+  void Track(core::ObjId id, Node::Kind kind, void* books, Domain* d);
   void Join(Domain* d, core::ObjId id);
   void Leave(core::ObjId id);
 
   const bool assign_seq_;
   std::vector<CheckFn> by_kind_[static_cast<size_t>(core::EventKind::kCount)];  // in report order
   State state_;
-  std::unique_ptr<core::IdTable> domain_of_;  // object id -> Domain*
+  std::unique_ptr<core::IdTable> domain_of_;  // CQ, SRQ or QP id -> Node*
+  std::deque<Node> nodes_;                    // never freed: a racing event may hold one
   std::mutex control_mu_;                     // one event that takes every lock at a time
   std::vector<std::unique_ptr<Domain>> all_;  // never freed: a racing event may hold one
   std::vector<Domain*> live_;                 // locked in this order

@@ -205,7 +205,7 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
 
 }  // namespace
 
-void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
+void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) {
   const bool ok = e.ret == 0;
   switch (e.kind) {
     case EventKind::kAllocPd:
@@ -329,9 +329,9 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       if (ok) ahs_.erase(e.obj);
       break;
     case EventKind::kPostSend: {
-      auto it = qps_.find(e.obj);
-      if (it == qps_.end()) break;
-      QpState& q = it->second;
+      QpState* qp = books ? static_cast<QpState*>(books) : MutableQp(e.obj);
+      if (!qp) break;
+      QpState& q = *qp;
       const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
       int64_t signaled = 0;
       for (size_t i = 0; i < n; ++i) {
@@ -345,23 +345,22 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired) {
       break;
     }
     case EventKind::kPostRecv: {
-      auto it = qps_.find(e.obj);
-      if (it == qps_.end()) break;
+      QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj);
+      if (!q) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &it->second.rq.push_back());
-      AdjustPending(it->second.rcq, static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
+      AdjustPending(q->rcq, static_cast<int64_t>(n));
       break;
     }
     case EventKind::kPostSrqRecv: {
-      auto it = srqs_.find(e.obj);
-      if (it == srqs_.end()) break;
+      SrqState* srq = books ? static_cast<SrqState*>(books) : MutableSrq(e.obj);
+      if (!srq) break;
       const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &it->second.rq.push_back());
+      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
       break;
     }
     case EventKind::kPollCq: {
-      auto it = cqs_.find(e.obj);
-      CqState* cq = it == cqs_.end() ? nullptr : &it->second;
+      CqState* cq = books ? static_cast<CqState*>(books) : MutableCq(e.obj);
       for (const auto& wc : e.wcs) Retire(wc, e.obj, cq, retired);
       if (cq) cq->polled_since_arm = true;
       break;

@@ -118,7 +118,16 @@ class State {
   // Concurrency (see engine.h): events on the data path (posts, polls,
   // arming and CQ events) change only the books of their lock domain (a
   // QP, its CQs and SRQ) and read the rest; every other event runs alone.
-  void Apply(const core::Event& e, std::vector<RetiredWr>* retired = nullptr);
+  //
+  // `books`, if not null, is the event's object's own books (the QpState,
+  // SrqState or CqState the engine reached it by), sparing a lookup.
+  void Apply(const core::Event& e, std::vector<RetiredWr>* retired = nullptr, void* books = nullptr);
+
+  // The books of one object, for the engine to hand back to Apply.  Their
+  // addresses are stable until the object's destruction.
+  QpState* MutableQp(ObjId id) { return FindMutable(qps_, id); }
+  CqState* MutableCq(ObjId id) { return FindMutable(cqs_, id); }
+  SrqState* MutableSrq(ObjId id) { return FindMutable(srqs_, id); }
 
   const PdState* Pd(ObjId id) const { return Find(pds_, id); }
   const MrState* Mr(ObjId id) const { return Find(mrs_, id); }
@@ -156,6 +165,11 @@ class State {
   std::optional<Queue> Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
 
  private:
+  template <typename M>
+  static typename M::mapped_type* FindMutable(M& m, ObjId id) {
+    auto it = m.find(id);
+    return it == m.end() ? nullptr : &it->second;
+  }
   template <typename M>
   static const typename M::mapped_type* Find(const M& m, ObjId id) {
     auto it = m.find(id);

@@ -1466,7 +1466,7 @@ TEST(CheckersDomains, AnEventOnAnotherDomainRunsWhileOneIsHeld) {
     std::vector<Finding> out;
     b.f.eng.OnEvent(e, &out, nullptr);
   };
-  std::unique_lock<std::mutex> held = b.f.eng.LockDomainForTest(b.qp);
+  auto held = b.f.eng.LockDomainForTest(b.qp);
   ASSERT_TRUE(held.owns_lock());
   // A post to the other QP completes while the first QP's domain is held.
   std::atomic<bool> other_done{false};
