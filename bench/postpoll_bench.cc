@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   // POSTPOLL_TRACE=PATH records the run (the cost of --trace in-process).
   std::string opts = "softnic=on:softnic_fabric=inproc";
   if (const char* t = getenv("POSTPOLL_TRACE")) opts += std::string(":trace=") + t;
+  // POSTPOLL_OPTS=... adds options (e.g. buffer_check=off to price hashing).
+  if (const char* o = getenv("POSTPOLL_OPTS")) opts += std::string(":") + o;
   setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
   Setup s;
   if (!Build(&s)) {

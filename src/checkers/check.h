@@ -21,12 +21,41 @@
 
 namespace rdmasan::checkers {
 
+// The MRs a lock domain's posts named lately (most programs post from a
+// few buffers): a lookup by lkey costs a compare while no MR was
+// registered or deregistered since.  Owned by one domain, used under its
+// lock.
+struct MrCache {
+  static constexpr int kWays = 4;
+  uint64_t generation = 0;
+  uint32_t lkey[kWays] = {};
+  const MrState* mr[kWays] = {};
+  bool valid[kWays] = {};
+};
+
+// One WR's scatter list, as the SGE checks (sge-count, invalid-lkey,
+// sge-out-of-bounds, mr-access) see it.
+struct SgeList {
+  const absl::InlinedVector<core::Sge, 2>* sges;
+  int32_t num_sge;  // as given
+  uint64_t wr_id;
+  bool nic_writes;  // receives, RDMA READ and atomic destinations
+};
+
+// The scatter lists of a post event: every non-inline WR of a post to a
+// known QP, or every WR of a post to a known SRQ.
+struct PostLists {
+  uint32_t max_sge = 0;  // the returned limit (QP or SRQ)
+  core::ObjId pd = 0;    // the PD the MRs must belong to
+  absl::InlinedVector<SgeList, 2> lists;
+};
+
 class CheckContext {
  public:
   // `qp`: the event's object's books if it is a QP (the engine found them).
   CheckContext(const core::Event& e, const State& s, std::vector<core::Finding>* out,
-               absl::flat_hash_set<uint64_t>* emitted, const QpState* qp)
-      : e(e), s(s), qp(qp), out_(out), emitted_(emitted) {}
+               absl::flat_hash_set<uint64_t>* emitted, const QpState* qp, MrCache* mr_cache)
+      : e(e), s(s), qp(qp), out_(out), emitted_(emitted), mr_cache_(mr_cache) {}
   const core::Event& e;
   const State& s;
   // The event's object as a QP (posts, modify, retire), else null.
@@ -43,24 +72,36 @@ class CheckContext {
   // deduplicated per (check, stack) anyway, so a check in a loop returns
   // before it formats the same finding again.
   bool Repeated(core::CheckId id) const { return e.stack && emitted_->contains(Key(id)); }
-  // The live MR with this lkey, or null; remembered for the event (the SGE
-  // checks of one post ask for the same MRs in turn).
+  // The event's scatter lists (empty unless it is a post), worked out once
+  // for all the SGE checks.
+  const PostLists& Lists() {
+    if (!lists_ready_) ComputeLists();
+    return lists_;
+  }
+  // "post_send to QP ..." and the like, for messages.
+  std::string PostWhere() const;
+
+  // The live MR with this lkey, or null (through the domain's MrCache).
   const MrState* MrByLkey(uint32_t lkey) {
-    if (!memo_valid_ || lkey != memo_lkey_) {
-      memo_mr_ = s.Mr(s.MrByLkey(lkey));
-      memo_lkey_ = lkey;
-      memo_valid_ = true;
+    MrCache& c = *mr_cache_;
+    if (c.generation != s.mr_generation()) c = MrCache{s.mr_generation()};
+    const int w = lkey & (MrCache::kWays - 1);
+    if (!c.valid[w] || c.lkey[w] != lkey) {
+      c.lkey[w] = lkey;
+      c.mr[w] = s.MrStateByLkey(lkey);
+      c.valid[w] = true;
     }
-    return memo_mr_;
+    return c.mr[w];
   }
 
  private:
   uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }
   std::vector<core::Finding>* out_;
+  void ComputeLists();
   absl::flat_hash_set<uint64_t>* emitted_;
-  bool memo_valid_ = false;
-  uint32_t memo_lkey_ = 0;
-  const MrState* memo_mr_ = nullptr;
+  MrCache* mr_cache_;
+  bool lists_ready_ = false;
+  PostLists lists_;
 };
 
 using CheckFn = void (*)(CheckContext&);

@@ -66,6 +66,38 @@ std::string QpName(const State& s, core::ObjId qp) {
   return q ? absl::StrFormat("QP 0x%x (qpn 0x%x)", qp, q->qpn) : absl::StrFormat("QP 0x%x", qp);
 }
 
+void CheckContext::ComputeLists() {
+  lists_ready_ = true;
+  if (e.kind == core::EventKind::kPostSend) {
+    if (!qp) return;
+    lists_.max_sge = qp->caps.max_send_sge;
+    lists_.pd = qp->pd;
+    for (const auto& w : e.send_wrs) {
+      if (w.send_flags & IBV_SEND_INLINE) continue;  // lkeys unused
+      lists_.lists.push_back({&w.sges, w.num_sge, w.wr_id, WritesLocal(w.opcode)});
+    }
+  } else if (e.kind == core::EventKind::kPostRecv) {
+    if (!qp) return;
+    lists_.max_sge = qp->caps.max_recv_sge;
+    lists_.pd = qp->pd;
+    for (const auto& w : e.recv_wrs) lists_.lists.push_back({&w.sges, w.num_sge, w.wr_id, true});
+  } else if (e.kind == core::EventKind::kPostSrqRecv) {
+    const SrqState* srq = s.Srq(e.obj);
+    if (!srq) return;
+    lists_.max_sge = srq->max_sge;
+    lists_.pd = srq->pd;
+    for (const auto& w : e.recv_wrs) lists_.lists.push_back({&w.sges, w.num_sge, w.wr_id, true});
+  }
+}
+
+std::string CheckContext::PostWhere() const {
+  switch (e.kind) {
+    case core::EventKind::kPostSend: return "post_send to " + QpName(s, e.obj);
+    case core::EventKind::kPostRecv: return "post_recv to " + QpName(s, e.obj);
+    default: return absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
+  }
+}
+
 std::string WrLabel(const OutstandingWr& w, const char* what) {
   return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }
@@ -74,6 +106,7 @@ struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of
   core::SpinLock mu;
   std::vector<core::ObjId> members;
   absl::flat_hash_set<uint64_t> emitted;  // (check, stack) already reported
+  MrCache mrs;
 };
 
 namespace {
@@ -228,11 +261,11 @@ void Engine::UpdateDomains(const core::Event& e) {
   }
 }
 
-void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings,
-                   const QpState* qp) {
+void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
+                   std::vector<core::Finding>* findings, const QpState* qp) {
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && !by_kind_[k].empty()) {
-    CheckContext ctx(e, state_, findings, emitted, qp);
+    CheckContext ctx(e, state_, findings, emitted, qp, mrs);
     for (CheckFn f : by_kind_[k]) f(ctx);
   }
 }
@@ -246,7 +279,7 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
       if (Domain* d = LockDomainOf(n)) {
         if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
         void* books = n->books;  // live: destruction takes d's lock too
-        Check(e, &d->emitted, findings, n->kind == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
+        Check(e, &d->emitted, &d->mrs, findings, n->kind == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
         state_.Apply(e, retired, books);
         d->mu.unlock();
         return;
@@ -257,7 +290,7 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   const std::vector<Domain*> held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Check(e, &control_emitted_, findings, CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
+  Check(e, &control_emitted_, &control_mrs_, findings, CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
   state_.Apply(e, retired, nullptr);
   UpdateDomains(e);
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();

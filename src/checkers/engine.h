@@ -83,8 +83,8 @@ class Engine {
            std::vector<RetiredWr>* retired);
   Node* NodeOf(core::ObjId id) const;
   Domain* LockDomainOf(Node* n);
-  void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, std::vector<core::Finding>* findings,
-             const QpState* qp);
+  void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
+             std::vector<core::Finding>* findings, const QpState* qp);
   // Under every lock:
   void UpdateDomains(const core::Event& e);
   Domain* NewDomain();
@@ -101,6 +101,7 @@ class Engine {
   std::vector<std::unique_ptr<Domain>> all_;  // never freed: a racing event may hold one
   std::vector<Domain*> live_;                 // locked in this order
   absl::flat_hash_set<uint64_t> control_emitted_;  // (check, stack) already reported
+  MrCache control_mrs_;
   std::atomic<uint64_t> next_seq_{0};
   std::vector<RetiredWr> retired_;
 };

@@ -34,9 +34,14 @@ const char* QpStateName(uint32_t s) {
   return s < 7 ? kNames[s] : "UNKNOWN";
 }
 
-ObjId State::MrByLkey(uint32_t lkey) const {
+const MrState* State::MrStateByLkey(uint32_t lkey) const {
   auto it = mr_by_lkey_.find(lkey);
-  return it == mr_by_lkey_.end() ? 0 : it->second;
+  return it == mr_by_lkey_.end() ? nullptr : it->second;
+}
+
+ObjId State::MrByLkey(uint32_t lkey) const {
+  const MrState* mr = MrStateByLkey(lkey);
+  return mr ? mr->id : 0;
 }
 
 const QpState* State::QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const {
@@ -215,17 +220,20 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       if (ok) pds_.erase(e.obj);
       break;
     case EventKind::kRegMr:
+      ++mr_generation_;
       if (ok) {
-        mrs_[e.obj] = {e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
-        mr_by_lkey_[e.lkey] = e.obj;
+        MrState& m = mrs_[e.obj];
+        m = {e.obj, e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
+        mr_by_lkey_[e.lkey] = &m;
       }
       break;
     case EventKind::kDeregMr:
+      ++mr_generation_;
       if (ok) {
         auto it = mrs_.find(e.obj);
         if (it != mrs_.end()) {
           auto k = mr_by_lkey_.find(it->second.lkey);
-          if (k != mr_by_lkey_.end() && k->second == e.obj) mr_by_lkey_.erase(k);
+          if (k != mr_by_lkey_.end() && k->second == &it->second) mr_by_lkey_.erase(k);
           mrs_.erase(it);
         }
       }

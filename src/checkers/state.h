@@ -34,6 +34,7 @@ struct PdState {
 };
 
 struct MrState {
+  ObjId id = 0;
   ObjId pd = 0;
   uint64_t addr = 0, length = 0, iova = 0;
   uint32_t access = 0, lkey = 0, rkey = 0;
@@ -137,12 +138,16 @@ class State {
   const AhState* Ah(ObjId id) const { return Find(ahs_, id); }
   // The live MR with this lkey, or 0.
   ObjId MrByLkey(uint32_t lkey) const;
+  const MrState* MrStateByLkey(uint32_t lkey) const;
+  // Changes with every registration and deregistration: caches of MR
+  // lookups (checkers/check.h) are good while it holds.
+  uint64_t mr_generation() const { return mr_generation_; }
   ObjId QpByNum(uint32_t qpn) const;
   // The QP with this number if it is bound to `cq` (as send or receive CQ):
   // a completion polled from `cq` can only be about such a QP.
   const QpState* QpOnCq(uint32_t qpn, ObjId cq, ObjId* id) const;
 
-  const absl::flat_hash_map<ObjId, MrState>& mrs() const { return mrs_; }
+  const absl::node_hash_map<ObjId, MrState>& mrs() const { return mrs_; }
   const absl::node_hash_map<ObjId, QpState>& qps() const { return qps_; }
   const absl::node_hash_map<ObjId, SrqState>& srqs() const { return srqs_; }
   const absl::flat_hash_map<ObjId, AhState>& ahs() const { return ahs_; }
@@ -183,12 +188,13 @@ class State {
   void ForgetOutstanding(QpState& qp);
 
   absl::flat_hash_map<ObjId, PdState> pds_;
-  absl::flat_hash_map<ObjId, MrState> mrs_;
+  absl::node_hash_map<ObjId, MrState> mrs_;
   absl::node_hash_map<ObjId, CqState> cqs_;
   absl::node_hash_map<ObjId, QpState> qps_;
   absl::node_hash_map<ObjId, SrqState> srqs_;
   absl::flat_hash_map<ObjId, AhState> ahs_;
-  absl::flat_hash_map<uint32_t, ObjId> mr_by_lkey_;
+  absl::flat_hash_map<uint32_t, const MrState*> mr_by_lkey_;  // into mrs_ (stable)
+  uint64_t mr_generation_ = 1;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
 };

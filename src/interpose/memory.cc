@@ -183,6 +183,25 @@ bool InsideRegistered(uint64_t addr, uint32_t length) {
 
 }  // namespace
 
+bool SamplePost() {
+  switch (Mode()) {
+    case HashMode::kOff:
+      return false;
+    case HashMode::kFull:
+      return true;
+    case HashMode::kSampled:
+      break;
+  }
+  // Every post of a thread's first kAlwaysHashed, then one in kSampleEvery:
+  // tests and short runs are covered completely; a long run that keeps
+  // rewriting buffers in flight is caught within a few occurrences, at a
+  // sixteenth of the cost.
+  constexpr uint64_t kAlwaysHashed = 4096, kSampleEvery = 16;
+  thread_local uint64_t posts = 0;
+  ++posts;
+  return posts <= kAlwaysHashed || posts % kSampleEvery == 0;
+}
+
 uint64_t HashPayload(uint64_t addr, uint32_t length) {
   if (Mode() == HashMode::kOff || !length) return 0;
   // Only memory inside a registered range is read: that is memory the

@@ -15,6 +15,9 @@ void NoteDeregistered(const void* addr, size_t length);
 // Hash of a send payload per the buffer_check option (full, sampled, off);
 // 0 when not hashed (off, or the range is not inside registered memory).
 uint64_t HashPayload(uint64_t addr, uint32_t length);
+// Whether the payloads of this post are hashed at all (buffer_check: full
+// always, off never, sampled for a sample of each thread's posts).
+bool SamplePost();
 
 // For the libc interposers (libc_hooks.cc).
 using FreeFn = void (*)(void*);

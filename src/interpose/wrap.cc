@@ -85,10 +85,11 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.obj = Id(qp);
   e.stack = stack;
   CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
-  for (auto& w : e.send_wrs) {
-    if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
-    for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
-  }
+  if (SamplePost())
+    for (auto& w : e.send_wrs) {
+      if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
+      for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
+    }
   int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
   e.err = rc;
@@ -490,10 +491,11 @@ int ShComplete(ibv_qp_ex* q) {
   if (!h->open) return h->orig.wr_complete(q);
   h->open = false;
   Reentry re;
-  for (auto& w : h->batch.send_wrs) {
-    if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
-    for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
-  }
+  if (SamplePost())
+    for (auto& w : h->batch.send_wrs) {
+      if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
+      for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
+    }
   int rc = h->orig.wr_complete(q);
   if (!re.outer()) return rc;
   h->batch.ret = rc;
