@@ -8,7 +8,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-void Report(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
+void ReportCqOverrun(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
   c.Emit(core::CheckId::kCqOverrun,
          absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq, st.cqe),
          {{"CQ created at", st.stack}});
@@ -32,7 +32,7 @@ void CheckCqOverrun(CheckContext& c) {
       const CqState* st = c.s.Cq(cq);
       if (st && c.s.PendingOn(cq) + adding > static_cast<uint64_t>(st->cqe) && (!worst || cq < worst)) worst = cq;
     }
-    if (worst) Report(c, worst, *c.s.Cq(worst), c.s.PendingOn(worst) + adding);
+    if (worst) ReportCqOverrun(c, worst, *c.s.Cq(worst), c.s.PendingOn(worst) + adding);
     return;
   }
   if (e.kind == core::EventKind::kCreateQp) {
@@ -42,7 +42,7 @@ void CheckCqOverrun(CheckContext& c) {
     const SrqState* srq = e.srq ? c.s.Srq(e.srq) : nullptr;
     if (e.ret != 0 || !st || !srq || st->srqs.contains(e.srq)) return;
     const uint64_t pending = c.s.PendingOn(e.recv_cq) + srq->rq.size();
-    if (pending > static_cast<uint64_t>(st->cqe)) Report(c, e.recv_cq, *st, pending);
+    if (pending > static_cast<uint64_t>(st->cqe)) ReportCqOverrun(c, e.recv_cq, *st, pending);
     return;
   }
   core::ObjId cq = 0;

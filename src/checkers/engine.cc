@@ -3,6 +3,8 @@
 #include "checkers/check.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <deque>
 
 namespace rdmasan::checkers {
@@ -58,6 +60,34 @@ constexpr Entry kChecks[] = {
     {EventKind::kFreeRange, core::CheckId::kFreeRegistered, CheckFreeRegistered},
     {EventKind::kFork, core::CheckId::kForkWithMrs, CheckForkWithMrs},
 };
+
+constexpr size_t kNumEntries = sizeof(kChecks) / sizeof(kChecks[0]);
+static_assert(kNumEntries <= 64, "the enabled mask is one word");
+
+// The checks of one event kind, in table order, as direct calls (the
+// checkers library is built as one translation unit, so they can be
+// inlined here): an event pays for no indirect call per check.
+template <EventKind K, size_t... I>
+void RunKind(CheckContext& c, uint64_t enabled, std::index_sequence<I...>) {
+  (
+      [&] {
+        if constexpr (kChecks[I].kind == K)
+          if (enabled & (uint64_t{1} << I)) kChecks[I].fn(c);
+      }(),
+      ...);
+}
+
+template <size_t K>
+void RunKind(CheckContext& c, uint64_t enabled) {
+  RunKind<static_cast<EventKind>(K)>(c, enabled, std::make_index_sequence<kNumEntries>());
+}
+
+using RunFn = void (*)(CheckContext&, uint64_t);
+template <size_t... K>
+constexpr std::array<RunFn, sizeof...(K)> MakeRunTable(std::index_sequence<K...>) {
+  return {&RunKind<K>...};
+}
+constexpr auto kRunByKind = MakeRunTable(std::make_index_sequence<static_cast<size_t>(EventKind::kCount)>());
 
 }  // namespace
 
@@ -140,8 +170,11 @@ core::ObjId DomainKey(const core::Event& e, uint8_t* kind) {
 Engine::Engine(bool assign_seq, const core::CheckSet& enabled)
     : assign_seq_(assign_seq), domain_of_(std::make_unique<core::IdTable>()) {
   // A disabled check is never reported: it does not run either.
-  for (const Entry& c : kChecks)
-    if (enabled.Enabled(c.id)) by_kind_[static_cast<size_t>(c.kind)].push_back(c.fn);
+  for (size_t i = 0; i < kNumEntries; ++i)
+    if (enabled.Enabled(kChecks[i].id)) {
+      enabled_ |= uint64_t{1} << i;
+      any_by_kind_[static_cast<size_t>(kChecks[i].kind)] = true;
+    }
 }
 
 Engine::~Engine() = default;
@@ -264,9 +297,9 @@ void Engine::UpdateDomains(const core::Event& e) {
 void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
                    std::vector<core::Finding>* findings, const QpState* qp) {
   const size_t k = static_cast<size_t>(e.kind);
-  if (k < static_cast<size_t>(EventKind::kCount) && !by_kind_[k].empty()) {
+  if (k < static_cast<size_t>(EventKind::kCount) && any_by_kind_[k]) {
     CheckContext ctx(e, state_, findings, emitted, qp, mrs);
-    for (CheckFn f : by_kind_[k]) f(ctx);
+    kRunByKind[k](ctx, enabled_);
   }
 }
 

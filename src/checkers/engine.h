@@ -93,7 +93,8 @@ class Engine {
   void Leave(core::ObjId id);
 
   const bool assign_seq_;
-  std::vector<CheckFn> by_kind_[static_cast<size_t>(core::EventKind::kCount)];  // in report order
+  uint64_t enabled_ = 0;  // bit i: entry i of the check table runs
+  bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;
   std::unique_ptr<core::IdTable> domain_of_;  // CQ, SRQ or QP id -> Node*
   std::deque<Node> nodes_;                    // never freed: a racing event may hold one

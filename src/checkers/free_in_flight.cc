@@ -6,13 +6,13 @@
 namespace rdmasan::checkers {
 namespace {
 
-inline bool Overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
+inline bool OverlapsInFlight(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
 
 const OutstandingWr* InFlight(const Ring<OutstandingWr>& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {
     if (w.is_inline) continue;
     for (const auto& g : w.sges)
-      if (g.length && Overlaps(g.addr, g.length, addr, len)) return &w;
+      if (g.length && OverlapsInFlight(g.addr, g.length, addr, len)) return &w;
   }
   return nullptr;
 }

@@ -4,7 +4,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void Report(CheckContext& c, const SgeList& l, size_t i) {
+[[gnu::noinline, gnu::cold]] void ReportInvalidLkey(CheckContext& c, const SgeList& l, size_t i) {
   const core::Sge& g = (*l.sges)[i];
   const MrState* other = c.MrByLkey(g.lkey);
   c.Emit(core::CheckId::kInvalidLkey,
@@ -22,7 +22,7 @@ void CheckInvalidLkey(CheckContext& c) {
     for (size_t i = 0; i < l.sges->size(); ++i) {
       const core::Sge& g = (*l.sges)[i];
       if (g.length == 0 || SgeMr(c, g, p.pd)) continue;
-      Report(c, l, i);
+      ReportInvalidLkey(c, l, i);
     }
 }
 

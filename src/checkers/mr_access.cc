@@ -6,7 +6,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void Report(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
+[[gnu::noinline, gnu::cold]] void ReportMrAccess(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
   c.Emit(core::CheckId::kMrAccess,
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "
                          "IBV_ACCESS_LOCAL_WRITE",
@@ -25,7 +25,7 @@ void CheckMrAccess(CheckContext& c) {
       if (g.length == 0) continue;
       const MrState* mr = SgeMr(c, g, p.pd);
       if (!mr || (mr->access & IBV_ACCESS_LOCAL_WRITE)) continue;
-      Report(c, l, i, *mr);
+      ReportMrAccess(c, l, i, *mr);
     }
   }
 }

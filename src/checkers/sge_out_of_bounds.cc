@@ -4,7 +4,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void Report(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
+[[gnu::noinline, gnu::cold]] void ReportSgeOutOfBounds(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
   const core::Sge& g = (*l.sges)[i];
   c.Emit(core::CheckId::kSgeOutOfBounds,
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)", c.PostWhere(),
@@ -23,7 +23,7 @@ void CheckSgeOutOfBounds(CheckContext& c) {
       const MrState* mr = SgeMr(c, g, p.pd);
       if (!mr) continue;  // invalid-lkey's case
       if (g.addr >= mr->iova && g.addr + g.length <= mr->iova + mr->length && g.addr + g.length >= g.addr) continue;
-      Report(c, l, i, *mr);
+      ReportSgeOutOfBounds(c, l, i, *mr);
     }
 }
 
