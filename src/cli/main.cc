@@ -219,13 +219,22 @@ bool PrepareEnvironment(const CommandLine& cl) {
   }
 
   // Prepend the shim; drop an earlier copy of the same path so repeated
-  // `rdmasan run` nesting does not load it twice.
-  std::vector<std::string> preload = {lib};
+  // `rdmasan run` nesting does not load it twice.  A sanitizer runtime
+  // already preloaded stays in front: it must be the first library (for a
+  // sanitizer build of the shim itself).
+  std::vector<std::string> runtimes, rest;
   if (const char* env = getenv("LD_PRELOAD"); env != nullptr) {
     for (absl::string_view item : absl::StrSplit(env, absl::ByAnyChar(": "), absl::SkipEmpty())) {
-      if (item != lib) preload.emplace_back(item.data(), item.size());
+      if (item == lib) continue;
+      const absl::string_view base = item.substr(item.rfind('/') + 1);
+      const bool runtime = absl::StartsWith(base, "libasan.") || absl::StartsWith(base, "libtsan.") ||
+                           absl::StartsWith(base, "libubsan.") || absl::StartsWith(base, "libmsan.");
+      (runtime ? runtimes : rest).emplace_back(item.data(), item.size());
     }
   }
+  std::vector<std::string> preload = runtimes;
+  preload.push_back(lib);
+  preload.insert(preload.end(), rest.begin(), rest.end());
   setenv("LD_PRELOAD", absl::StrJoin(preload, ":").c_str(), 1);
   return true;
 }
