@@ -338,8 +338,8 @@ int main(int argc, char **argv) {
   }
 
   c->ring_len = ((size_t)c->sq.depth + 1) * RPC_WRITE_MAX;
-  c->ring = aligned_alloc(4096, c->ring_len);
-  c->rbufs = aligned_alloc(4096, (size_t)RPC_RECVS * RPC_MSG_MAX);
+  c->ring = rpc_alloc_pages(c->ring_len);
+  c->rbufs = rpc_alloc_pages((size_t)RPC_RECVS * RPC_MSG_MAX);
   if (!c->ring || !c->rbufs) return RPC_LOG(WHO, "out of memory"), 1;
   memset(c->ring, 0, c->ring_len);
   memset(c->rbufs, 0, (size_t)RPC_RECVS * RPC_MSG_MAX);

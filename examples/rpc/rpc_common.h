@@ -15,6 +15,7 @@
 #include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 
 #include <infiniband/verbs.h>
@@ -102,6 +103,10 @@ struct sq_credits {
   uint64_t signaled_end; /* number of the last signaled WR posted, plus one */
   enum rpc_mode mode;
 };
+
+/* Page-aligned memory for registration; aligned_alloc wants the size to be a
+ * multiple of the alignment. */
+static inline void *rpc_alloc_pages(size_t len) { return aligned_alloc(4096, (len + 4095) & ~(size_t)4095); }
 
 static inline uint32_t sq_used(const struct sq_credits *c) { return (uint32_t)(c->posted - c->retired); }
 /* Credits nobody holds: what the next slot could reserve. */

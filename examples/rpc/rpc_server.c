@@ -210,9 +210,9 @@ int main(int argc, char **argv) {
 
   const size_t ring_len = (size_t)s->sq.depth * RPC_MSG_MAX, rlen = (size_t)RPC_RECVS * RPC_MSG_MAX,
                wlen = (size_t)RPC_SLOTS * RPC_WRITE_MAX;
-  s->ring = aligned_alloc(4096, ring_len);
-  s->rbufs = aligned_alloc(4096, rlen);
-  s->wregion = aligned_alloc(4096, wlen);
+  s->ring = rpc_alloc_pages(ring_len);
+  s->rbufs = rpc_alloc_pages(rlen);
+  s->wregion = rpc_alloc_pages(wlen);
   if (!s->ring || !s->rbufs || !s->wregion) return RPC_LOG(WHO, "out of memory"), 1;
   memset(s->ring, 0, ring_len);
   memset(s->rbufs, 0, rlen);
