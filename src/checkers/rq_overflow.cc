@@ -8,25 +8,24 @@ void CheckRqOverflow(CheckContext& c) {
   const auto& e = c.e;
   uint64_t outstanding, limit;
   core::StackId made;
-  std::string name;
   if (e.kind == core::EventKind::kPostRecv) {
     const QpState* q = c.qp;
     if (!q || q->srq) return;
     outstanding = q->rq.size();
     limit = q->caps.max_recv_wr;
     made = q->stack;
-    name = QpName(c.s, e.obj);
   } else if (e.kind == core::EventKind::kPostSrqRecv) {
     const SrqState* s = c.s.Srq(e.obj);
     if (!s) return;
     outstanding = s->rq.size();
     limit = s->max_wr;
     made = s->stack;
-    name = absl::StrFormat("SRQ 0x%x", e.obj);
   } else {
     return;
   }
   if (outstanding + e.recv_wrs.size() <= limit) return;
+  const std::string name =
+      e.kind == core::EventKind::kPostRecv ? QpName(c.s, e.obj) : absl::StrFormat("SRQ 0x%x", e.obj);
   c.Emit(core::CheckId::kRqOverflow,
          absl::StrFormat("post of %d receive(s) to %s with %d outstanding exceeds its capacity %d", e.recv_wrs.size(),
                          name, outstanding, limit),
