@@ -10,6 +10,10 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -282,6 +286,73 @@ int ExportPerfetto(traces::TraceReader& r) {
 // Frames as the live run printed them: the trace symbolizes by module
 // offset; the recorded load bias gives back the process's address.
 // Symbolizing opens the modules' files: once per stack.
+// Calls fn(event) for every event of `r` in order, on this thread, while
+// another thread decodes the next batch.  Stops at the end or at the first
+// malformed record (its error in *error, after the events before it).
+constexpr size_t kDecodeBatch = 4096, kDecodeBatches = 4;
+
+template <typename Fn>
+void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
+  struct Batch {
+    std::vector<core::Event> events = std::vector<core::Event>(kDecodeBatch);
+    size_t n = 0;
+    bool last = false;
+    absl::Status error;
+  };
+  std::vector<Batch> batches(kDecodeBatches);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Batch*> free_batches, full_batches;
+  for (Batch& b : batches) free_batches.push_back(&b);
+  std::thread decoder([&] {
+    for (bool last = false; !last;) {
+      Batch* b;
+      {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return !free_batches.empty(); });
+        b = free_batches.front();
+        free_batches.pop_front();
+      }
+      b->n = 0;
+      b->last = false;
+      b->error = absl::OkStatus();
+      while (b->n < kDecodeBatch) {
+        absl::StatusOr<bool> more = r->Next(&b->events[b->n]);
+        if (!more.ok() || !*more) {
+          b->last = true;
+          if (!more.ok()) b->error = more.status();
+          break;
+        }
+        ++b->n;
+      }
+      last = b->last;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        full_batches.push_back(b);
+      }
+      cv.notify_all();
+    }
+  });
+  for (bool last = false; !last;) {
+    Batch* b;
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return !full_batches.empty(); });
+      b = full_batches.front();
+      full_batches.pop_front();
+    }
+    for (size_t i = 0; i < b->n; ++i) fn(b->events[i]);
+    last = b->last;
+    if (last) *error = b->error;
+    {
+      std::lock_guard<std::mutex> l(mu);
+      free_batches.push_back(b);
+    }
+    cv.notify_all();
+  }
+  decoder.join();
+}
+
 std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
   static auto* cache = new absl::flat_hash_map<core::StackId, std::vector<core::Frame>>();
   if (auto it = cache->find(id); it != cache->end()) return it->second;
@@ -311,21 +382,23 @@ int Replay(int argc, char** argv) {
   core::Reporter reporter(opts);
   reporter.SetReportPid(static_cast<int>(r->header().pid));
   checkers::Engine engine(/*assign_seq=*/false, reporter.checks());
-  core::Event e;
-  for (;;) {
-    auto more = r->Next(&e);
-    if (!more.ok()) {
-      std::fprintf(stderr, "rdmasan: %s: %s\n", cl.rest[0], std::string(more.status().message()).c_str());
-      reporter.Finish();
-      return kExitBadTrace;
-    }
-    if (!*more) break;
+  // Decoding and checking overlap: a thread decodes batches of events
+  // while this one checks the previous batch.  The reader's stacks and
+  // module map are complete once it is open, so symbolizing findings here
+  // reads nothing the decoding thread changes.
+  absl::Status error;
+  DecodeAhead(r.get(), &error, [&](const core::Event& e) {
     for (const core::Finding& f : engine.OnEvent(e)) {
       std::vector<std::vector<core::Frame>> related;
       for (const auto& rs : f.related) related.push_back(LiveFrames(*r, rs.stack));
       reporter.ReportSymbolized(f, LiveFrames(*r, f.stack), std::move(related));
     }
     engine.TakeRetired();  // the trace carries the retirement events themselves
+  });
+  if (!error.ok()) {
+    std::fprintf(stderr, "rdmasan: %s: %s\n", cl.rest[0], std::string(error.message()).c_str());
+    reporter.Finish();
+    return kExitBadTrace;
   }
   if (r->truncated())
     std::fprintf(stderr, "==%lld==rdmasan: warning: %s: %s; replayed the first %llu events\n",
