@@ -55,7 +55,10 @@ void PingPong(std::vector<Event>* out, uint64_t* seq, uint64_t wr, uint32_t tid)
   r.tid = tid;
   r.obj = 7;
   r.stack = post;
-  r.recv_wrs.push_back({wr, 1, {{0x7f0000200000 + (wr % 16) * 4096, 4096, 0x1234}}});
+  rdmasan::core::RecvWr& posted = r.recv_wrs.emplace_back();
+  posted.wr_id = wr;
+  posted.num_sge = 1;
+  posted.sges.push_back({0x7f0000200000 + (wr % 16) * 4096, 4096, 0x1234});
   out->push_back(r);
   Event s;
   s.kind = EventKind::kPostSend;

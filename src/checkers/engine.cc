@@ -167,8 +167,8 @@ core::ObjId DomainKey(const core::Event& e, uint8_t* kind) {
 
 }  // namespace
 
-Engine::Engine(bool assign_seq, const core::CheckSet& enabled)
-    : assign_seq_(assign_seq), domain_of_(std::make_unique<core::IdTable>()) {
+Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
+    : assign_seq_(assign_seq), one_thread_(one_thread), domain_of_(std::make_unique<core::IdTable>()) {
   // A disabled check is never reported: it does not run either.
   for (size_t i = 0; i < kNumEntries; ++i)
     if (enabled.Enabled(kChecks[i].id)) {
@@ -309,18 +309,19 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   if (core::ObjId key = DomainKey(e, &want)) {
     Node* n = NodeOf(key);
     if (n && static_cast<uint8_t>(n->kind) == want) {
-      if (Domain* d = LockDomainOf(n)) {
+      if (Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n)) {
         if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
         void* books = n->books;  // live: destruction takes d's lock too
         Check(e, &d->emitted, &d->mrs, findings, n->kind == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
         state_.Apply(e, retired, books);
-        d->mu.unlock();
+        if (!one_thread_) d->mu.unlock();
         return;
       }
     }
   }
   std::lock_guard<std::mutex> control(control_mu_);
-  const std::vector<Domain*> held = live_;
+  std::vector<Domain*> held;
+  if (!one_thread_) held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   Check(e, &control_emitted_, &control_mrs_, findings, CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);

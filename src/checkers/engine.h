@@ -44,7 +44,10 @@ class Engine {
  public:
   // `assign_seq`: the engine numbers events (live runs); otherwise events
   // keep the seq they carry (replay, tests).  Only the `enabled` checks run.
-  explicit Engine(bool assign_seq = false, const core::CheckSet& enabled = core::CheckSet::All());
+  // `one_thread`: events come from one thread only (replay): no domain is
+  // ever locked; the findings are the same.
+  explicit Engine(bool assign_seq = false, const core::CheckSet& enabled = core::CheckSet::All(),
+                  bool one_thread = false);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -93,6 +96,7 @@ class Engine {
   void Leave(core::ObjId id);
 
   const bool assign_seq_;
+  const bool one_thread_;
   uint64_t enabled_ = 0;  // bit i: entry i of the check table runs
   bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;

@@ -125,7 +125,7 @@ int Dump(traces::TraceReader& r) {
 // Counts per verb and per QP, peak occupancy of the SQ, RQ and CQ books as
 // the checkers' state reports them, error completions.
 int Stats(traces::TraceReader& r) {
-  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None());  // the books only
+  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true);  // the books only
   std::map<std::string, uint64_t> per_kind;
   std::map<core::ObjId, uint64_t> posts_per_qp;
   std::map<core::ObjId, size_t> peak_sq, peak_rq;
@@ -188,7 +188,7 @@ int Stats(traces::TraceReader& r) {
 // completions.  Events carry no clock (the checkers read none), so the time
 // axis is the event sequence number: 1 us per verbs call.
 int ExportPerfetto(traces::TraceReader& r) {
-  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None());  // the books only
+  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true);  // the books only
   const long long pid = r.header().pid ? r.header().pid : 1;
   std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"time_axis\":\"microseconds since the first "
               "recorded event (traces without times: one verbs call per microsecond)\",\"executable\":\"%s\"},"
@@ -381,7 +381,7 @@ int Replay(int argc, char** argv) {
   core::Options opts = OptionsFrom(cl, r->header());
   core::Reporter reporter(opts);
   reporter.SetReportPid(static_cast<int>(r->header().pid));
-  checkers::Engine engine(/*assign_seq=*/false, reporter.checks());
+  checkers::Engine engine(/*assign_seq=*/false, reporter.checks(), /*one_thread=*/true);
   // Decoding and checking overlap: a thread decodes batches of events
   // while this one checks the previous batch.  The reader's stacks and
   // module map are complete once it is open, so symbolizing findings here

@@ -69,7 +69,12 @@ struct Sge {
   uint64_t hash_now = 0;  // kRetire: the hash again when the WR was retired
 };
 
+// SendWr and RecvWr have a user-provided default constructor so that
+// value-initialization (emplace_back(), resize()) sets the fields below
+// and leaves the SGE vector's unused inline storage alone instead of
+// zeroing the whole object first.
 struct SendWr {
+  SendWr() {}
   uint64_t wr_id = 0;
   uint32_t opcode = 0;      // ibv_wr_opcode
   uint32_t send_flags = 0;  // ibv_send_flags
@@ -86,6 +91,7 @@ struct SendWr {
 };
 
 struct RecvWr {
+  RecvWr() {}
   uint64_t wr_id = 0;
   int32_t num_sge = 0;
   absl::InlinedVector<Sge, 2> sges;

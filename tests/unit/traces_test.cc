@@ -360,7 +360,10 @@ std::vector<Event> PostPollStream(size_t n) {
     r.tid = 4242;
     r.obj = 7;
     r.stack = recv_stack;
-    r.recv_wrs.push_back({wr, 1, {{rbuf + slot * 4096, 4096, 0x1234}}});
+    core::RecvWr& posted = r.recv_wrs.emplace_back();
+    posted.wr_id = wr;
+    posted.num_sge = 1;
+    posted.sges.push_back({rbuf + slot * 4096, 4096, 0x1234});
     out.push_back(r);
     Event s;
     s.kind = EventKind::kPostSend;
