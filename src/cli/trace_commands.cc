@@ -285,7 +285,6 @@ int ExportPerfetto(traces::TraceReader& r) {
 
 // Frames as the live run printed them: the trace symbolizes by module
 // offset; the recorded load bias gives back the process's address.
-// Symbolizing opens the modules' files: once per stack.
 // Calls fn(event) for every event of `r` in order, on this thread, while
 // another thread decodes the next batch.  Stops at the end or at the first
 // malformed record (its error in *error, after the events before it).
@@ -304,15 +303,24 @@ void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
   std::condition_variable cv;
   std::deque<Batch*> free_batches, full_batches;
   for (Batch& b : batches) free_batches.push_back(&b);
+  // Batches go round: free -> decoder -> full -> checker -> free.
+  auto take = [&](std::deque<Batch*>& from) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return !from.empty(); });
+    Batch* b = from.front();
+    from.pop_front();
+    return b;
+  };
+  auto give = [&](std::deque<Batch*>& to, Batch* b) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      to.push_back(b);
+    }
+    cv.notify_all();
+  };
   std::thread decoder([&] {
     for (bool last = false; !last;) {
-      Batch* b;
-      {
-        std::unique_lock<std::mutex> l(mu);
-        cv.wait(l, [&] { return !free_batches.empty(); });
-        b = free_batches.front();
-        free_batches.pop_front();
-      }
+      Batch* b = take(free_batches);
       b->n = 0;
       b->last = false;
       b->error = absl::OkStatus();
@@ -326,33 +334,20 @@ void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
         ++b->n;
       }
       last = b->last;
-      {
-        std::lock_guard<std::mutex> l(mu);
-        full_batches.push_back(b);
-      }
-      cv.notify_all();
+      give(full_batches, b);
     }
   });
   for (bool last = false; !last;) {
-    Batch* b;
-    {
-      std::unique_lock<std::mutex> l(mu);
-      cv.wait(l, [&] { return !full_batches.empty(); });
-      b = full_batches.front();
-      full_batches.pop_front();
-    }
+    Batch* b = take(full_batches);
     for (size_t i = 0; i < b->n; ++i) fn(b->events[i]);
     last = b->last;
     if (last) *error = b->error;
-    {
-      std::lock_guard<std::mutex> l(mu);
-      free_batches.push_back(b);
-    }
-    cv.notify_all();
+    give(free_batches, b);
   }
   decoder.join();
 }
 
+// Symbolizing opens the modules' files: once per stack.
 std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
   static auto* cache = new absl::flat_hash_map<core::StackId, std::vector<core::Frame>>();
   if (auto it = cache->find(id); it != cache->end()) return it->second;
