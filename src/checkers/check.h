@@ -96,8 +96,8 @@ class CheckContext {
 
  private:
   uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }
-  std::vector<core::Finding>* out_;
   void ComputeLists();
+  std::vector<core::Finding>* out_;
   absl::flat_hash_set<uint64_t>* emitted_;
   MrCache* mr_cache_;
   bool lists_ready_ = false;

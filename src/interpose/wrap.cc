@@ -61,6 +61,16 @@ bool SourcesPayload(uint32_t op) {
          op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
 }
 
+// Hashes the payloads the NIC will read (buffer-modified-in-flight), if
+// this post is among those the buffer_check option samples.
+void HashSendPayloads(core::Event* e) {
+  if (!SamplePost()) return;
+  for (auto& w : e->send_wrs) {
+    if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
+    for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
+  }
+}
+
 // CQs armed and not polled since: their empty polls matter to the
 // notify-without-poll check; every other empty poll is not an event.
 std::mutex g_armed_mu;  // std::mutex: visible to TSan
@@ -85,11 +95,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.obj = Id(qp);
   e.stack = stack;
   CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
-  if (SamplePost())
-    for (auto& w : e.send_wrs) {
-      if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
-      for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
-    }
+  HashSendPayloads(&e);
   int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
   e.err = rc;
@@ -491,11 +497,7 @@ int ShComplete(ibv_qp_ex* q) {
   if (!h->open) return h->orig.wr_complete(q);
   h->open = false;
   Reentry re;
-  if (SamplePost())
-    for (auto& w : h->batch.send_wrs) {
-      if ((w.send_flags & IBV_SEND_INLINE) || !SourcesPayload(w.opcode)) continue;
-      for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
-    }
+  HashSendPayloads(&h->batch);
   int rc = h->orig.wr_complete(q);
   if (!re.outer()) return rc;
   h->batch.ret = rc;
