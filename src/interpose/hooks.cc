@@ -47,7 +47,6 @@ Registry& Objects() {
   return *r;
 }
 
-
 // The trace of this run (option trace=PATH), opened at the first event.
 std::atomic<traces::TraceWriter*> g_trace{nullptr};
 std::once_flag g_trace_once;
@@ -193,7 +192,7 @@ core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
 void Forget(const void* obj) { Objects().Forget(obj); }
 
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
-  // Once per process; a relaxed load on every later event.
+  // Once per process; one load on every later event.
   if (!g_started.load(std::memory_order_acquire)) {
     if (!g_atexit_registered.exchange(true)) atexit(AtExit);
     std::call_once(g_trace_once, OpenTrace);
