@@ -1388,7 +1388,10 @@ TEST(CheckersDeterminism, SameEventsSameFindingsInFreshEngines) {
   std::vector<std::unique_ptr<char[]>> spacers;
   std::vector<std::string> outputs;
   for (int k = 0; k < 8; ++k) {
-    engines.push_back(std::make_unique<Engine>());
+    // Half of them as a replay builds them (one thread, no locks), half as
+    // the live pipeline does (locking, numbering): the same findings.
+    engines.push_back(k % 2 ? std::make_unique<Engine>(/*assign_seq=*/false, core::CheckSet::All(), /*one_thread=*/true)
+                            : std::make_unique<Engine>(/*assign_seq=*/true));
     spacers.push_back(std::make_unique<char[]>(4096 * (k + 1)));
     std::vector<Finding> all;
     for (const auto& e : events) {
