@@ -9,11 +9,13 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "checkers/state.h"
 #include "core/checks.h"
 #include "core/event.h"
@@ -77,6 +79,10 @@ class CheckContext {
   const PostLists& Lists() {
     if (!lists_ready_) ComputeLists();
     return lists_;
+  }
+  // The send WRs the post accepted (those before *bad_wr).
+  absl::Span<const core::SendWr> Posted() const {
+    return {e.send_wrs.data(), std::min<size_t>(e.send_wrs.size(), e.bad_index)};
   }
   // "post_send to QP ..." and the like, for messages.
   std::string PostWhere() const;

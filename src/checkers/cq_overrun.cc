@@ -8,7 +8,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-void ReportCqOverrun(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
+[[gnu::noinline, gnu::cold]] void ReportCqOverrun(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
   c.Emit(core::CheckId::kCqOverrun,
          absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq, st.cqe),
          {{"CQ created at", st.stack}});
@@ -53,8 +53,7 @@ void CheckCqOverrun(CheckContext& c) {
     if (!q) return;
     cq = q->send_cq;
     st = q->scq;
-    const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
-    for (size_t i = 0; i < n; ++i) adding += q->sq_sig_all || (e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);
+    for (const core::SendWr& w : c.Posted()) adding += q->sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
   } else if (e.kind == core::EventKind::kPostRecv) {
     const QpState* q = c.qp;
     if (!q) return;
@@ -65,13 +64,8 @@ void CheckCqOverrun(CheckContext& c) {
     return;
   }
   if (!st || !adding) return;
-  uint64_t pending = c.s.PendingOn(*st);
-  if (pending + adding > static_cast<uint64_t>(st->cqe)) {
-    c.Emit(core::CheckId::kCqOverrun,
-           absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending + adding, cq,
-                           st->cqe),
-           {{"CQ created at", st->stack}});
-  }
+  const uint64_t pending = c.s.PendingOn(*st) + adding;
+  if (pending > static_cast<uint64_t>(st->cqe)) ReportCqOverrun(c, cq, *st, pending);
 }
 
 }  // namespace rdmasan::checkers

@@ -3,20 +3,28 @@
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
+namespace {
+
+[[gnu::noinline, gnu::cold]] void ReportSqOverflow(CheckContext& c, const QpState& q, uint64_t outstanding,
+                                                   uint64_t chain) {
+  if (c.Repeated(core::CheckId::kSqOverflow)) return;
+  std::vector<core::RelatedStack> rel;
+  if (!q.sq.empty()) rel.push_back({WrLabel(q.sq.front(), "oldest outstanding"), q.sq.front().stack});
+  rel.push_back({"QP created at", q.stack});
+  c.Emit(core::CheckId::kSqOverflow,
+         absl::StrFormat("post_send of %d WR(s) to %s with %d outstanding exceeds max_send_wr=%d", chain,
+                         QpName(c.s, c.e.obj), outstanding, q.caps.max_send_wr),
+         std::move(rel));
+}
+
+}  // namespace
 
 void CheckSqOverflow(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
   const uint64_t outstanding = q->sq.size(), chain = c.e.send_wrs.size();
-  if (outstanding + chain <= q->caps.max_send_wr || c.Repeated(core::CheckId::kSqOverflow)) return;
-  std::vector<core::RelatedStack> rel;
-  if (!q->sq.empty()) rel.push_back({WrLabel(q->sq.front(), "oldest outstanding"), q->sq.front().stack});
-  rel.push_back({"QP created at", q->stack});
-  c.Emit(core::CheckId::kSqOverflow,
-         absl::StrFormat("post_send of %d WR(s) to %s with %d outstanding exceeds max_send_wr=%d",
-                         chain, QpName(c.s, c.e.obj), outstanding, q->caps.max_send_wr),
-         std::move(rel));
+  if (outstanding + chain > q->caps.max_send_wr) ReportSqOverflow(c, *q, outstanding, chain);
 }
 
 }  // namespace rdmasan::checkers

@@ -74,6 +74,7 @@ uint64_t State::PendingOn(ObjId cq_id) const {
 
 uint64_t State::PendingOn(const CqState& cq) const {
   uint64_t n = cq.pending;
+  if (cq.srqs.empty()) return n;
   for (ObjId s : cq.srqs)
     if (const SrqState* srq = Srq(s)) n += srq->rq.size();
   return n;

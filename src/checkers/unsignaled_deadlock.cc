@@ -4,6 +4,16 @@
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
+namespace {
+
+[[gnu::noinline, gnu::cold]] void ReportUnsignaledDeadlock(CheckContext& c, const QpState& q) {
+  c.Emit(core::CheckId::kUnsignaledDeadlock,
+         absl::StrFormat("%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
+                         QpName(c.s, c.e.obj), q.caps.max_send_wr),
+         {{"QP created at", q.stack}});
+}
+
+}  // namespace
 
 void CheckUnsignaledDeadlock(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
@@ -11,16 +21,9 @@ void CheckUnsignaledDeadlock(CheckContext& c) {
   if (!q || q->caps.max_send_wr == 0) return;
   uint64_t occupancy = q->sq.size();
   bool any_signaled = q->sq_signaled > 0;
-  const size_t n = std::min<size_t>(c.e.send_wrs.size(), c.e.bad_index);
-  for (size_t i = 0; i < n; ++i) {
-    any_signaled |= q->sq_sig_all || (c.e.send_wrs[i].send_flags & IBV_SEND_SIGNALED);
-    if (++occupancy == q->caps.max_send_wr && !any_signaled) {
-      c.Emit(core::CheckId::kUnsignaledDeadlock,
-             absl::StrFormat("%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
-                             QpName(c.s, c.e.obj), q->caps.max_send_wr),
-             {{"QP created at", q->stack}});
-      return;
-    }
+  for (const core::SendWr& w : c.Posted()) {
+    any_signaled |= q->sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+    if (++occupancy == q->caps.max_send_wr && !any_signaled) return ReportUnsignaledDeadlock(c, *q);
   }
 }
 
