@@ -35,6 +35,18 @@ struct MrCache {
   bool valid[kWays] = {};
 };
 
+// The live MR with this lkey, or null, through a cache.
+inline const MrState* LookupMr(MrCache& c, const State& s, uint32_t lkey) {
+  if (c.generation != s.mr_generation()) c = MrCache{s.mr_generation()};
+  const int w = lkey & (MrCache::kWays - 1);
+  if (!c.valid[w] || c.lkey[w] != lkey) {
+    c.lkey[w] = lkey;
+    c.mr[w] = s.MrStateByLkey(lkey);
+    c.valid[w] = true;
+  }
+  return c.mr[w];
+}
+
 // One WR's scatter list, as the SGE checks (sge-count, invalid-lkey,
 // sge-out-of-bounds, mr-access) see it.
 struct SgeList {
@@ -88,17 +100,7 @@ class CheckContext {
   std::string PostWhere() const;
 
   // The live MR with this lkey, or null (through the domain's MrCache).
-  const MrState* MrByLkey(uint32_t lkey) {
-    MrCache& c = *mr_cache_;
-    if (c.generation != s.mr_generation()) c = MrCache{s.mr_generation()};
-    const int w = lkey & (MrCache::kWays - 1);
-    if (!c.valid[w] || c.lkey[w] != lkey) {
-      c.lkey[w] = lkey;
-      c.mr[w] = s.MrStateByLkey(lkey);
-      c.valid[w] = true;
-    }
-    return c.mr[w];
-  }
+  const MrState* MrByLkey(uint32_t lkey) { return LookupMr(*mr_cache_, s, lkey); }
 
  private:
   uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }

@@ -1,6 +1,7 @@
 #include "checkers/engine.h"
 
 #include "checkers/check.h"
+#include "checkers/quiet.h"
 
 #include <algorithm>
 #include <array>
@@ -62,6 +63,17 @@ constexpr Entry kChecks[] = {
 };
 
 constexpr size_t kNumEntries = sizeof(kChecks) / sizeof(kChecks[0]);
+
+constexpr size_t ChecksOf(EventKind k) {
+  size_t n = 0;
+  for (const Entry& e : kChecks) n += e.kind == k;
+  return n;
+}
+// The quiet filters (checkers/quiet.h) test the condition of every check of
+// these kinds: a check added here must be added there.
+static_assert(ChecksOf(EventKind::kPostSend) == 13, "add the new post_send check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostRecv) == 8, "add the new post_recv check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPollCq) == 1, "add the new poll_cq check to checkers/quiet.cc");
 static_assert(kNumEntries <= 64, "the enabled mask is one word");
 
 // The checks of one event kind, in table order, as direct calls (the
@@ -298,6 +310,14 @@ void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted,
                    std::vector<core::Finding>* findings, const QpState* qp) {
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && any_by_kind_[k]) {
+    if (quiet_filters_) {
+      // The common case: a post or poll no check can speak about.
+      if (e.kind == EventKind::kPostSend ? qp && PostSendQuiet(e, *qp, state_, *mrs)
+          : e.kind == EventKind::kPostRecv ? qp && PostRecvQuiet(e, *qp, state_, *mrs)
+          : e.kind == EventKind::kPollCq   ? PollQuiet(e)
+                                           : false)
+        return;
+    }
     CheckContext ctx(e, state_, findings, emitted, qp, mrs);
     kRunByKind[k](ctx, enabled_);
   }

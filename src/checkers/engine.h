@@ -62,6 +62,10 @@ class Engine {
   std::vector<core::Finding> OnEvent(const core::Event& e);
   std::vector<RetiredWr> TakeRetired() { return std::move(retired_); }
 
+  // Tests: run every check of every event, without the quiet filters
+  // (checkers/quiet.h); the findings must be the same.
+  void DisableQuietFiltersForTest() { quiet_filters_ = false; }
+
   // The books; only while no event is in flight.
   const State& state() const { return state_; }
 
@@ -97,6 +101,7 @@ class Engine {
 
   const bool assign_seq_;
   const bool one_thread_;
+  bool quiet_filters_ = true;
   uint64_t enabled_ = 0;  // bit i: entry i of the check table runs
   bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;

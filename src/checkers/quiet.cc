@@ -1,0 +1,105 @@
+// Each condition below names the check whose silence it proves; see that
+// check's file for the rule and its wording.
+#include "checkers/quiet.h"
+
+#include <infiniband/verbs.h>
+
+namespace rdmasan::checkers {
+namespace {
+
+// sge-count, invalid-lkey, sge-out-of-bounds and mr-access on one WR's
+// scatter list.
+inline bool SgesQuiet(const core::Sge* g, size_t n, int32_t num_sge, uint32_t max_sge, core::ObjId pd,
+                      bool nic_writes, const State& s, MrCache& mrs) {
+  if (num_sge < 0 || static_cast<uint32_t>(num_sge) > max_sge) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (g[i].length == 0) continue;
+    const MrState* mr = LookupMr(mrs, s, g[i].lkey);
+    if (!mr || mr->pd != pd) return false;
+    const uint64_t end = g[i].addr + g[i].length;
+    if (g[i].addr < mr->iova || end > mr->iova + mr->length || end < g[i].addr) return false;
+    if (nic_writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE)) return false;
+  }
+  return true;
+}
+
+inline uint64_t TotalLength(const core::SendWr& w) {
+  uint64_t total = 0;
+  for (const auto& g : w.sges) total += g.length;
+  return total;
+}
+
+}  // namespace
+
+bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs) {
+  // A failed post: the checks tell the accepted WRs from the rest.
+  if (e.bad_index != UINT32_MAX) return false;
+  // post-bad-qp-state, post-after-error.
+  if (q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD) return false;
+  const uint32_t max_wr = q.caps.max_send_wr;
+  const size_t n = e.send_wrs.size();
+  // sq-overflow.
+  if (q.sq.size() + n > max_wr) return false;
+  uint64_t occupancy = q.sq.size();
+  bool any_signaled = q.sq_signaled > 0;
+  uint32_t run = q.unsignaled_run;
+  const bool run_applies = !q.sq_sig_all && max_wr >= 2;
+  uint64_t signaled = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const core::SendWr& w = e.send_wrs[i];
+    const bool sig = q.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+    // unsignaled-deadlock.
+    any_signaled |= sig;
+    if (++occupancy == max_wr && !any_signaled) return false;
+    // unsignaled-run.
+    if (run_applies) {
+      run = (w.send_flags & IBV_SEND_SIGNALED) ? 0 : run + 1;
+      if (run > max_wr / 2) return false;
+    }
+    signaled += sig;
+    // atomic-misaligned.
+    if (IsAtomic(w.opcode) && (w.remote_addr % 8 != 0 || TotalLength(w) != 8)) return false;
+    if (w.send_flags & IBV_SEND_INLINE) {
+      // inline-too-large (an inline WR's lkeys are not used).
+      if (TotalLength(w) > q.caps.max_inline_data) return false;
+    } else if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode),
+                          s, mrs)) {
+      return false;
+    }
+    // wr-id-duplicate.
+    if (sig) {
+      if (q.sq_signaled)
+        for (const auto& o : q.sq)
+          if (o.signaled && o.wr_id == w.wr_id) return false;
+      for (size_t j = 0; j < i; ++j)
+        if ((q.sq_sig_all || (e.send_wrs[j].send_flags & IBV_SEND_SIGNALED)) && e.send_wrs[j].wr_id == w.wr_id)
+          return false;
+    }
+  }
+  // cq-overrun.
+  if (signaled && q.scq && s.PendingOn(*q.scq) + signaled > static_cast<uint64_t>(q.scq->cqe)) return false;
+  return true;
+}
+
+bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs) {
+  if (e.bad_index != UINT32_MAX) return false;
+  // post-bad-qp-state, post-after-error.
+  if (q.state == IBV_QPS_RESET || q.state == IBV_QPS_ERR) return false;
+  const size_t n = e.recv_wrs.size();
+  // rq-overflow.
+  if (!q.srq && q.rq.size() + n > q.caps.max_recv_wr) return false;
+  // cq-overrun.
+  if (n && q.rcq && s.PendingOn(*q.rcq) + n > static_cast<uint64_t>(q.rcq->cqe)) return false;
+  for (const core::RecvWr& w : e.recv_wrs)
+    if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_recv_sge, q.pd, true, s, mrs)) return false;
+  return true;
+}
+
+bool PollQuiet(const core::Event& e) {
+  // error-completion: only a completion in error (other than a flush).
+  for (const auto& wc : e.wcs)
+    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) return false;
+  return true;
+}
+
+}  // namespace rdmasan::checkers
