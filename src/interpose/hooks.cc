@@ -248,15 +248,19 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
 }
 
 void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud) {
+  // Into the WRs the event already holds where it has them (a reused event
+  // keeps its elements and their SGE storage): every field is written.
+  auto& wrs = e->send_wrs;
   uint32_t i = 0;
   for (; wr && i < 4096; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
-    core::SendWr& w = e->send_wrs.emplace_back();  // filled in place
+    core::SendWr& w = i < wrs.size() ? wrs[i] : wrs.emplace_back();
     w.wr_id = wr->wr_id;
     w.opcode = wr->opcode;
     w.send_flags = wr->send_flags;
     w.imm_data = wr->imm_data;
     w.num_sge = wr->num_sge;
+    w.posted_at = 0;
     if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       w.remote_addr = wr->wr.atomic.remote_addr;
       w.rkey = wr->wr.atomic.rkey;
@@ -265,18 +269,25 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
     } else {
       w.remote_addr = wr->wr.rdma.remote_addr;
       w.rkey = wr->wr.rdma.rkey;
+      w.compare_add = w.swap = 0;
     }
     // Only a UD QP's WRs hold an AH in the union (for others the same bytes
     // are the remote address, not worth a lookup).
     if (ud) {
       w.ah = Id(wr->wr.ud.ah);
       w.remote_qpn = wr->wr.ud.remote_qpn;
+    } else {
+      w.ah = 0;
+      w.remote_qpn = 0;
     }
     // A null sg_list with num_sge > 0 is the program's bug: copy no SGE
     // (the provider rejects or crashes on it; the shim must not).
     const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
-    for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
+    w.sges.resize(n);
+    core::Sge* g = w.sges.data();
+    for (int k = 0; k < n; ++k) g[k] = {wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0, 0};
   }
+  if (wrs.size() > i) wrs.erase(wrs.begin() + i, wrs.end());
 }
 
 void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e) {

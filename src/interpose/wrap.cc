@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
@@ -77,6 +78,30 @@ std::mutex g_armed_mu;  // std::mutex: visible to TSan
 absl::flat_hash_set<const ibv_cq*>* g_armed = new absl::flat_hash_set<const ibv_cq*>();
 std::atomic<int> g_armed_count{0};
 
+// Each thread's events of the busiest kinds, reused: their vectors keep
+// their storage, so a steady stream of posts and polls neither constructs
+// nor frees one (a fresh event costs more than many of the checks).  After
+// the thread's destructors ran (a verbs call from a later destructor), a
+// call gets a fresh event.
+thread_local bool t_events_gone = false;
+struct ThreadEvents {
+  core::Event post_send, poll;
+  ~ThreadEvents() { t_events_gone = true; }
+};
+thread_local ThreadEvents t_events;
+
+// `reused`, reset for a new call of `kind`; fields other kinds set are
+// never set in it.
+core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>& spare, core::EventKind kind) {
+  core::Event& e = t_events_gone ? *(spare = std::make_unique<core::Event>()) : reused;
+  e.kind = kind;
+  e.seq = e.time = 0;
+  e.ret = e.err = 0;
+  e.stack = 0;
+  e.bad_index = UINT32_MAX;
+  return e;
+}
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   if (!s) {
@@ -90,8 +115,8 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
-  core::Event e;
-  e.kind = core::EventKind::kPostSend;
+  std::unique_ptr<core::Event> spare;
+  core::Event& e = FreshEvent(t_events.post_send, spare, core::EventKind::kPostSend);
   e.obj = Id(qp);
   e.stack = stack;
   CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
@@ -204,11 +229,12 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     if (!g_armed->erase(cq)) return got;
     g_armed_count.fetch_sub(1, std::memory_order_relaxed);
   }
-  core::Event e;
-  e.kind = core::EventKind::kPollCq;
+  std::unique_ptr<core::Event> spare;
+  core::Event& e = FreshEvent(t_events.poll, spare, core::EventKind::kPollCq);
   e.obj = Id(cq);
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
+  e.wcs.clear();
   bool failed = got < 0;
   for (int i = 0; i < got; ++i) {
     e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
