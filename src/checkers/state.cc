@@ -92,7 +92,7 @@ void State::ForgetOutstanding(QpState& qp) {
   AdjustPending(qp.rcq, -static_cast<int64_t>(qp.rq.size()));
 }
 
-std::optional<State::Queue> State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
+State::Queue State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
   const bool send_here = qp.send_cq == cq, recv_here = qp.recv_cq == cq;
   if (wc.status == IBV_WC_SUCCESS) {
     // Receive opcodes have bit 7 set (IBV_WC_RECV and later).
@@ -109,7 +109,7 @@ std::optional<State::Queue> State::Classify(const core::Completion& wc, const Qp
   if (!qp.sq.empty()) return Queue::kSend;
   if (qp.srq) return Queue::kSrq;
   if (!qp.rq.empty()) return Queue::kRecv;
-  return std::nullopt;
+  return Queue::kNone;
 }
 
 namespace {
@@ -127,13 +127,15 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
   QpState* found = MutableQpOnCq(wc.qp_num, cq, cq_state, &qid);
   if (!found) return;
   QpState& qp = *found;
-  auto q = Classify(wc, qp, cq);
-  if (!q) return;
+  const Queue q = Classify(wc, qp, cq);
+  if (q == Queue::kNone) return;
   if (wc.status != IBV_WC_SUCCESS) {
     qp.known_error = true;
     qp.state = IBV_QPS_ERR;
   }
-  switch (*q) {
+  switch (q) {
+    case Queue::kNone:
+      return;
     case Queue::kSend: {
       if (qp.sq.empty()) return;
       if (wc.status != IBV_WC_SUCCESS) {

@@ -165,9 +165,10 @@ class State {
   uint64_t PendingOn(ObjId cq) const;
   uint64_t PendingOn(const CqState& cq) const;
 
-  // Which queue a completion retires: nullopt if it matches nothing.
-  enum class Queue { kSend, kRecv, kSrq };
-  std::optional<Queue> Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
+  // Which queue a completion retires: kNone if it matches nothing.  (A
+  // plain enum, not an optional: returned in a register.)
+  enum class Queue : uint32_t { kNone, kSend, kRecv, kSrq };
+  Queue Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
 
  private:
   template <typename M>

@@ -428,10 +428,39 @@ StackId InternStack(const uintptr_t* pcs, size_t n) {
   return id;
 }
 
+namespace {
+
+// Each thread's last captured stack: a loop posting from one call site
+// captures the same stack every time, and comparing it with the last one
+// is cheaper than hashing and looking it up.  Ids never change meaning, so
+// a stale entry is only a miss.
+struct LastStack {
+  size_t n = 0;
+  StackId id = 0;
+  uintptr_t pcs[kMaxStackFrames];
+};
+thread_local LastStack t_last_stack;
+
+bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+}  // namespace
+
 __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
   uintptr_t pcs[kMaxStackFrames];
   size_t n = WalkFrames(pc, frame, pcs);
-  return InternStack(pcs, n);
+  LastStack& last = t_last_stack;
+  if (n == last.n && last.id && SamePcs(pcs, last.pcs, n)) return last.id;
+  StackId id = InternStack(pcs, n);
+  if (id) {
+    last.n = n;
+    last.id = id;
+    std::memcpy(last.pcs, pcs, n * sizeof(uintptr_t));
+  }
+  return id;
 }
 
 __attribute__((noinline)) StackId CaptureStack(int skip) {

@@ -34,13 +34,47 @@ class Registry {
     core::ObjId id = next_.fetch_add(1, std::memory_order_relaxed);
     return table_.Put(obj, id) ? id : 0;  // full: the object goes untracked
   }
-  core::ObjId Find(const void* obj) const { return table_.Get(obj); }
-  void Forget(const void* obj) { table_.Erase(obj); }
+  core::ObjId Find(const void* obj) const {
+    // Each thread remembers the last few objects it named (a data path
+    // names the same QP and CQ over and over), good until any object is
+    // forgotten: an address may then be reused by another object.
+    Cache& c = t_cache;
+    const uint64_t gen = forgotten_.load(std::memory_order_acquire);
+    if (c.gen == gen) {
+      for (size_t i = 0; i < Cache::kWays; ++i)
+        if (c.obj[i] == obj) return c.id[i];
+    } else {
+      c = Cache();
+      c.gen = gen;
+    }
+    const core::ObjId id = table_.Get(obj);
+    if (id) {
+      c.obj[c.next] = obj;
+      c.id[c.next] = id;
+      c.next = (c.next + 1) % Cache::kWays;
+    }
+    return id;
+  }
+  void Forget(const void* obj) {
+    table_.Erase(obj);
+    forgotten_.fetch_add(1, std::memory_order_acq_rel);
+  }
 
  private:
+  struct Cache {
+    static constexpr size_t kWays = 4;
+    uint64_t gen = 0;
+    const void* obj[kWays] = {};
+    core::ObjId id[kWays] = {};
+    size_t next = 0;
+  };
+  static thread_local Cache t_cache;
   std::atomic<core::ObjId> next_{1};
+  std::atomic<uint64_t> forgotten_{1};  // bumped by every Forget
   PtrTable table_;
 };
+
+thread_local Registry::Cache Registry::t_cache;
 
 Registry& Objects() {
   static Registry* r = new Registry();  // outlives every atexit handler

@@ -237,8 +237,16 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   e.wcs.clear();
   bool failed = got < 0;
   for (int i = 0; i < got; ++i) {
-    e.wcs.push_back({wc[i].wr_id, static_cast<uint32_t>(wc[i].status), static_cast<uint32_t>(wc[i].opcode),
-                     wc[i].qp_num, wc[i].byte_len, wc[i].vendor_err});
+    // Field by field into the element: a whole Completion built on the
+    // stack and copied out is read back (16 bytes at a time) before its
+    // narrow stores have landed, a store-forwarding stall per completion.
+    core::Completion& c = e.wcs.emplace_back();
+    c.wr_id = wc[i].wr_id;
+    c.status = wc[i].status;
+    c.opcode = wc[i].opcode;
+    c.qp_num = wc[i].qp_num;
+    c.byte_len = wc[i].byte_len;
+    c.vendor_err = wc[i].vendor_err;
     failed |= wc[i].status != IBV_WC_SUCCESS;
   }
   // A poll's stack is what error completions and modified payloads are
