@@ -10,7 +10,8 @@
 // event of the data path (post to a QP or SRQ, poll, arm, CQ event, ack,
 // retirement) locks only the domain of its object: it changes nothing
 // outside it and only reads the rest (MRs, PDs, AHs), which change under
-// every lock.  Every other event (creation, destruction, registration,
+// every lock.  A domain's lock is biased to the thread that uses it
+// (core/biased_lock.h).  Every other event (creation, destruction, registration,
 // modify, async events, frees, fork, and any event on an unknown object)
 // takes all domain locks.  Threads posting to QPs that share no CQ or SRQ
 // therefore never wait for each other.  With `assign_seq`, each event gets
@@ -35,7 +36,7 @@
 #include "core/checks.h"
 #include "core/event.h"
 #include "core/id_table.h"
-#include "core/spin_lock.h"
+#include "core/biased_lock.h"
 #include "core/report.h"
 
 namespace rdmasan::checkers {
@@ -72,7 +73,7 @@ class Engine {
   // Tests: an opaque name of the lock domain of a CQ, SRQ or QP (0: none,
   // its events take every lock), and holding that domain's lock.
   uintptr_t DomainOf(core::ObjId id) const;
-  std::unique_lock<core::SpinLock> LockDomainForTest(core::ObjId id);
+  std::unique_lock<core::BiasedLock> LockDomainForTest(core::ObjId id);
 
  private:
   struct Domain;

@@ -20,22 +20,36 @@ namespace rdmasan::checkers {
 template <typename T>
 class Ring {
  public:
+  Ring() = default;
+  Ring(const Ring& o) : slots_(o.slots_), data_(slots_.data()), mask_(o.mask_), head_(o.head_), size_(o.size_) {}
+  Ring(Ring&& o) noexcept
+      : slots_(std::move(o.slots_)), data_(slots_.data()), mask_(o.mask_), head_(o.head_), size_(o.size_) {
+    o.Reset();
+  }
+  Ring& operator=(Ring o) noexcept {
+    slots_.swap(o.slots_);
+    data_ = slots_.data();
+    mask_ = o.mask_;
+    head_ = o.head_;
+    size_ = o.size_;
+    return *this;
+  }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  T& operator[](size_t i) { return slots_[(head_ + i) & mask()]; }
-  const T& operator[](size_t i) const { return slots_[(head_ + i) & mask()]; }
+  T& operator[](size_t i) { return data_[(head_ + i) & mask_]; }
+  const T& operator[](size_t i) const { return data_[(head_ + i) & mask_]; }
   T& front() { return (*this)[0]; }
   const T& front() const { return (*this)[0]; }
 
   // The slot for a new last element: cleared by the caller's assignment.
   T& push_back() {
     if (size_ == slots_.size()) Grow();
-    return slots_[(head_ + size_++) & mask()];
+    return data_[(head_ + size_++) & mask_];
   }
   void push_back(T v) { push_back() = std::move(v); }
   void pop_front(size_t n = 1) {
     if (n > size_) n = size_;
-    head_ = (head_ + n) & mask();
+    head_ = (head_ + n) & mask_;
     size_ -= n;
   }
   // Removes element i, keeping the order of the others.
@@ -65,14 +79,22 @@ class Ring {
   const_iterator end() const { return {this, size_}; }
 
  private:
-  size_t mask() const { return slots_.size() - 1; }
+  void Reset() {
+    slots_.clear();
+    data_ = nullptr;
+    mask_ = head_ = size_ = 0;
+  }
   void Grow() {
     std::vector<T> bigger(slots_.empty() ? 16 : slots_.size() * 2);
     for (size_t i = 0; i < size_; ++i) bigger[i] = std::move((*this)[i]);
     slots_ = std::move(bigger);
+    data_ = slots_.data();
+    mask_ = slots_.size() - 1;
     head_ = 0;
   }
   std::vector<T> slots_;  // a power of two in size
+  T* data_ = nullptr;     // slots_.data() and size - 1, kept at hand: no
+  size_t mask_ = 0;       // division by sizeof(T) per access
   size_t head_ = 0, size_ = 0;
 };
 

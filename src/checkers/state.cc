@@ -112,16 +112,6 @@ State::Queue State::Classify(const core::Completion& wc, const QpState& qp, ObjI
   return Queue::kNone;
 }
 
-namespace {
-
-bool Hashed(const OutstandingWr& w) {
-  for (const auto& g : w.sges)
-    if (g.hash) return true;
-  return false;
-}
-
-}  // namespace
-
 void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired) {
   ObjId qid;
   QpState* found = MutableQpOnCq(wc.qp_num, cq, cq_state, &qid);
@@ -146,7 +136,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
         if (i == qp.sq.size()) i = 0;
         for (size_t k = 0; k <= i; ++k) {
           if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
-          if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
+          if (retired && qp.sq[k].hashed) retired->push_back({qid, std::move(qp.sq[k])});
         }
         qp.sq.pop_front(i + 1);
         return;
@@ -156,7 +146,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
         if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
           for (size_t k = 0; k <= i; ++k) {
             if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
-            if (retired && Hashed(qp.sq[k])) retired->push_back({qid, std::move(qp.sq[k])});
+            if (retired && qp.sq[k].hashed) retired->push_back({qid, std::move(qp.sq[k])});
           }
           qp.sq.pop_front(i + 1);
           return;
@@ -197,7 +187,10 @@ void FromSend(const core::SendWr& w, bool sig_all, StackId stack, OutstandingWr*
   o->is_recv = false;
   o->stack = stack;
   o->ah = w.ah;
-  o->sges.assign(w.sges.begin(), w.sges.end());
+  o->sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
+  bool hashed = false;
+  for (const auto& g : w.sges) hashed |= g.hash != 0;
+  o->hashed = hashed;
 }
 
 void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
@@ -208,7 +201,8 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
   o->is_recv = true;
   o->stack = stack;
   o->ah = 0;
-  o->sges.assign(w.sges.begin(), w.sges.end());
+  o->hashed = false;
+  o->sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
 }
 
 }  // namespace

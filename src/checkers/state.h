@@ -14,6 +14,7 @@
 #define RDMASAN_CHECKERS_STATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -41,15 +42,73 @@ struct MrState {
   StackId stack = 0;
 };
 
+// The SGEs of an outstanding WR, contiguous: one in place (nearly every WR
+// has one, and copying it is a few stores), more on the heap, whose block
+// a reused queue slot keeps.
+class WrSges {
+ public:
+  WrSges() = default;
+  WrSges(const WrSges& o) { assign(o.begin(), o.end()); }
+  WrSges& operator=(const WrSges& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  WrSges(WrSges&& o) noexcept { *this = std::move(o); }
+  WrSges& operator=(WrSges&& o) noexcept {
+    if (this == &o) return *this;
+    n_ = o.n_;
+    one_ = o.one_;
+    more_ = std::move(o.more_);
+    cap_ = o.cap_;
+    o.n_ = o.cap_ = 0;
+    return *this;
+  }
+  // Field by field: a whole Sge copied with wide moves right after the
+  // interposer's narrow stores would stall on store forwarding.
+  static void Copy(const core::Sge& from, core::Sge* to) {
+    to->addr = from.addr;
+    to->length = from.length;
+    to->lkey = from.lkey;
+    to->hash = from.hash;
+    to->hash_now = from.hash_now;
+  }
+  void assign(const core::Sge* b, const core::Sge* e) {
+    n_ = static_cast<uint32_t>(e - b);
+    if (n_ > 1 && cap_ < n_) {
+      more_.reset(new core::Sge[n_]);
+      cap_ = n_;
+    }
+    core::Sge* d = data();
+    for (uint32_t i = 0; i < n_; ++i) Copy(b[i], d + i);
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  core::Sge* data() { return n_ <= 1 ? &one_ : more_.get(); }
+  const core::Sge* data() const { return n_ <= 1 ? &one_ : more_.get(); }
+  core::Sge& operator[](size_t i) { return data()[i]; }
+  const core::Sge& operator[](size_t i) const { return data()[i]; }
+  core::Sge* begin() { return data(); }
+  core::Sge* end() { return data() + n_; }
+  const core::Sge* begin() const { return data(); }
+  const core::Sge* end() const { return data() + n_; }
+
+ private:
+  uint32_t n_ = 0;
+  uint32_t cap_ = 0;  // of more_
+  core::Sge one_;
+  std::unique_ptr<core::Sge[]> more_;
+};
+
 struct OutstandingWr {
   uint64_t wr_id = 0;
   uint32_t opcode = 0;
   bool signaled = false;
   bool is_inline = false;
   bool is_recv = false;
+  bool hashed = false;  // some SGE's payload was hashed at the post
   StackId stack = 0;
   ObjId ah = 0;
-  absl::InlinedVector<core::Sge, 2> sges;  // their lkeys name the MRs used
+  WrSges sges;  // their lkeys name the MRs used
 };
 
 struct CqState;

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkers/engine.h"
+#include "core/biased_lock.h"
 #include "core/options.h"
 #include "core/report.h"
 #include "traces/trace.h"
@@ -157,6 +158,7 @@ void OpenTrace() {
 }  // namespace
 
 void AfterForkInChild() {
+  core::BiasAfterFork();
   // The child must not write, close or rename its parent's trace.
   if (traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel)) w->AbandonAfterFork();
 }

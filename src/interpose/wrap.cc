@@ -205,7 +205,7 @@ void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
     w.wr_id = rw.wr.wr_id;
     w.opcode = rw.wr.opcode;
     w.posted_at = rw.wr.stack;
-    w.sges = rw.wr.sges;
+    w.sges.assign(rw.wr.sges.begin(), rw.wr.sges.end());
     r.send_wrs.push_back(std::move(w));
     if (r.send_wrs.size() == 64) {
       Emit(r);

@@ -1,0 +1,99 @@
+// core/biased_lock: a lock that costs its usual thread no atomic
+// read-modify-write.
+//
+// Most RDMA programs drive each queue from one thread.  The first thread
+// that takes a BiasedLock with LockAsUser() becomes its owner; until any
+// other thread wants the lock, the owner takes and drops it with plain
+// stores (a "busy" flag, and a look at whether the bias still stands).  The
+// first other thread revokes the bias for good: it raises the revoked flag,
+// runs a process-wide memory barrier (membarrier(2): the owner then either
+// sees the flag or has its busy flag visible), waits for the owner to
+// leave, and from then on every thread uses the SpinLock inside.  Where
+// membarrier is missing, and under ThreadSanitizer (which cannot see that
+// barrier), there is no bias: it is a SpinLock.
+//
+// May not: serve locks that many threads share from the start (each
+// revocation is a system call that interrupts every running thread of the
+// process), or be held across anything that blocks.
+#ifndef RDMASAN_CORE_BIASED_LOCK_H_
+#define RDMASAN_CORE_BIASED_LOCK_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/spin_lock.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define RDMASAN_BIASED_LOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RDMASAN_BIASED_LOCKS 0
+#endif
+#endif
+#ifndef RDMASAN_BIASED_LOCKS
+#define RDMASAN_BIASED_LOCKS 1
+#endif
+
+namespace rdmasan::core {
+
+namespace bias_internal {
+extern thread_local uint64_t t_token;
+uint64_t NewToken();
+}  // namespace bias_internal
+
+// This thread's token: nonzero, never reused within the process.
+inline uint64_t ThreadToken() {
+  uint64_t t = bias_internal::t_token;
+  return t ? t : bias_internal::NewToken();
+}
+
+// Whether locks may be biased in this process (membarrier registered).
+bool BiasSupported();
+// After fork, in the child: the barrier's registration is the parent's.
+void BiasAfterFork();
+
+class BiasedLock {
+ public:
+  // Takes the lock and, if no thread owns it yet, makes this thread its
+  // owner (for the threads that use what it guards day to day).
+  void LockAsUser() { Lock(true); }
+  // Takes the lock (Lockable); uses but never claims the bias.
+  void lock() { Lock(false); }
+  void unlock() {
+    if (fast_) {
+      fast_ = false;
+      busy_.store(false, std::memory_order_release);
+      return;
+    }
+    mu_.unlock();
+  }
+
+ private:
+  void Lock(bool may_own) {
+#if RDMASAN_BIASED_LOCKS
+    if (owner_.load(std::memory_order_relaxed) == ThreadToken()) {
+      busy_.store(true, std::memory_order_relaxed);
+      // Only the compiler is fenced here: a revoker's membarrier fences
+      // this thread's CPU for it.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (!revoked_.load(std::memory_order_relaxed)) {
+        fast_ = true;
+        return;
+      }
+      busy_.store(false, std::memory_order_release);
+    }
+#endif
+    SlowLock(may_own);
+  }
+  void SlowLock(bool may_own);
+
+  std::atomic<uint64_t> owner_{0};  // a ThreadToken, 0 while unowned
+  std::atomic<bool> busy_{false};   // the owner holds the lock without mu_
+  std::atomic<bool> revoked_{false};
+  bool fast_ = false;  // the holder took the owner's way (read by the holder only)
+  SpinLock mu_;
+};
+
+}  // namespace rdmasan::core
+
+#endif  // RDMASAN_CORE_BIASED_LOCK_H_
