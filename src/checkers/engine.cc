@@ -156,30 +156,6 @@ struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of
 
 namespace {
 
-// The object whose domain a data-path event locks, and the kind of object
-// that must be; 0 for events that take every lock.
-core::ObjId DomainKey(const core::Event& e, uint8_t* kind) {
-  using K = uint8_t;
-  switch (e.kind) {
-    case EventKind::kPostSend:
-    case EventKind::kPostRecv:
-    case EventKind::kRetire:
-      *kind = static_cast<K>(2);  // QP
-      return e.obj;
-    case EventKind::kPostSrqRecv:
-      *kind = static_cast<K>(1);  // SRQ
-      return e.obj;
-    case EventKind::kPollCq:
-    case EventKind::kReqNotifyCq:
-    case EventKind::kGetCqEvent:
-    case EventKind::kAckCqEvents:
-      *kind = static_cast<K>(0);  // CQ
-      return e.obj;
-    default:
-      return 0;
-  }
-}
-
 }  // namespace
 
 Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
@@ -309,38 +285,75 @@ void Engine::UpdateDomains(const core::Event& e) {
   }
 }
 
+void Engine::RunChecks(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
+                       std::vector<core::Finding>* findings, const QpState* qp) {
+  CheckContext ctx(e, state_, findings, emitted, qp, mrs);
+  kRunByKind[static_cast<size_t>(e.kind)](ctx, enabled_);
+}
+
 void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
                    std::vector<core::Finding>* findings, const QpState* qp) {
   const size_t k = static_cast<size_t>(e.kind);
   if (k < static_cast<size_t>(EventKind::kCount) && any_by_kind_[k]) {
-    if (quiet_filters_) {
-      // The common case: a post or poll no check can speak about.
-      if (e.kind == EventKind::kPostSend ? qp && PostSendQuiet(e, *qp, state_, *mrs)
-          : e.kind == EventKind::kPostRecv ? qp && PostRecvQuiet(e, *qp, state_, *mrs)
-          : e.kind == EventKind::kPollCq   ? PollQuiet(e)
-                                           : false)
-        return;
-    }
-    CheckContext ctx(e, state_, findings, emitted, qp, mrs);
-    kRunByKind[k](ctx, enabled_);
+    // A post_recv no check can speak about (post_send and poll_cq have
+    // their own way, RunData).
+    if (quiet_filters_ && e.kind == EventKind::kPostRecv && qp && PostRecvQuiet(e, *qp, state_, *mrs)) return;
+    RunChecks(e, emitted, mrs, findings, qp);
   }
+}
+
+template <EventKind K>
+bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
+                     std::vector<RetiredWr>* retired) {
+  constexpr Node::Kind kWant = K == EventKind::kPostSend || K == EventKind::kPostRecv || K == EventKind::kRetire
+                                   ? Node::Kind::kQp
+                               : K == EventKind::kPostSrqRecv ? Node::Kind::kSrq
+                                                              : Node::Kind::kCq;
+  Node* n = NodeOf(e.obj);
+  if (!n || n->kind != kWant) return false;
+  Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n);
+  if (!d) return false;
+  if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  void* books = n->books;  // live: destruction takes d's lock too
+  constexpr size_t k = static_cast<size_t>(K);
+  if constexpr (K == EventKind::kPostSend) {
+    // The busiest two kinds, straight: a post or poll that no check can
+    // speak about (checkers/quiet.h) runs none of them.
+    auto* qp = static_cast<QpState*>(books);
+    if (any_by_kind_[k] && !(quiet_filters_ && PostSendQuiet(e, *qp, state_, d->mrs)))
+      RunChecks(e, &d->emitted, &d->mrs, findings, qp);
+    state_.ApplyPostSend(e, qp);
+  } else if constexpr (K == EventKind::kPollCq) {
+    if (any_by_kind_[k] && !(quiet_filters_ && PollQuiet(e))) RunChecks(e, &d->emitted, &d->mrs, findings, nullptr);
+    state_.ApplyPollCq(e, static_cast<CqState*>(books), retired);
+  } else {
+    Check(e, &d->emitted, &d->mrs, findings, kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
+    state_.Apply(e, retired, books);
+  }
+  if (!one_thread_) d->mu.unlock();
+  return true;
 }
 
 void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
                  std::vector<RetiredWr>* retired) {
-  uint8_t want;
-  if (core::ObjId key = DomainKey(e, &want)) {
-    Node* n = NodeOf(key);
-    if (n && static_cast<uint8_t>(n->kind) == want) {
-      if (Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n)) {
-        if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-        void* books = n->books;  // live: destruction takes d's lock too
-        Check(e, &d->emitted, &d->mrs, findings, n->kind == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
-        state_.Apply(e, retired, books);
-        if (!one_thread_) d->mu.unlock();
-        return;
-      }
-    }
+  // An event of the data path on a queue the engine knows locks only that
+  // queue's domain; anything else takes every lock.
+  switch (e.kind) {
+#define RDMASAN_DATA_KIND(K) \
+  case K:                    \
+    if (RunData<K>(e, seq, findings, retired)) return; \
+    break;
+    RDMASAN_DATA_KIND(EventKind::kPostSend)
+    RDMASAN_DATA_KIND(EventKind::kPollCq)
+    RDMASAN_DATA_KIND(EventKind::kPostRecv)
+    RDMASAN_DATA_KIND(EventKind::kPostSrqRecv)
+    RDMASAN_DATA_KIND(EventKind::kRetire)
+    RDMASAN_DATA_KIND(EventKind::kReqNotifyCq)
+    RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
+    RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
+#undef RDMASAN_DATA_KIND
+    default:
+      break;
   }
   std::lock_guard<std::mutex> control(control_mu_);
   std::vector<Domain*> held;

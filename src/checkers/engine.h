@@ -91,6 +91,13 @@ class Engine {
            std::vector<RetiredWr>* retired);
   Node* NodeOf(core::ObjId id) const;
   Domain* LockDomainOf(Node* n);
+  // A data-path event of kind K on a queue with a node, under its domain's
+  // lock; false (nothing done) if the queue has none.
+  template <core::EventKind K>
+  bool RunData(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
+               std::vector<RetiredWr>* retired);
+  void RunChecks(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
+                 std::vector<core::Finding>* findings, const QpState* qp);
   void Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted, MrCache* mrs,
              std::vector<core::Finding>* findings, const QpState* qp);
   // Under every lock:

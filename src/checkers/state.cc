@@ -207,6 +207,25 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
 
 }  // namespace
 
+void State::ApplyPostSend(const Event& e, QpState* qp) {
+  QpState& q = *qp;
+  const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+  int64_t signaled = 0;
+  for (size_t i = 0; i < n; ++i) {
+    OutstandingWr& o = q.sq.push_back();
+    FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, &o);
+    q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
+    signaled += o.signaled;
+  }
+  AdjustPending(q.scq, signaled);
+  q.sq_signaled += static_cast<uint32_t>(signaled);
+}
+
+void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
+  for (const auto& wc : e.wcs) Retire(wc, e.obj, cq, retired);
+  if (cq) cq->polled_since_arm = true;
+}
+
 void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) {
   const bool ok = e.ret == 0;
   switch (e.kind) {
@@ -335,18 +354,7 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       break;
     case EventKind::kPostSend: {
       QpState* qp = books ? static_cast<QpState*>(books) : MutableQp(e.obj);
-      if (!qp) break;
-      QpState& q = *qp;
-      const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
-      int64_t signaled = 0;
-      for (size_t i = 0; i < n; ++i) {
-        OutstandingWr& o = q.sq.push_back();
-        FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, &o);
-        q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
-        signaled += o.signaled;
-      }
-      AdjustPending(q.scq, signaled);
-      q.sq_signaled += static_cast<uint32_t>(signaled);
+      if (qp) ApplyPostSend(e, qp);
       break;
     }
     case EventKind::kPostRecv: {
@@ -364,12 +372,9 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
       break;
     }
-    case EventKind::kPollCq: {
-      CqState* cq = books ? static_cast<CqState*>(books) : MutableCq(e.obj);
-      for (const auto& wc : e.wcs) Retire(wc, e.obj, cq, retired);
-      if (cq) cq->polled_since_arm = true;
+    case EventKind::kPollCq:
+      ApplyPollCq(e, books ? static_cast<CqState*>(books) : MutableCq(e.obj), retired);
       break;
-    }
     case EventKind::kReqNotifyCq: {
       auto it = cqs_.find(e.obj);
       if (ok && it != cqs_.end()) {

@@ -182,6 +182,10 @@ class State {
   // `books`, if not null, is the event's object's own books (the QpState,
   // SrqState or CqState the engine reached it by), sparing a lookup.
   void Apply(const core::Event& e, std::vector<RetiredWr>* retired = nullptr, void* books = nullptr);
+  // Apply of a post_send to the QP whose books are `qp`, and of a poll of
+  // the CQ whose books are `cq` (null: none), for the data path.
+  void ApplyPostSend(const core::Event& e, QpState* qp);
+  void ApplyPollCq(const core::Event& e, CqState* cq, std::vector<RetiredWr>* retired);
 
   // The books of one object, for the engine to hand back to Apply.  Their
   // addresses are stable until the object's destruction.
