@@ -59,6 +59,10 @@ class BiasedLock {
   void LockAsUser() { Lock(true); }
   // Takes the lock (Lockable); uses but never claims the bias.
   void lock() { Lock(false); }
+  // Whether an owner takes the lock its own way now (diagnostics, tests).
+  bool biased() const {
+    return owner_.load(std::memory_order_relaxed) != 0 && !revoked_.load(std::memory_order_relaxed);
+  }
   void unlock() {
     if (fast_) {
       fast_ = false;
