@@ -159,7 +159,7 @@ namespace {
 }  // namespace
 
 Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
-    : assign_seq_(assign_seq), one_thread_(one_thread), domain_of_(std::make_unique<core::IdTable>()) {
+    : assign_seq_(assign_seq), one_thread_(one_thread), domain_of_(std::make_unique<core::DenseIdTable>()) {
   // A disabled check is never reported: it does not run either.
   for (size_t i = 0; i < kNumEntries; ++i)
     if (enabled.Enabled(kChecks[i].id)) {

@@ -113,7 +113,7 @@ class Engine {
   uint64_t enabled_ = 0;  // bit i: entry i of the check table runs
   bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;
-  std::unique_ptr<core::IdTable> domain_of_;  // CQ, SRQ or QP id -> Node*
+  std::unique_ptr<core::DenseIdTable> domain_of_;  // CQ, SRQ or QP id -> Node*
   std::deque<Node> nodes_;                    // never freed: a racing event may hold one
   std::mutex control_mu_;                     // one event that takes every lock at a time
   std::vector<std::unique_ptr<Domain>> all_;  // never freed: a racing event may hold one

@@ -84,6 +84,60 @@ class IdTable {
   Slot slots_[kCap];
 };
 
+// Object id -> 64-bit value, read without a lock, for ids that mostly come
+// numbered 1, 2, 3... (the interposer's): ids below kDirect index arrays of
+// slots directly (a chunk is allocated at its first Put and kept), larger
+// ones (hand-made in tests, odd traces) go to an IdTable.
+//
+// May not: shrink, or hand out references into the table.
+class DenseIdTable {
+ public:
+  DenseIdTable() = default;
+  DenseIdTable(const DenseIdTable&) = delete;
+  DenseIdTable& operator=(const DenseIdTable&) = delete;
+  ~DenseIdTable() {
+    for (auto& c : chunks_) delete c.load(std::memory_order_relaxed);
+  }
+
+  bool Put(uint64_t key, uint64_t value) {
+    if (key == 0) return false;
+    if (key >= kDirect) return sparse_.Put(key, value);
+    std::lock_guard<std::mutex> l(mu_);
+    std::atomic<Chunk*>& slot = chunks_[key >> kChunkBits];
+    Chunk* c = slot.load(std::memory_order_relaxed);
+    if (!c) {
+      c = new Chunk();
+      slot.store(c, std::memory_order_release);
+    }
+    c->v[key & (kChunk - 1)].store(value, std::memory_order_release);
+    return true;
+  }
+
+  // 0 when absent.
+  uint64_t Get(uint64_t key) const {
+    if (key >= kDirect) return sparse_.Get(key);
+    const Chunk* c = chunks_[key >> kChunkBits].load(std::memory_order_acquire);
+    return c ? c->v[key & (kChunk - 1)].load(std::memory_order_acquire) : 0;
+  }
+
+  void Erase(uint64_t key) {
+    if (key == 0) return;
+    if (key >= kDirect) return sparse_.Erase(key);
+    if (Chunk* c = chunks_[key >> kChunkBits].load(std::memory_order_acquire))
+      c->v[key & (kChunk - 1)].store(0, std::memory_order_release);
+  }
+
+ private:
+  static constexpr size_t kChunkBits = 12, kChunk = size_t{1} << kChunkBits, kChunks = 256;
+  static constexpr uint64_t kDirect = kChunk * kChunks;  // about a million objects
+  struct Chunk {
+    std::atomic<uint64_t> v[kChunk] = {};
+  };
+  std::mutex mu_;  // Put's allocation of chunks
+  std::atomic<Chunk*> chunks_[kChunks] = {};
+  IdTable sparse_;
+};
+
 }  // namespace rdmasan::core
 
 #endif  // RDMASAN_CORE_ID_TABLE_H_
