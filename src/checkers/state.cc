@@ -127,31 +127,28 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
     case Queue::kNone:
       return;
     case Queue::kSend: {
-      if (qp.sq.empty()) return;
+      const size_t n = qp.sq.size();
+      if (n == 0) return;
+      size_t i = 0;
       if (wc.status != IBV_WC_SUCCESS) {
         // Error and flush completions retire one each, in order; unsignaled
         // WRs before it completed successfully and go with it.
-        size_t i = 0;
-        while (i < qp.sq.size() && qp.sq[i].wr_id != wc.wr_id) ++i;
-        if (i == qp.sq.size()) i = 0;
-        for (size_t k = 0; k <= i; ++k) {
-          if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
-          if (retired && qp.sq[k].hashed) retired->push_back({qid, std::move(qp.sq[k])});
-        }
-        qp.sq.pop_front(i + 1);
-        return;
+        while (i < n && qp.sq[i].wr_id != wc.wr_id) ++i;
+        if (i == n) i = 0;
+      } else {
+        // A signaled completion retires its WR and every earlier one.
+        while (i < n && !(qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id)) ++i;
+        if (i == n) return;
       }
-      // A signaled completion retires its WR and every earlier one.
-      for (size_t i = 0; i < qp.sq.size(); ++i) {
-        if (qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id) {
-          for (size_t k = 0; k <= i; ++k) {
-            if (qp.sq[k].signaled) AdjustPending(qp.scq, -1), --qp.sq_signaled;
-            if (retired && qp.sq[k].hashed) retired->push_back({qid, std::move(qp.sq[k])});
-          }
-          qp.sq.pop_front(i + 1);
-          return;
-        }
+      uint32_t signaled = 0;
+      for (size_t k = 0; k <= i; ++k) {
+        OutstandingWr& w = qp.sq[k];
+        signaled += w.signaled;
+        if (retired && w.hashed) retired->push_back({qid, std::move(w)});
       }
+      AdjustPending(qp.scq, -static_cast<int64_t>(signaled));
+      qp.sq_signaled -= signaled;
+      qp.sq.pop_front(i + 1);
       return;
     }
     case Queue::kRecv:
