@@ -184,9 +184,11 @@ void FromSend(const core::SendWr& w, bool sig_all, StackId stack, OutstandingWr*
   o->is_recv = false;
   o->stack = stack;
   o->ah = w.ah;
-  o->sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
+  const core::Sge* g = w.sges.data();
+  const size_t n = w.sges.size();
+  o->sges.assign(g, g + n);
   bool hashed = false;
-  for (const auto& g : w.sges) hashed |= g.hash != 0;
+  for (size_t i = 0; i < n; ++i) hashed |= g[i].hash != 0;
   o->hashed = hashed;
 }
 
