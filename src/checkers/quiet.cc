@@ -23,9 +23,9 @@ inline bool SgesQuiet(const core::Sge* g, size_t n, int32_t num_sge, uint32_t ma
   return true;
 }
 
-inline uint64_t TotalLength(const core::SendWr& w) {
+inline uint64_t TotalLength(const core::Sge* g, size_t n) {
   uint64_t total = 0;
-  for (const auto& g : w.sges) total += g.length;
+  for (size_t i = 0; i < n; ++i) total += g[i].length;
   return total;
 }
 
@@ -38,6 +38,7 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   if (q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD) return false;
   const uint32_t max_wr = q.caps.max_send_wr;
   const size_t n = e.send_wrs.size();
+  const core::SendWr* wrs = e.send_wrs.data();
   // sq-overflow.
   if (q.sq.size() + n > max_wr) return false;
   uint64_t occupancy = q.sq.size();
@@ -46,7 +47,9 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   const bool run_applies = !q.sq_sig_all && max_wr >= 2;
   uint64_t signaled = 0;
   for (size_t i = 0; i < n; ++i) {
-    const core::SendWr& w = e.send_wrs[i];
+    const core::SendWr& w = wrs[i];
+    const core::Sge* g = w.sges.data();
+    const size_t ng = w.sges.size();
     const bool sig = q.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
     // unsignaled-deadlock.
     any_signaled |= sig;
@@ -58,11 +61,11 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
     }
     signaled += sig;
     // atomic-misaligned.
-    if (IsAtomic(w.opcode) && (w.remote_addr % 8 != 0 || TotalLength(w) != 8)) return false;
+    if (IsAtomic(w.opcode) && (w.remote_addr % 8 != 0 || TotalLength(g, ng) != 8)) return false;
     if (w.send_flags & IBV_SEND_INLINE) {
       // inline-too-large (an inline WR's lkeys are not used).
-      if (TotalLength(w) > q.caps.max_inline_data) return false;
-    } else if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode),
+      if (TotalLength(g, ng) > q.caps.max_inline_data) return false;
+    } else if (!SgesQuiet(g, ng, w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode),
                           s, mrs)) {
       return false;
     }
@@ -72,7 +75,7 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
         for (const auto& o : q.sq)
           if (o.signaled && o.wr_id == w.wr_id) return false;
       for (size_t j = 0; j < i; ++j)
-        if ((q.sq_sig_all || (e.send_wrs[j].send_flags & IBV_SEND_SIGNALED)) && e.send_wrs[j].wr_id == w.wr_id)
+        if ((q.sq_sig_all || (wrs[j].send_flags & IBV_SEND_SIGNALED)) && wrs[j].wr_id == w.wr_id)
           return false;
     }
   }
@@ -97,8 +100,9 @@ bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
 
 bool PollQuiet(const core::Event& e) {
   // error-completion: only a completion in error (other than a flush).
-  for (const auto& wc : e.wcs)
-    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) return false;
+  const core::Completion* wc = e.wcs.data();
+  for (size_t i = 0, n = e.wcs.size(); i < n; ++i)
+    if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR) return false;
   return true;
 }
 

@@ -209,10 +209,11 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
 void State::ApplyPostSend(const Event& e, QpState* qp) {
   QpState& q = *qp;
   const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+  const core::SendWr* wrs = e.send_wrs.data();
   int64_t signaled = 0;
   for (size_t i = 0; i < n; ++i) {
     OutstandingWr& o = q.sq.push_back();
-    FromSend(e.send_wrs[i], q.sq_sig_all, e.stack, &o);
+    FromSend(wrs[i], q.sq_sig_all, e.stack, &o);
     q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
     signaled += o.signaled;
   }
@@ -221,7 +222,8 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
 }
 
 void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
-  for (const auto& wc : e.wcs) Retire(wc, e.obj, cq, retired);
+  const core::Completion* wc = e.wcs.data();
+  for (size_t i = 0, n = e.wcs.size(); i < n; ++i) Retire(wc[i], e.obj, cq, retired);
   if (cq) cq->polled_since_arm = true;
 }
 

@@ -234,13 +234,14 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   e.obj = Id(cq);
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
-  e.wcs.clear();
   bool failed = got < 0;
+  e.wcs.resize(got > 0 ? got : 0);
+  core::Completion* out = e.wcs.data();
   for (int i = 0; i < got; ++i) {
     // Field by field into the element: a whole Completion built on the
     // stack and copied out is read back (16 bytes at a time) before its
     // narrow stores have landed, a store-forwarding stall per completion.
-    core::Completion& c = e.wcs.emplace_back();
+    core::Completion& c = out[i];
     c.wr_id = wc[i].wr_id;
     c.status = wc[i].status;
     c.opcode = wc[i].opcode;
