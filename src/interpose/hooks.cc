@@ -234,13 +234,14 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
     std::call_once(g_trace_once, OpenTrace);
     g_started.store(true, std::memory_order_release);
   }
-  e.tid = Tid();
   std::vector<core::Finding> findings;
   GetEngine().OnEvent(e, &findings, retired);
   // Recorded outside the engine's locks: the writer is thread-safe, each
   // thread's events reach it in that thread's seq order, and the reader
-  // merges the threads back into seq order (the engine's order).
+  // merges the threads back into seq order (the engine's order).  Only
+  // the trace reads the thread id.
   if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) {
+    e.tid = Tid();
     e.time = TraceClock();
     w->Append(e);
   }

@@ -90,15 +90,14 @@ struct ThreadEvents {
 };
 thread_local ThreadEvents t_events;
 
-// `reused`, reset for a new call of `kind`; fields other kinds set are
-// never set in it.
-core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>& spare, core::EventKind kind) {
+// `reused` for a new call of `kind`.  Only that kind's calls use it, and
+// each writes every field that kind's events carry (seq and time are
+// written whenever the run is traced, and stay 0 otherwise); what a call
+// writes only sometimes (a failed post's bad_index, a failed poll's
+// stack), it resets itself.
+inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>& spare, core::EventKind kind) {
   core::Event& e = t_events_gone ? *(spare = std::make_unique<core::Event>()) : reused;
   e.kind = kind;
-  e.seq = e.time = 0;
-  e.ret = e.err = 0;
-  e.stack = 0;
-  e.bad_index = UINT32_MAX;
   return e;
 }
 
@@ -117,6 +116,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   // the buffers from the moment of the post.
   std::unique_ptr<core::Event> spare;
   core::Event& e = FreshEvent(t_events.post_send, spare, core::EventKind::kPostSend);
+  e.bad_index = UINT32_MAX;
   e.obj = Id(qp);
   e.stack = stack;
   CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
@@ -231,6 +231,7 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   }
   std::unique_ptr<core::Event> spare;
   core::Event& e = FreshEvent(t_events.poll, spare, core::EventKind::kPollCq);
+  e.stack = 0;
   e.obj = Id(cq);
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
