@@ -1,7 +1,6 @@
 #include "core/biased_lock.h"
 
 #include <linux/membarrier.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -70,15 +69,7 @@ void BiasedLock::SlowLock(bool may_own) {
     if (!said.exchange(true))
       fprintf(stderr, "==%d==rdmasan: membarrier failed: a lock's bias was revoked without a barrier\n", getpid());
   }
-  for (int spins = 0; busy_.load(std::memory_order_acquire); ++spins) {
-    if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      sched_yield();
-    }
-  }
+  for (int spins = 0; busy_.load(std::memory_order_acquire); ++spins) SpinWait(spins);
 }
 
 }  // namespace rdmasan::core

@@ -19,20 +19,23 @@
 
 namespace rdmasan::core {
 
+// One wait of a spinning loop: a pause instruction the first 64 times,
+// then the CPU goes to another thread (a preempted holder gets to run).
+inline void SpinWait(int spins) {
+  if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    sched_yield();
+  }
+}
+
 class SpinLock {
  public:
   void lock() {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
-        if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
-        } else {
-          sched_yield();
-        }
-      }
-    }
+    while (locked_.exchange(true, std::memory_order_acquire))
+      for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) SpinWait(spins);
   }
   bool try_lock() { return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire); }
   void unlock() { locked_.store(false, std::memory_order_release); }
