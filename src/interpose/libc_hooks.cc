@@ -7,10 +7,20 @@
 // allocate before the real free runs, or report from inside the shim itself
 // (re-entry guard).  Not linked into test binaries, where it would shadow a
 // sanitizer's own interceptors.
+//
+// Under a sanitizer whose runtime is preloaded ahead of this library
+// (AddressSanitizer: `LD_PRELOAD=libasan.so:librdmasan.so`), the runtime's
+// free and realloc come first and these are never called; the runtime's
+// free hook (__sanitizer_install_malloc_and_free_hooks) reports each free
+// to the same check instead, with the stack unwound past the runtime's own
+// frames.
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include "core/stack.h"
 #include "interpose/hooks.h"
@@ -18,6 +28,13 @@
 #include "interpose/memory.h"
 
 namespace ip = rdmasan::interpose;
+
+namespace {
+// Set while this library's free passes a block on to the real one, which
+// (an instrumented program's sanitizer runtime, loaded after this library)
+// may call its free hook for the same block.
+thread_local bool t_in_free = false;
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) void free(void* p) {
   ip::FreeFn real = ip::RealFree();
@@ -29,7 +46,11 @@ extern "C" __attribute__((visibility("default"))) void free(void* p) {
       if (ip::OverlapsRegistered(a, n)) ip::EmitFree(a, n, RDMASAN_CAPTURE_CALLER_STACK());
     }
   }
-  if (real) real(p);
+  if (real) {
+    t_in_free = true;
+    real(p);
+    t_in_free = false;
+  }
 }
 
 extern "C" __attribute__((visibility("default"))) void* realloc(void* p, size_t size) {
@@ -77,3 +98,63 @@ extern "C" __attribute__((visibility("default"))) pid_t fork(void) {
   if (pid == 0) ip::AfterForkInChild();
   return pid;
 }
+
+// ------------------------------------------------- under a sanitizer ------
+
+extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, size_t),
+                                                         void (*free_hook)(const volatile void*))
+    __attribute__((weak));
+
+namespace {
+
+bool InSanitizerRuntime(const char* path) {
+  const char* base = path ? strrchr(path, '/') : nullptr;
+  base = base ? base + 1 : path;
+  if (!base) return false;
+  for (const char* rt : {"libasan.", "libtsan.", "libubsan.", "libmsan.", "libhwasan.", "libclang_rt."})
+    if (strncmp(base, rt, strlen(rt)) == 0) return true;
+  return false;
+}
+
+void NoMallocHook(const volatile void*, size_t) {}
+
+// The stack of the program's call to free: unwound from inside the
+// runtime's hook (the runtime keeps no frame pointers, so by its unwind
+// tables: slow, and only for a free that overlaps registered memory), less
+// the frames of the runtime and of this library.
+rdmasan::core::StackId FreeCallerStack() {
+  void* frames[rdmasan::core::kMaxStackFrames + 16];
+  const int n = backtrace(frames, static_cast<int>(sizeof(frames) / sizeof(frames[0])));
+  Dl_info self;
+  if (!dladdr(reinterpret_cast<void*>(&NoMallocHook), &self)) self.dli_fbase = nullptr;
+  int first = 0;
+  for (; first < n; ++first) {
+    Dl_info di;
+    if (!dladdr(frames[first], &di)) break;
+    if (di.dli_fbase != self.dli_fbase && !InSanitizerRuntime(di.dli_fname)) break;
+  }
+  uintptr_t pcs[rdmasan::core::kMaxStackFrames];
+  size_t m = 0;
+  for (int i = first; i < n && m < rdmasan::core::kMaxStackFrames; ++i) pcs[m++] = reinterpret_cast<uintptr_t>(frames[i]);
+  return rdmasan::core::InternStack(pcs, m);
+}
+
+void SanitizerFreeHook(const volatile void* vp) {
+  void* p = const_cast<void*>(vp);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (!p || t_in_free || !ip::MayOverlap(a, 1)) return;
+  ip::Reentry re;
+  if (!re.outer() || !ip::Checking()) return;
+  const size_t n = malloc_usable_size(p);  // the runtime's size of the block
+  if (ip::OverlapsRegistered(a, n)) ip::EmitFree(a, n, FreeCallerStack());
+}
+
+__attribute__((constructor)) void InstallSanitizerFreeHook() {
+  if (!__sanitizer_install_malloc_and_free_hooks) return;
+  // backtrace() loads its unwinder at the first call: not inside a free.
+  void* warm[2];
+  backtrace(warm, 2);
+  __sanitizer_install_malloc_and_free_hooks(NoMallocHook, SanitizerFreeHook);
+}
+
+}  // namespace

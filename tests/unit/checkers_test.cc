@@ -1459,7 +1459,7 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
   std::vector<Mr> mrs;
   for (uint32_t i = 0; i < 4; ++i) {
     const uint64_t addr = 0x100000 * (i + 1);
-    const uint32_t access = i == 2 ? IBV_ACCESS_REMOTE_READ : kAllAccess;  // one without local write
+    const uint32_t access = i == 2 ? uint32_t{IBV_ACCESS_REMOTE_READ} : kAllAccess;  // one without local write
     mrs.push_back({addr, 0x100 + i, f.RegMr(i == 3 ? other_pd : pd, addr, 0x1000, 0x100 + i, access)});
   }
   std::vector<ObjId> cqs;
@@ -1529,7 +1529,7 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
     } else if (action < 93) {
       static constexpr uint32_t kStates[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
                                              IBV_QPS_SQD,   IBV_QPS_ERR,  IBV_QPS_RTS, IBV_QPS_RTS};
-      f.ModifyQp(qp, fault(50) ? kStates[pick(8)] : IBV_QPS_RTS);
+      f.ModifyQp(qp, fault(50) ? kStates[pick(8)] : uint32_t{IBV_QPS_RTS});
     } else {
       // Re-register one MR: the lkey dies for a while (the MR caches must
       // notice), then comes back.
