@@ -122,6 +122,8 @@ class Fx {
     return Names(last);
   }
   StackId last_stack() const { return log.back().stack; }
+  // The next objects get ids from `id` on (ids are any nonzero numbers).
+  void NumberFrom(ObjId id) { next_id_ = id; }
   const checkers::QpState& Qp(ObjId qp) const {
     const checkers::QpState* q = eng.state().Qp(qp);
     EXPECT_NE(q, nullptr);
@@ -1600,6 +1602,28 @@ TEST(CheckersDomains, QueuesThatShareNoCqOrSrqHaveTheirOwnDomains) {
   EXPECT_TRUE(f.Simple(EventKind::kDestroyQp, c).empty());
   EXPECT_EQ(f.eng.DomainOf(c), 0u);
   EXPECT_EQ(f.eng.DomainOf(9999), 0u);
+}
+
+TEST(CheckersDomains, LargeObjectIdsWorkLikeSmallOnes) {
+  // The engine indexes small ids directly and hashes the rest: both kinds
+  // side by side, with the same books and findings.
+  for (ObjId first : {ObjId{1}, ObjId{1} << 40, ~ObjId{0} - 100}) {
+    Fx f;
+    f.NumberFrom(first);
+    ObjId pd = f.AllocPd();
+    f.RegMr(pd, 0x10000, 0x10000, 0x11);
+    ObjId cq = f.CreateCq(64);
+    ObjId qp = f.CreateQp(pd, cq, cq, Caps(2));
+    f.ToRts(qp);
+    EXPECT_NE(f.eng.DomainOf(qp), 0u) << first;
+    EXPECT_EQ(f.eng.DomainOf(qp), f.eng.DomainOf(cq)) << first;
+    EXPECT_EQ(f.PostSend(qp, {Wr(1, true, {Sg(0x10000, 8, 0x11)}), Wr(2, true)}), kNone) << first;
+    EXPECT_EQ(f.PostSend(qp, {Wr(3, true)}), Ids{"sq-overflow"}) << first;
+    EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(qp), 2)}), kNone) << first;
+    EXPECT_EQ(f.SqSize(qp), 1u) << first;  // wr 3 (posted past the limit) is still booked
+    EXPECT_TRUE(f.Simple(EventKind::kDestroyQp, qp).empty());
+    EXPECT_EQ(f.eng.DomainOf(qp), 0u) << first;
+  }
 }
 
 TEST(CheckersDomains, AnEventOnAnotherDomainRunsWhileOneIsHeld) {
