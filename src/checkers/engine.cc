@@ -154,10 +154,6 @@ struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of
   MrCache mrs;
 };
 
-namespace {
-
-}  // namespace
-
 Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
     : assign_seq_(assign_seq), one_thread_(one_thread), domain_of_(std::make_unique<core::DenseIdTable>()) {
   // A disabled check is never reported: it does not run either.
