@@ -37,11 +37,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "cli/cli.h"
+#include "cli/usage.h"
 #include "core/checks.h"
 #include "core/options.h"
 
 #ifndef RDMASAN_VERSION
 #define RDMASAN_VERSION "unknown"
+#endif
+#ifndef RDMASAN_LIB_FROM_BIN
+#define RDMASAN_LIB_FROM_BIN "../lib/rdmasan"
 #endif
 
 namespace rdmasan::cli {
@@ -119,34 +123,7 @@ constexpr int kExitUsage = 2;
 constexpr int kExitNotExecutable = 126;
 constexpr int kExitNotFound = 127;
 
-constexpr char kUsage[] =
-    "usage: rdmasan <command> [args]\n"
-    "\n"
-    "commands:\n"
-    "  run [--name=value ...] [--] program [args...]\n"
-    "        run an unmodified verbs program under rdmasan (librdmasan.so is\n"
-    "        preloaded; --name=value options are added to RDMASAN_OPTIONS).\n"
-    "        The exit status is the program's own.\n"
-    "  devices [--name=value ...]\n"
-    "        list the RDMA devices a program under rdmasan sees (softnic0\n"
-    "        when no RDMA hardware is present), with GUID and port states.\n"
-    "  replay [--name=value ...] TRACE\n"
-    "        feed a trace recorded with --trace=PATH to the checkers and report\n"
-    "        as the live run did (same checks, stacks, SUMMARY lines, exit status).\n"
-    "  trace dump TRACE | trace stats TRACE | trace export --format=perfetto TRACE\n"
-    "        print a trace one event per line / summarize it (calls per verb and\n"
-    "        per QP, peak SQ/RQ/CQ occupancy, errors) / write it as Chrome\n"
-    "        trace-event JSON for ui.perfetto.dev (a track per QP, occupancy\n"
-    "        counters).\n"
-    "  checks\n"
-    "        list every check: id, severity, on by default or not, invariant.\n"
-    "  help  print this text.\n"
-    "\n"
-    "options: `rdmasan run --help=1` lists every option and its default.\n"
-    "environment: RDMASAN_OPTIONS=name=value:name=value, RDMASAN_LIB=path to\n"
-    "librdmasan.so (or its folder) to override where it is found.\n";
-
-void PrintUsage(FILE* out) { std::fputs(kUsage, out); }
+void PrintUsage(FILE* out) { std::fputs(UsageText().c_str(), out); }
 
 
 bool IsFile(const std::string& path) {
@@ -175,9 +152,9 @@ std::string Absolute(const std::string& path) {
 }
 
 // Finds librdmasan.so: $RDMASAN_LIB (the file, or a folder holding it) if
-// set, else next to this executable (the build tree), else ../lib/rdmasan/
-// relative to it (an installed tree).  Returns "" and prints where it looked
-// if none exists.
+// set, else next to this executable (the build tree), else where the
+// install puts it relative to bin/ (RDMASAN_LIB_FROM_BIN, "../lib/rdmasan").
+// Returns "" and prints where it looked if none exists.
 std::string FindPreloadLibrary() {
   std::vector<std::string> tried;
   if (const char* env = getenv("RDMASAN_LIB"); env != nullptr && *env != '\0') {
@@ -192,7 +169,7 @@ std::string FindPreloadLibrary() {
   if (!exe.empty()) {
     std::string dir = Dirname(exe);
     for (const std::string& candidate :
-         {absl::StrCat(dir, "/", kLibName), absl::StrCat(dir, "/../lib/rdmasan/", kLibName)}) {
+         {absl::StrCat(dir, "/", kLibName), absl::StrCat(dir, "/", RDMASAN_LIB_FROM_BIN, "/", kLibName)}) {
       if (IsFile(candidate)) return Absolute(candidate);
       tried.push_back(candidate);
     }

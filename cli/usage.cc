@@ -1,0 +1,130 @@
+#include "cli/usage.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+namespace rdmasan::cli {
+namespace {
+
+struct Row {
+  const char* name;
+  const char* synopsis;
+  const char* description;
+};
+
+constexpr Row kCommands[] = {
+#define RDMASAN_COMMAND(name, synopsis, description) {name, synopsis, description},
+#include "cli/commands.inc"
+#undef RDMASAN_COMMAND
+};
+
+struct OptionRow {
+  const char* name;
+  const char* type;
+  const char* default_value;  // as written in the table: "auto", 0, false
+  const char* description;
+};
+
+constexpr OptionRow kOptions[] = {
+#define RDMASAN_OPTION(type, name, dflt, description) {#name, #type, #dflt, description},
+#include "core/options.inc"
+#undef RDMASAN_OPTION
+};
+
+struct CheckRow {
+  const char* id;
+  const char* severity;
+  bool on;
+  const char* invariant;
+};
+
+constexpr CheckRow kChecks[] = {
+#define RDMASAN_CHECK(name, id, sev, on, invariant) {id, #sev, on, invariant},
+#include "core/checks.inc"
+#undef RDMASAN_CHECK
+};
+
+constexpr char kEnvironment[] =
+    "RDMASAN_OPTIONS=name=value:name=value sets options (the command line wins); RDMASAN_LIB names "
+    "librdmasan.so (or its folder) to override where it is found.";
+
+// Greedy word wrap of `text` at `width` columns, each line after `indent`.
+std::string Wrap(absl::string_view text, size_t indent, size_t width) {
+  std::string out, line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+      line.clear();
+    }
+    absl::StrAppend(&line, line.empty() ? "" : " ", word);
+  }
+  if (!line.empty()) absl::StrAppend(&out, std::string(indent, ' '), line, "\n");
+  return out;
+}
+
+// troff escapes: a backslash, and a line that would start with '.' or '\''.
+std::string Roff(absl::string_view text) {
+  std::string s = absl::StrReplaceAll(text, {{"\\", "\\e"}, {"-", "\\-"}});
+  if (!s.empty() && (s[0] == '.' || s[0] == '\'')) s.insert(0, "\\&");
+  return s;
+}
+
+std::string DefaultValue(absl::string_view v) {
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v.empty() ? "(empty)" : std::string(v);
+}
+
+std::string ManOptions() {
+  std::string out = ".SH OPTIONS\nRuntime options, given as \\fB\\-\\-name=value\\fR to \\fBrun\\fR, "
+                    "\\fBdevices\\fR and \\fBreplay\\fR, or in \\fBRDMASAN_OPTIONS\\fR.\n";
+  for (const OptionRow& o : kOptions) {
+    absl::StrAppend(&out, ".TP\n\\fB", Roff(o.name), "\\fR=\\fI", o.type == absl::string_view("std::string") ? "string" : o.type,
+                    "\\fR (default: ", Roff(DefaultValue(o.default_value)), ")\n", Roff(o.description), "\n");
+  }
+  return out;
+}
+
+std::string ManChecks() {
+  std::string out = ".SH CHECKS\nEach check has a stable id, used in \\fBchecks=\\fR and in suppression files.\n";
+  for (const CheckRow& c : kChecks) {
+    absl::string_view sev = absl::string_view(c.severity).substr(1);  // kError -> Error
+    absl::StrAppend(&out, ".TP\n\\fB", Roff(c.id), "\\fR (", sev, c.on ? "" : ", off by default", ")\n",
+                    Roff(c.invariant), "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string UsageText() {
+  std::string out = "usage: rdmasan <command> [args]\n\ncommands:\n";
+  for (const Row& c : kCommands) absl::StrAppend(&out, "  ", c.synopsis, "\n", Wrap(c.description, 8, 78));
+  absl::StrAppend(&out, "\noptions: `rdmasan run --help=1` lists every option and its default.\n",
+                  Wrap(absl::StrCat("environment: ", kEnvironment), 0, 78));
+  return out;
+}
+
+std::string ManPage(const std::string& version, const std::string& date) {
+  std::string out = absl::StrCat(".TH RDMASAN 1 \"", date, "\" \"rdmasan ", version, "\" \"User Commands\"\n");
+  absl::StrAppend(&out, ".SH NAME\nrdmasan \\- sanitizer and fault-injection harness for RDMA verbs programs\n",
+                  ".SH SYNOPSIS\n");
+  for (const Row& c : kCommands) absl::StrAppend(&out, ".B rdmasan\n", Roff(c.synopsis), "\n.br\n");
+  absl::StrAppend(&out, ".SH DESCRIPTION\n",
+                  "rdmasan preloads librdmasan.so under an unmodified verbs program, checks the verbs rules "
+                  "at every call and reports every breach with the stack of the offending call and of the "
+                  "objects involved. When no RDMA device exists it presents softnic0, a user\\-space RDMA "
+                  "device.\n.SH COMMANDS\n");
+  for (const Row& c : kCommands) absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
+  absl::StrAppend(&out, ManOptions(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
+                  ".SH EXIT STATUS\nThe program's own status; \\fBexitcode\\fR (66) after Error findings; 2 for a "
+                  "bad command line; 3 for a file that is not a readable trace; 126 when the program cannot be "
+                  "executed, 127 when it cannot be found.\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the installed command; "
+                  "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files.\n");
+  return out;
+}
+
+}  // namespace rdmasan::cli
