@@ -14,6 +14,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "core/spin_lock.h"
 
 namespace rdmasan::softnic {
 namespace {
@@ -84,6 +85,64 @@ uint64_t ProcStartTime(pid_t pid) {
   return strtoull(p, nullptr, 10);
 }
 
+namespace {
+
+// Opens (creating if needed) and maps the fabric file at `path`, waiting
+// for its first user to initialize it.  Returns the header and the open fd,
+// or nullptr with errno set and nothing left open or mapped.
+ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
+  for (int attempt = 0;; ++attempt) {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return nullptr;
+    // Shared lock for life; the last process to detach takes it
+    // exclusively (non-blocking) to remove the file.
+    struct stat st;
+    if (flock(fd, LOCK_SH) != 0 || fstat(fd, &st) != 0) {
+      close(fd);
+      return nullptr;
+    }
+    if (st.st_nlink == 0 && attempt < 16) {  // lost a race with the last detacher
+      close(fd);
+      continue;
+    }
+    if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {
+      close(fd);
+      errno = EPERM;
+      return nullptr;
+    }
+    if (static_cast<uint64_t>(st.st_size) != total && ftruncate(fd, total) != 0) {
+      close(fd);
+      return nullptr;
+    }
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      return nullptr;
+    }
+    auto* hdr = static_cast<ShmHeader*>(p);
+    // First one in initializes (0 -> 1 -> 2); the others wait for 2.
+    auto* state = reinterpret_cast<std::atomic<uint32_t>*>(&hdr->initialized);
+    uint32_t expected = 0;
+    if (state->compare_exchange_strong(expected, 1)) {
+      InitHeader(hdr, total);
+    } else {
+      for (int spin = 0; state->load() != 2 && spin < 20000; ++spin) usleep(100);
+    }
+    if (state->load() != 2 || hdr->magic != kFabricMagic || hdr->version != kFabricVersion) {
+      fprintf(stderr, "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); remove it or pick another softnic_fabric\n",
+              getpid(), path.c_str());
+      munmap(p, total);
+      close(fd);
+      errno = EPROTO;
+      return nullptr;
+    }
+    *fd_out = fd;
+    return hdr;
+  }
+}
+
+}  // namespace
+
 Fabric* Fabric::Attach(const std::string& name) {
   auto* f = new (std::nothrow) Fabric();
   if (!f) {
@@ -108,63 +167,12 @@ Fabric* Fabric::Attach(const std::string& name) {
     InitHeader(f->hdr_, total);
   } else {
     f->path_ = absl::StrCat("/dev/shm/rdmasan-", getuid(), "-", f->name_);
-    for (int attempt = 0;; ++attempt) {
-      int fd = open(f->path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-      if (fd < 0) {
-        int e = errno;
-        delete f;
-        errno = e;
-        return nullptr;
-      }
-      // Shared lock for life; the last process to detach takes it
-      // exclusively (non-blocking) to remove the file.
-      struct stat st;
-      if (flock(fd, LOCK_SH) != 0 || fstat(fd, &st) != 0) {
-        close(fd);
-        delete f;
-        return nullptr;
-      }
-      if (st.st_nlink == 0 && attempt < 16) {  // lost a race with the last detacher
-        close(fd);
-        continue;
-      }
-      if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-        close(fd);
-        delete f;
-        errno = EPERM;
-        return nullptr;
-      }
-      if (static_cast<uint64_t>(st.st_size) != total && ftruncate(fd, total) != 0) {
-        close(fd);
-        delete f;
-        return nullptr;
-      }
-      void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-      if (p == MAP_FAILED) {
-        close(fd);
-        delete f;
-        return nullptr;
-      }
-      f->hdr_ = static_cast<ShmHeader*>(p);
-      // First one in initializes (0 -> 1 -> 2); the others wait for 2.
-      auto* state = reinterpret_cast<std::atomic<uint32_t>*>(&f->hdr_->initialized);
-      uint32_t expected = 0;
-      if (state->compare_exchange_strong(expected, 1)) {
-        InitHeader(f->hdr_, total);
-      } else {
-        for (int spin = 0; state->load() != 2 && spin < 20000; ++spin) usleep(100);
-      }
-      if (state->load() != 2 || f->hdr_->magic != kFabricMagic || f->hdr_->version != kFabricVersion) {
-        fprintf(stderr, "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); remove it or pick another softnic_fabric\n",
-                getpid(), f->path_.c_str());
-        munmap(p, total);
-        close(fd);
-        delete f;
-        errno = EPROTO;
-        return nullptr;
-      }
-      f->fd_ = fd;
-      break;
+    f->hdr_ = MapFabricFile(f->path_, total, &f->fd_);
+    if (!f->hdr_) {
+      int e = errno;
+      delete f;
+      errno = e;
+      return nullptr;
     }
   }
   f->base_ = reinterpret_cast<uint8_t*>(f->hdr_);
@@ -195,17 +203,16 @@ Fabric* Fabric::Attach(const std::string& name) {
 void Fabric::Lock() {
   // Critical sections are short (one WR's copy at most); spin a while
   // before sleeping in the kernel, where a wake-up costs a scheduler round
-  // trip on a busy machine.
-  for (int i = 0; i < 4000; ++i) {
+  // trip on a busy machine.  The spin stays bounded: a trylock loop alone
+  // would retry forever on a lock that a dead peer left unrecoverable.
+  for (int spins = 0; spins < 4000; ++spins) {
     int rc = pthread_mutex_trylock(&hdr_->lock);
     if (rc == 0) return;
     if (rc == EOWNERDEAD) {
       pthread_mutex_consistent(&hdr_->lock);
       return;
     }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    core::SpinWait(spins);
   }
   int rc = pthread_mutex_lock(&hdr_->lock);
   if (rc == EOWNERDEAD) {

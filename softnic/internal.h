@@ -1,9 +1,15 @@
-// softnic/internal: process-local objects behind the public verbs structs.
+// softnic/internal: process-local objects behind the public verbs structs,
+// and what the softnic files share among themselves (softnic.h is the
+// module's face to the rest of the project; nothing outside softnic/
+// includes this).
 //
 // Each object embeds its public verbs struct first (so the pointer the app
 // holds converts back with a cast) and names its shared-table slot.  The
 // send queue is private to the owning process: a requester executes its own
 // WRs; only receive queues, CQ rings, MRs and QP attributes are shared.
+//
+// May not: hold state of its own (objects live in Process and the fabric),
+// or declare what one file alone uses.
 #ifndef RDMASAN_SOFTNIC_INTERNAL_H_
 #define RDMASAN_SOFTNIC_INTERNAL_H_
 
@@ -12,8 +18,11 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "softnic/fabric.h"
@@ -146,29 +155,85 @@ inline SnQp* Qp(ibv_qp* q) { return reinterpret_cast<SnQp*>(q); }
 inline SnCq* Cq(ibv_cq* c) { return reinterpret_cast<SnCq*>(c); }
 inline SnSrq* Srq(ibv_srq* s) { return reinterpret_cast<SnSrq*>(s); }
 
-// Data path (datapath.cc).
-int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
-int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
-int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
-int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
-int ReqNotifyCq(ibv_cq* cq, int solicited_only);
-void InstallCqExOps(SnCq* cq);
-void InstallQpExOps(SnQp* qp);
-// Moves a QP to ERR and flushes what it has outstanding (caller holds the
-// fabric lock when `locked`).
-void MoveToErrorLocked(Process* p, ShmQp* q);
-void FlushSq(Process* p, SnQp* qp);
-// Drives pending (RNR) work and liveness for QPs bound to `cq`.
-void ProgressCq(Process* p, SnCq* cq);
-// Posts a completion to a CQ ring (fabric lock held).  Returns false on
-// overrun.
-bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& cqe);
+inline constexpr uint32_t kGidTableLen = 4;
+
+// The first free slot of a fabric table at or after `first`, or kNone.
+template <typename T, size_t N>
+uint32_t FreeSlot(T (&table)[N], uint32_t first = 0) {
+  for (uint32_t i = first; i < N; ++i)
+    if (!table[i].in_use) return i;
+  return kNone;
+}
+
+inline uint32_t PdId(ibv_pd* pd) { return reinterpret_cast<SnPd*>(pd)->id; }
+
+// Device and context (device.cc).
+uint64_t NowNs();
+// Binds a datagram socket to `name` in the abstract namespace; -1 with
+// errno set on failure.
+int MakeDgramSocket(const std::string& name);
+// Wakes the owner of a completion channel (datagram to its socket).
+void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
 // Sends an async event to the context that owns an object.
 void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t obj_kind, uint32_t obj_slot);
 enum : uint32_t { kObjNone = 0, kObjCq = 1, kObjQp = 2, kObjSrq = 3, kObjPort = 4 };
-uint64_t NowNs();
-// Wakes the owner of a completion channel (datagram to its socket).
-void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
+
+// CQs (cq.cc).  The verbs_context ops of ibv_create_cq_ex and the poll ops.
+ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
+int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
+int ReqNotifyCq(ibv_cq* cq, int solicited_only);
+void InstallCqExOps(SnCq* cq);
+
+// QPs and SRQs (qp.cc, srq.cc).
+ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+// Sizes an RQ or SRQ ring and allocates it in the fabric (fabric lock held).
+bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge);
+// Moves a QP to ERR and flushes its receive queue (fabric lock held); the
+// owner flushes its private send queue when it next looks.
+void MoveToErrorLocked(Process* p, ShmQp* q);
+
+// Data path (datapath.cc, recv.cc, qp_ex.cc).
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+void InstallQpExOps(SnQp* qp);
+void FlushSq(Process* p, SnQp* qp);
+// Drives pending (RNR) work and liveness for QPs bound to `cq`.
+void ProgressCq(Process* p, SnCq* cq);
+
+// Posts a completion to a CQ ring (fabric lock held).  Returns false on
+// overrun.  Inline: every completion of the data path comes through here.
+inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
+  ShmHeader* h = p->fab->hdr();
+  if (cq_slot >= kMaxCqs) return false;
+  ShmCq& cq = h->cqs[cq_slot];
+  if (!cq.in_use) return false;
+  uint64_t cons = cq.cons.load(std::memory_order_acquire);
+  if (cq.prod - cons >= cq.cqe) {
+    if (!cq.overrun) {
+      cq.overrun = 1;
+      RaiseAsyncLocked(p, cq.ctx, IBV_EVENT_CQ_ERR, kObjCq, cq_slot);
+    }
+    return false;
+  }
+  auto* ring = p->fab->At<ShmCqe>(cq.ring_off);
+  ShmCqe& slot = ring[cq.prod & (cq.nslots - 1)];
+  const bool solicited = (in.wc_flags & 0x80000000u) || in.status != IBV_WC_SUCCESS;
+  // Copy everything but seq, then publish.
+  memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq), reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq),
+         offsetof(ShmCqe, stage) - sizeof(slot.seq));
+  if (in.stage_len) memcpy(slot.stage, in.stage, in.stage_len);
+  slot.ts_ns = NowNs();
+  slot.seq.store(cq.prod + 1, std::memory_order_release);
+  ++cq.prod;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t armed = cq.armed.load(std::memory_order_relaxed);
+  if (armed && (armed == 1 || solicited) && cq.channel != kNone && cq.armed.exchange(0) != 0) {
+    uint32_t msg[2] = {cq_slot, cq.gen};
+    SendChannelEvent(p, cq.channel, cq.channel_gen, msg, sizeof(msg));
+  }
+  return true;
+}
 
 }  // namespace rdmasan::softnic
 

@@ -1,0 +1,385 @@
+// softnic completion queues and channels: create/destroy, waiting for
+// events, polling (ibv_poll_cq and the ibv_cq_ex start/next/end_poll
+// interface), and arming.
+//
+// The ring lives in the fabric: requesters of any process push completions
+// (PushCqeLocked), the owner polls them here without the fabric lock.  A
+// poll that finds nothing now and then drives the owner's stalled send
+// queues (ProgressCq), since no thread does it.
+#include "softnic/softnic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic {
+
+ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  auto* ch = new (std::nothrow) SnChannel();
+  if (!ch) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  {
+    FabricLock lock(p->fab);
+    ShmHeader* h = p->fab->hdr();
+    uint32_t slot = FreeSlot(h->channels);
+    if (slot == kNone) {
+      delete ch;
+      errno = EMFILE;
+      return nullptr;
+    }
+    h->channels[slot].in_use = 1;
+    h->channels[slot].proc = p->fab->self_proc();
+    h->channels[slot].gen++;
+    ch->slot = slot;
+    ch->gen = h->channels[slot].gen;
+  }
+  ch->ch.context = ctx;
+  ch->ch.refcnt = 0;
+  ch->ch.fd = MakeDgramSocket(p->fab->ChannelAddr(ch->slot, ch->gen));
+  if (ch->ch.fd < 0) {
+    int e = errno;
+    FabricLock lock(p->fab);
+    p->fab->hdr()->channels[ch->slot].in_use = 0;
+    delete ch;
+    errno = e;
+    return nullptr;
+  }
+  return &ch->ch;
+}
+
+int DestroyCompChannel(ibv_comp_channel* ibch) {
+  Process* p = GetProcess();
+  auto* ch = reinterpret_cast<SnChannel*>(ibch);
+  if (ibch->refcnt) return EBUSY;
+  if (p) {
+    FabricLock lock(p->fab);
+    p->fab->hdr()->channels[ch->slot].in_use = 0;
+  }
+  close(ibch->fd);
+  delete ch;
+  return 0;
+}
+
+namespace {
+
+ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ibch, uint32_t vector,
+                          uint64_t wc_flags) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  if (cqe < 1 || cqe > static_cast<int>(kMaxCqe) || vector >= 1 || (ibch && ibch->context != ctx)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* cq = new (std::nothrow) SnCq();
+  if (!cq) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  uint32_t nslots = 1;
+  while (nslots < static_cast<uint32_t>(cqe) + 1) nslots <<= 1;
+  std::lock_guard<std::mutex> g(p->mu);
+  FabricLock lock(p->fab);
+  ShmHeader* h = p->fab->hdr();
+  uint32_t slot = FreeSlot(h->cqs);
+  uint64_t ring = slot == kNone ? 0 : p->fab->Alloc(uint64_t(nslots) * sizeof(ShmCqe));
+  if (slot == kNone || !ring) {
+    delete cq;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ShmCq& s = h->cqs[slot];
+  s.in_use = 1;
+  s.proc = p->fab->self_proc();
+  s.gen++;
+  s.ctx = Ctx(ctx)->slot;
+  s.channel = ibch ? reinterpret_cast<SnChannel*>(ibch)->slot : kNone;
+  s.channel_gen = ibch ? reinterpret_cast<SnChannel*>(ibch)->gen : 0;
+  s.cqe = cqe;
+  s.nslots = nslots;
+  s.ring_off = ring;
+  s.prod = 0;
+  s.overrun = 0;
+  s.attention.store(0);
+  s.cons.store(0);
+  s.armed.store(0);
+  cq->slot = slot;
+  cq->shm = &s;
+  cq->ring = p->fab->At<ShmCqe>(ring);
+  ibv_cq_ex& x = cq->cqx;
+  x.context = ctx;
+  x.channel = ibch;
+  x.cq_context = cq_context;
+  x.handle = slot;
+  x.cqe = cqe;
+  pthread_mutex_init(&x.mutex, nullptr);
+  pthread_cond_init(&x.cond, nullptr);
+  InstallCqExOps(cq);
+  if (ibch) ++ibch->refcnt;
+  p->cqs[slot] = cq;
+  return &cq->cqx;
+}
+
+}  // namespace
+
+ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
+  constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                              IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                              IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  if (attr->wc_flags & ~kFlags) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return CreateCqCommon(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector, attr->wc_flags);
+}
+
+ibv_cq* CreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int vector) {
+  if (vector < 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_cq_ex* x = CreateCqCommon(ctx, cqe, cq_context, ch, vector, 0);
+  return x ? ibv_cq_ex_to_cq(x) : nullptr;
+}
+
+int ResizeCq(ibv_cq* cq, int cqe) { return EOPNOTSUPP; }
+
+int DestroyCq(ibv_cq* ibcq) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  SnCq* cq = Cq(ibcq);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    FabricLock lock(p->fab);
+    ShmHeader* h = p->fab->hdr();
+    for (auto& q : h->qps)
+      if (q.in_use && (q.send_cq == cq->slot || q.recv_cq == cq->slot) && q.proc == p->fab->self_proc())
+        return EBUSY;
+    p->fab->Free(cq->shm->ring_off);
+    cq->shm->in_use = 0;
+    p->cqs[cq->slot] = nullptr;
+  }
+  if (ibcq->channel) --ibcq->channel->refcnt;
+  pthread_mutex_destroy(&ibcq->mutex);
+  pthread_cond_destroy(&ibcq->cond);
+  delete cq;
+  return 0;
+}
+
+int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
+  Process* p = GetProcess();
+  if (!p) return -1;
+  const bool nonblock = fcntl(ibch->fd, F_GETFL) & O_NONBLOCK;
+  for (;;) {
+    uint32_t msg[2];
+    ssize_t n = recv(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
+    if (n == sizeof(msg)) {
+      SnCq* cq = nullptr;
+      {
+        std::lock_guard<std::mutex> g(p->mu);
+        if (msg[0] < kMaxCqs) cq = p->cqs[msg[0]];
+      }
+      if (!cq || cq->cqx.channel != ibch || cq->shm->gen != msg[1]) continue;  // stale
+      ++cq->events_reported;
+      *cq_out = ibv_cq_ex_to_cq(&cq->cqx);
+      *ctx_out = cq->cqx.cq_context;
+      return 0;
+    }
+    if (n >= 0) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (nonblock) return -1;
+    // Block, but wake now and then to drive RNR retries and notice dead
+    // peers of the QPs whose completions this channel reports.
+    pollfd pfd{ibch->fd, POLLIN, 0};
+    int r = poll(&pfd, 1, 20);
+    if (r < 0 && errno != EINTR) return -1;
+    if (r == 0) {
+      std::vector<SnCq*> mine;
+      {
+        std::lock_guard<std::mutex> g(p->mu);
+        for (SnCq* c : p->cqs)
+          if (c && c->cqx.channel == ibch) mine.push_back(c);
+      }
+      for (SnCq* c : mine) ProgressCq(p, c);
+    }
+  }
+}
+
+void AckCqEvents(ibv_cq* cq, unsigned n) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += n;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+namespace {
+
+// Takes one completion (cq->mu held).  Returns false if none.
+bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
+  ShmCq& s = *cq->shm;
+  uint64_t cons = s.cons.load(std::memory_order_relaxed);
+  ShmCqe& c = cq->ring[cons & (s.nslots - 1)];
+  if (c.seq.load(std::memory_order_acquire) != cons + 1) return false;
+  wc->wr_id = c.wr_id;
+  wc->status = static_cast<ibv_wc_status>(c.status);
+  wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
+  wc->vendor_err = c.vendor_err;
+  wc->byte_len = c.byte_len;
+  wc->imm_data = c.imm_data;
+  wc->qp_num = c.qp_num;
+  wc->src_qp = c.src_qp;
+  wc->wc_flags = c.wc_flags & ~0x80000000u;
+  wc->pkey_index = c.pkey_index;
+  wc->slid = c.slid;
+  wc->sl = c.sl;
+  wc->dlid_path_bits = c.dlid_path_bits;
+  if (c.stage_nsge && c.status == IBV_WC_SUCCESS) {
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < c.stage_nsge && off < c.stage_len; ++i) {
+      uint32_t n = std::min(c.stage_sge[i].length, c.stage_len - off);
+      memcpy(reinterpret_cast<void*>(c.stage_sge[i].addr), c.stage + off, n);
+      off += n;
+    }
+  }
+  cq->cur_ts = c.ts_ns;
+  // Retire queue slots: the completion is now seen by the application.
+  SnQp* qp = c.qp_slot < kMaxQps ? p->qps[c.qp_slot] : nullptr;
+  if (qp && qp->shm->qpn == c.qp_num) {
+    if (c.is_send) {
+      uint64_t to = c.sq_index + 1;
+      // sq_index is the low 32 bits of the WQE counter; rebuild the full one.
+      uint64_t cur = qp->sq_retire_to.load(std::memory_order_relaxed);
+      uint64_t full = (cur & ~0xffffffffull) | (to & 0xffffffffull);
+      if (full < cur) full += 1ull << 32;
+      qp->sq_retire_to.store(full, std::memory_order_release);
+    } else if (qp->srq) {
+      qp->srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+    } else {
+      qp->rq_outstanding.fetch_sub(1, std::memory_order_relaxed);
+    }
+  } else if (!c.is_send && c.qp_slot < kMaxQps) {
+    // QP destroyed since; nothing to retire.
+  }
+  s.cons.store(cons + 1, std::memory_order_release);
+  return true;
+}
+
+// After an empty poll: drives pending work when something may be waiting
+// on it (a stalled send queue, a flush raised by a peer) and, every 4096th
+// empty poll, checks liveness anyway.  Returns true if it did.
+bool ProgressIfDue(Process* p, SnCq* cq) {
+  uint32_t att = cq->shm->attention.load(std::memory_order_relaxed);
+  if (!cq->stalled.load(std::memory_order_relaxed) && att == cq->seen_attention && ++cq->empty_polls < 4096)
+    return false;
+  cq->seen_attention = att;
+  cq->empty_polls = 0;
+  ProgressCq(p, cq);
+  return true;
+}
+
+}  // namespace
+
+int PollCq(ibv_cq* ibcq, int n, ibv_wc* wc) {
+  Process* p = GetProcess();
+  if (!p || n < 0) return -1;
+  SnCq* cq = Cq(ibcq);
+  int got = 0;
+  {
+    std::lock_guard<std::mutex> g(cq->mu);
+    while (got < n && PollOne(p, cq, &wc[got])) ++got;
+  }
+  if (got == 0 && ProgressIfDue(p, cq)) {
+    std::lock_guard<std::mutex> g(cq->mu);
+    while (got < n && PollOne(p, cq, &wc[got])) ++got;
+  }
+  return got;
+}
+
+int ReqNotifyCq(ibv_cq* ibcq, int solicited_only) {
+  SnCq* cq = Cq(ibcq);
+  if (!ibcq->channel) return EINVAL;
+  cq->shm->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  return 0;
+}
+
+namespace {
+
+SnCq* CqX(ibv_cq_ex* x) { return reinterpret_cast<SnCq*>(x); }
+
+int StartPoll(ibv_cq_ex* x, ibv_poll_cq_attr* attr) {
+  if (attr && attr->comp_mask) return EINVAL;
+  Process* p = GetProcess();
+  if (!p) return ENODEV;
+  SnCq* cq = CqX(x);
+  cq->mu.lock();
+  if (!PollOne(p, cq, &cq->cur)) {
+    cq->mu.unlock();
+    ProgressIfDue(p, cq);  // so that a later start_poll finds the work
+    return ENOENT;
+  }
+  x->wr_id = cq->cur.wr_id;
+  x->status = cq->cur.status;
+  return 0;
+}
+
+int NextPoll(ibv_cq_ex* x) {
+  Process* p = GetProcess();
+  SnCq* cq = CqX(x);
+  if (!p || !PollOne(p, cq, &cq->cur)) return ENOENT;
+  x->wr_id = cq->cur.wr_id;
+  x->status = cq->cur.status;
+  return 0;
+}
+
+void EndPoll(ibv_cq_ex* x) { CqX(x)->mu.unlock(); }
+ibv_wc_opcode ReadOpcode(ibv_cq_ex* x) { return CqX(x)->cur.opcode; }
+uint32_t ReadVendorErr(ibv_cq_ex* x) { return CqX(x)->cur.vendor_err; }
+uint32_t ReadByteLen(ibv_cq_ex* x) { return CqX(x)->cur.byte_len; }
+__be32 ReadImm(ibv_cq_ex* x) { return CqX(x)->cur.imm_data; }
+uint32_t ReadQpNum(ibv_cq_ex* x) { return CqX(x)->cur.qp_num; }
+uint32_t ReadSrcQp(ibv_cq_ex* x) { return CqX(x)->cur.src_qp; }
+unsigned ReadWcFlags(ibv_cq_ex* x) { return CqX(x)->cur.wc_flags; }
+uint32_t ReadSlid(ibv_cq_ex* x) { return CqX(x)->cur.slid; }
+uint8_t ReadSl(ibv_cq_ex* x) { return CqX(x)->cur.sl; }
+uint8_t ReadDlidPathBits(ibv_cq_ex* x) { return CqX(x)->cur.dlid_path_bits; }
+uint64_t ReadTs(ibv_cq_ex* x) { return CqX(x)->cur_ts; }
+uint64_t ReadWallclock(ibv_cq_ex* x) { return CqX(x)->cur_ts; }
+
+}  // namespace
+
+void InstallCqExOps(SnCq* cq) {
+  ibv_cq_ex& x = cq->cqx;
+  x.start_poll = StartPoll;
+  x.next_poll = NextPoll;
+  x.end_poll = EndPoll;
+  x.read_opcode = ReadOpcode;
+  x.read_vendor_err = ReadVendorErr;
+  x.read_byte_len = ReadByteLen;
+  x.read_imm_data = ReadImm;
+  x.read_qp_num = ReadQpNum;
+  x.read_src_qp = ReadSrcQp;
+  x.read_wc_flags = ReadWcFlags;
+  x.read_slid = ReadSlid;
+  x.read_sl = ReadSl;
+  x.read_dlid_path_bits = ReadDlidPathBits;
+  x.read_completion_ts = ReadTs;
+  x.read_completion_wallclock_ns = ReadWallclock;
+}
+
+}  // namespace rdmasan::softnic

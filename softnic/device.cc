@@ -1,0 +1,386 @@
+// softnic device and context: the device list entry, open/close, the
+// queries (device, port, GID, P_Key), the process's attachment to the
+// fabric, and async events.  See softnic.h for the contract.
+//
+// Async events and completion-channel wake-ups are datagrams to a unix
+// socket in the abstract namespace, named after the receiving object's
+// slot and generation, so any process on the fabric can raise them and a
+// reused slot never receives a stale one.
+#include "softnic/softnic.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/options.h"
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic {
+namespace {
+
+constexpr uint64_t kNodeGuidHost = 0x0002c9fffe5a0001ull;
+constexpr uint16_t kLid = 1;
+
+ibv_device g_device = [] {
+  ibv_device d{};
+  d.node_type = IBV_NODE_CA;
+  d.transport_type = IBV_TRANSPORT_IB;
+  snprintf(d.name, sizeof(d.name), "softnic0");
+  snprintf(d.dev_name, sizeof(d.dev_name), "uverbs-softnic0");
+  snprintf(d.dev_path, sizeof(d.dev_path), "/sys/class/infiniband_verbs/uverbs-softnic0");
+  snprintf(d.ibdev_path, sizeof(d.ibdev_path), "/sys/class/infiniband/softnic0");
+  return d;
+}();
+
+Process* g_process = nullptr;
+std::once_flag g_process_once;
+int g_process_errno = 0;
+
+void DetachAtExit() {
+  if (g_process && g_process->fab) g_process->fab->Detach();
+}
+
+ibv_gid GidAt(uint32_t index) {
+  ibv_gid g{};
+  g.global.subnet_prefix = htobe64(0xfe80000000000000ull);
+  g.global.interface_id = htobe64(kNodeGuidHost + index);
+  return g;
+}
+
+struct AsyncMsg {
+  uint32_t type, kind, slot, pad;
+};
+
+void SendDgram(const std::string& name, const void* data, size_t len) {
+  static thread_local int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof(sa.sun_path) - 2);
+  memcpy(sa.sun_path + 1, name.data(), n);
+  socklen_t alen = offsetof(sockaddr_un, sun_path) + 1 + n;
+  sendto(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&sa), alen);
+}
+
+void FillPortAttr(ibv_port_attr* a) {
+  memset(a, 0, sizeof(*a));
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = IBV_MTU_4096;
+  a->gid_tbl_len = kGidTableLen;
+  a->port_cap_flags = IBV_PORT_SM | IBV_PORT_SYS_IMAGE_GUID_SUP;
+  a->max_msg_sz = 1u << 31;
+  a->bad_pkey_cntr = 0;
+  a->qkey_viol_cntr = 0;
+  a->pkey_tbl_len = 1;
+  a->lid = kLid;
+  a->sm_lid = kLid;
+  a->lmc = 0;
+  a->max_vl_num = 1;
+  a->sm_sl = 0;
+  a->subnet_timeout = 18;
+  a->init_type_reply = 0;
+  a->active_width = 2;   // 4X
+  a->active_speed = 32;  // EDR
+  a->phys_state = 5;     // LinkUp
+  a->link_layer = IBV_LINK_LAYER_INFINIBAND;
+  a->flags = 0;
+  a->port_cap_flags2 = 0;
+}
+
+int VQueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
+  if (port != 1) return EINVAL;
+  ibv_port_attr a;
+  FillPortAttr(&a);
+  memcpy(attr, &a, std::min(len, sizeof(a)));
+  return 0;
+}
+
+int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                   size_t size) {
+  ibv_device_attr_ex a{};
+  QueryDevice(ctx, &a.orig_attr);
+  a.max_dm_size = 0;
+  memcpy(attr, &a, std::min(size, sizeof(a)));
+  return 0;
+}
+
+}  // namespace
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+Process* GetProcess() {
+  std::call_once(g_process_once, [] {
+    auto* p = new Process();
+    p->fab = Fabric::Attach(core::GlobalOptions().softnic_fabric);
+    if (!p->fab) {
+      g_process_errno = errno;
+      fprintf(stderr, "==%d==rdmasan: softnic: cannot attach fabric '%s': %s\n", getpid(),
+              core::GlobalOptions().softnic_fabric.c_str(), strerror(errno));
+      delete p;
+      return;
+    }
+    p->pid = getpid();
+    g_process = p;
+    atexit(DetachAtExit);
+  });
+  if (!g_process) errno = g_process_errno ? g_process_errno : ENODEV;
+  return g_process;
+}
+
+std::string FabricName() {
+  Process* p = GetProcess();
+  return p ? p->fab->name() : std::string();
+}
+
+int MakeDgramSocket(const std::string& name) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  // Abstract namespace: leading NUL, no file to clean up.
+  size_t n = std::min(name.size(), sizeof(sa.sun_path) - 2);
+  memcpy(sa.sun_path + 1, name.data(), n);
+  socklen_t len = offsetof(sockaddr_un, sun_path) + 1 + n;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len) {
+  SendDgram(p->fab->ChannelAddr(channel, gen), msg, len);
+}
+
+void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t kind, uint32_t slot) {
+  if (ctx_slot >= kMaxContexts) return;
+  ShmContext& c = p->fab->hdr()->ctxs[ctx_slot];
+  if (!c.in_use) return;
+  AsyncMsg m{type, kind, slot, 0};
+  SendDgram(p->fab->AsyncAddr(ctx_slot, c.gen), &m, sizeof(m));
+}
+
+ibv_device* Device() { return &g_device; }
+bool IsDevice(const ibv_device* dev) { return dev == &g_device; }
+bool IsContext(const ibv_context* ctx) { return ctx && ctx->device == &g_device; }
+__be64 DeviceGuid() { return htobe64(kNodeGuidHost); }
+
+ibv_context* OpenDevice(ibv_device* dev) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  auto* c = new (std::nothrow) SnContext();
+  if (!c) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  memset(&c->vctx, 0, sizeof(c->vctx));
+  verbs_context& v = c->vctx;
+  v.sz = sizeof(verbs_context);
+  v.query_port = VQueryPort;
+  v.query_device_ex = VQueryDeviceEx;
+  v.create_cq_ex = VCreateCqEx;
+  v.create_qp_ex = VCreateQpEx;
+  ibv_context& ctx = v.context;
+  ctx.device = dev;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ctx.ops.poll_cq = PollCq;
+  ctx.ops.req_notify_cq = ReqNotifyCq;
+  ctx.ops.post_send = PostSend;
+  ctx.ops.post_recv = PostRecv;
+  ctx.ops.post_srq_recv = PostSrqRecv;
+  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    FabricLock lock(p->fab);
+    ShmHeader* h = p->fab->hdr();
+    uint32_t slot = FreeSlot(h->ctxs);
+    if (slot == kNone) {
+      close(ctx.cmd_fd);
+      delete c;
+      errno = ENOMEM;
+      return nullptr;
+    }
+    h->ctxs[slot].in_use = 1;
+    h->ctxs[slot].proc = p->fab->self_proc();
+    h->ctxs[slot].gen++;
+    c->slot = slot;
+    c->gen = h->ctxs[slot].gen;
+    p->ctxs[slot] = c;
+  }
+  ctx.async_fd = MakeDgramSocket(p->fab->AsyncAddr(c->slot, c->gen));
+  if (ctx.async_fd < 0) {
+    int e = errno;
+    CloseDevice(&ctx);
+    errno = e;
+    return nullptr;
+  }
+  return &ctx;
+}
+
+int CloseDevice(ibv_context* ctx) {
+  Process* p = GetProcess();
+  SnContext* c = Ctx(ctx);
+  if (p) {
+    std::lock_guard<std::mutex> g(p->mu);
+    FabricLock lock(p->fab);
+    p->fab->hdr()->ctxs[c->slot].in_use = 0;
+    p->ctxs[c->slot] = nullptr;
+  }
+  if (ctx->async_fd >= 0) close(ctx->async_fd);
+  if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);
+  pthread_mutex_destroy(&ctx->mutex);
+  delete c;
+  return 0;
+}
+
+int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
+  memset(a, 0, sizeof(*a));
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", "1.0.0");
+  a->node_guid = DeviceGuid();
+  a->sys_image_guid = DeviceGuid();
+  a->max_mr_size = 1ull << 40;
+  a->page_size_cap = 0xfffff000;
+  a->vendor_id = 0;
+  a->vendor_part_id = 0;
+  a->hw_ver = 0;
+  a->max_qp = kMaxQps - 1;
+  a->max_qp_wr = kMaxQpWr;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SHUTDOWN_PORT | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ;
+  a->max_sge = kMaxSge;
+  a->max_sge_rd = kMaxSge;
+  a->max_cq = kMaxCqs - 1;
+  a->max_cqe = kMaxCqe;
+  a->max_mr = kMaxMrs - 1;
+  a->max_pd = 0xffff;
+  a->max_qp_rd_atom = 16;
+  a->max_ee_rd_atom = 0;
+  a->max_res_rd_atom = 16 * (kMaxQps - 1);
+  a->max_qp_init_rd_atom = 16;
+  a->max_ee_init_rd_atom = 0;
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_ee = 0;
+  a->max_rdd = 0;
+  a->max_mw = 0;
+  a->max_raw_ipv6_qp = 0;
+  a->max_raw_ethy_qp = 0;
+  a->max_mcast_grp = 0;
+  a->max_mcast_qp_attach = 0;
+  a->max_total_mcast_qp_attach = 0;
+  a->max_ah = 0xffff;
+  a->max_fmr = 0;
+  a->max_map_per_fmr = 0;
+  a->max_srq = kMaxSrqs - 1;
+  a->max_srq_wr = kMaxQpWr;
+  a->max_srq_sge = kMaxSge;
+  a->max_pkeys = 1;
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
+  return VQueryPort(ctx, port, attr, sizeof(*attr));
+}
+
+int QueryGid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
+  if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
+    errno = EINVAL;
+    return -1;
+  }
+  *gid = GidAt(index);
+  return 0;
+}
+
+int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
+               size_t entry_size) {
+  if (flags) return EINVAL;
+  if (port != 1 || index >= kGidTableLen) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  memset(entry, 0, entry_size);
+  entry->gid = GidAt(index);
+  entry->gid_index = index;
+  entry->port_num = port;
+  entry->gid_type = IBV_GID_TYPE_IB;
+  entry->ndev_ifindex = 0;
+  return 0;
+}
+
+ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t entry_size) {
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  if (max < kGidTableLen) return -EINVAL;
+  for (uint32_t i = 0; i < kGidTableLen; ++i) {
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<uint8_t*>(entries) + i * entry_size);
+    QueryGidEx(ctx, 1, i, e, 0, entry_size);
+  }
+  return kGidTableLen;
+}
+
+int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {
+  if (port != 1 || index != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  *pkey = htobe16(0xffff);
+  return 0;
+}
+
+int GetPkeyIndex(ibv_context* ctx, uint8_t port, __be16 pkey) {
+  if (port == 1 && be16toh(pkey) == 0xffff) return 0;
+  errno = ENOENT;
+  return -1;
+}
+
+int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event) {
+  Process* p = GetProcess();
+  if (!p) return -1;
+  for (;;) {
+    AsyncMsg m;
+    ssize_t n = recv(ctx->async_fd, &m, sizeof(m), 0);
+    if (n < 0) return -1;
+    if (n != sizeof(m)) continue;
+    memset(event, 0, sizeof(*event));
+    event->event_type = static_cast<ibv_event_type>(m.type);
+    std::lock_guard<std::mutex> g(p->mu);
+    switch (m.kind) {
+      case kObjCq:
+        if (m.slot >= kMaxCqs || !p->cqs[m.slot]) continue;
+        event->element.cq = ibv_cq_ex_to_cq(&p->cqs[m.slot]->cqx);
+        return 0;
+      case kObjQp:
+        if (m.slot >= kMaxQps || !p->qps[m.slot]) continue;
+        event->element.qp = &p->qps[m.slot]->qpx.qp_base;
+        return 0;
+      case kObjSrq:
+        if (m.slot >= kMaxSrqs || !p->srqs[m.slot]) continue;
+        event->element.srq = &p->srqs[m.slot]->srq;
+        return 0;
+      default:
+        event->element.port_num = 1;
+        return 0;
+    }
+  }
+}
+
+void AckAsyncEvent(ibv_async_event* event) {}
+
+}  // namespace rdmasan::softnic

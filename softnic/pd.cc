@@ -1,0 +1,148 @@
+// softnic protection domains, memory regions and address handles.
+//
+// A PD is process-local (an id); an MR lives in the fabric's MR table,
+// where any requester checks its keys (access.h).  The key's low byte is a
+// generation, so a key of a deregistered MR fails even after its slot is
+// reused.
+#include "softnic/softnic.h"
+
+#include <errno.h>
+
+#include <new>
+
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic {
+
+ibv_pd* AllocPd(ibv_context* ctx) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  auto* pd = new (std::nothrow) SnPd();
+  if (!pd) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  pd->pd.context = ctx;
+  FabricLock lock(p->fab);
+  pd->id = p->fab->hdr()->next_pd++;
+  if (pd->id == 0) pd->id = p->fab->hdr()->next_pd++;
+  pd->pd.handle = pd->id;
+  return &pd->pd;
+}
+
+int DeallocPd(ibv_pd* pd) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  const uint32_t id = PdId(pd);
+  {
+    FabricLock lock(p->fab);
+    ShmHeader* h = p->fab->hdr();
+    const uint32_t me = p->fab->self_proc();
+    for (auto& m : h->mrs)
+      if (m.in_use && m.proc == me && m.pd == id) return EBUSY;
+    for (auto& q : h->qps)
+      if (q.in_use && q.proc == me && q.pd == id) return EBUSY;
+    for (auto& s : h->srqs)
+      if (s.in_use && s.proc == me && s.pd == id) return EBUSY;
+  }
+  delete reinterpret_cast<SnPd*>(pd);
+  return 0;
+}
+
+ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  constexpr unsigned kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING |
+                                  IBV_ACCESS_OPTIONAL_RANGE;
+  if (access & ~kSupported) {
+    errno = (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB))
+                ? EOPNOTSUPP
+                : EINVAL;
+    return nullptr;
+  }
+  // Remote write/atomic require local write (IB spec 10.6.3.1).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (length == 0 || length > (1ull << 40) || (!addr && length)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* mr = new (std::nothrow) SnMr();
+  if (!mr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  FabricLock lock(p->fab);
+  ShmHeader* h = p->fab->hdr();
+  uint32_t slot = FreeSlot(h->mrs, 1);
+  if (slot == kNone) {
+    delete mr;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ShmMr& m = h->mrs[slot];
+  uint32_t gen = ((m.key & 0xff) + 1) & 0xff;
+  if (gen == 0) gen = 1;
+  m.in_use = 1;
+  m.proc = p->fab->self_proc();
+  m.key = slot << 8 | gen;
+  m.pd = PdId(pd);
+  m.addr = reinterpret_cast<uint64_t>(addr);
+  m.length = length;
+  m.iova = iova;
+  m.access = access;
+  mr->slot = slot;
+  mr->mr.context = pd->context;
+  mr->mr.pd = pd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.handle = slot;
+  mr->mr.lkey = m.key;
+  mr->mr.rkey = m.key;
+  return &mr->mr;
+}
+
+int DeregMr(ibv_mr* ibmr) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  auto* mr = reinterpret_cast<SnMr*>(ibmr);
+  {
+    FabricLock lock(p->fab);
+    ShmMr& m = p->fab->hdr()->mrs[mr->slot];
+    if (!m.in_use || m.key != ibmr->lkey) return EINVAL;
+    m.in_use = 0;  // keep the key: the next registration of the slot bumps it
+  }
+  delete mr;
+  return 0;
+}
+
+int ReregMr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
+
+ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= kGidTableLen)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* ah = new (std::nothrow) SnAh();
+  if (!ah) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ah->ah.context = pd->context;
+  ah->ah.pd = pd;
+  ah->attr = *attr;
+  return &ah->ah;
+}
+
+int DestroyAh(ibv_ah* ah) {
+  delete reinterpret_cast<SnAh*>(ah);
+  return 0;
+}
+
+}  // namespace rdmasan::softnic

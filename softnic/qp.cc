@@ -1,0 +1,360 @@
+// softnic queue pairs: create, modify (the state machine), query, destroy,
+// and the move to ERR that flushes the receive side.
+//
+// A QP's attributes and receive queue live in the fabric, where requesters
+// of other processes find them by QPN; its send queue is private (SnQp::sq)
+// and run by datapath.cc.
+#include "softnic/softnic.h"
+
+#include <errno.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic {
+
+bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge) {
+  rq->max_wr = max_wr;
+  rq->max_sge = max_sge ? max_sge : 1;
+  rq->stride = sizeof(ShmRecvWqe) + rq->max_sge * sizeof(ShmSge);
+  rq->nslots = max_wr ? max_wr : 1;
+  rq->head = rq->tail = 0;
+  rq->ring_off = f->Alloc(uint64_t(rq->nslots) * rq->stride);
+  return rq->ring_off != 0;
+}
+
+namespace {
+
+// Allowed attribute masks per transition (IB spec 11.2.4.2), for RC/UC/UD.
+struct Transition {
+  int required[3];  // UD, UC, RC
+  int optional[3];
+};
+
+int TypeIndex(uint32_t type) { return type == IBV_QPT_UD ? 0 : type == IBV_QPT_UC ? 1 : 2; }
+
+bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int mask) {
+  mask &= ~IBV_QP_STATE;
+  const int t = TypeIndex(type);
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return (mask & ~IBV_QP_CUR_STATE) == 0 || true;
+  Transition tr{};
+  bool ok = true;
+  switch (cur) {
+    case IBV_QPS_RESET:
+      if (next != IBV_QPS_INIT) return false;
+      tr.required[0] = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+      tr.required[1] = tr.required[2] = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      break;
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) {
+        tr.optional[0] = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+        tr.optional[1] = tr.optional[2] = IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      } else if (next == IBV_QPS_RTR) {
+        tr.required[1] = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+        tr.required[2] = tr.required[1] | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        tr.optional[0] = IBV_QP_PKEY_INDEX | IBV_QP_QKEY;
+        tr.optional[1] = tr.optional[2] = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+      } else {
+        ok = false;
+      }
+      break;
+    case IBV_QPS_RTR:
+      if (next != IBV_QPS_RTS) return false;
+      tr.required[0] = tr.required[1] = IBV_QP_SQ_PSN;
+      tr.required[2] = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+      tr.optional[0] = IBV_QP_CUR_STATE | IBV_QP_QKEY;
+      tr.optional[1] = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE;
+      tr.optional[2] = tr.optional[1] | IBV_QP_MIN_RNR_TIMER;
+      break;
+    case IBV_QPS_RTS:
+    case IBV_QPS_SQD:
+    case IBV_QPS_SQE:
+      if (next != IBV_QPS_RTS && next != IBV_QPS_SQD) return false;
+      if (cur == IBV_QPS_SQE && next != IBV_QPS_RTS) return false;
+      tr.optional[0] = IBV_QP_CUR_STATE | IBV_QP_QKEY | IBV_QP_SQ_PSN | IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
+      tr.optional[1] = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
+                       IBV_QP_AV | IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
+      tr.optional[2] = tr.optional[1] | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MTU;
+      break;
+    default:
+      ok = false;
+  }
+  if (!ok) return false;
+  if ((mask & tr.required[t]) != tr.required[t]) return false;
+  if (mask & ~(tr.required[t] | tr.optional[t])) return false;
+  return true;
+}
+
+ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (!pd || !a->send_cq || !a->recv_cq || a->send_cq->context != ctx || a->recv_cq->context != ctx ||
+      pd->context != ctx || (a->srq && a->srq->context != ctx)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_cap& cap = a->cap;
+  if (cap.max_send_wr > kMaxQpWr || cap.max_send_sge > kMaxSge || cap.max_inline_data > kMaxInline ||
+      (!a->srq && (cap.max_recv_wr > kMaxQpWr || cap.max_recv_sge > kMaxSge))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (a->srq) cap.max_recv_wr = cap.max_recv_sge = 0;
+  auto* qp = new (std::nothrow) SnQp();
+  if (!qp) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  try {
+    qp->sq.resize(std::max<uint32_t>(1, cap.max_send_wr));
+  } catch (...) {
+    delete qp;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> g(p->mu);
+  FabricLock lock(p->fab);
+  ShmHeader* h = p->fab->hdr();
+  uint32_t slot = FreeSlot(h->qps, 1);
+  if (slot == kNone || !InitRq(p->fab, &h->qps[slot].rq, a->srq ? 0 : cap.max_recv_wr, cap.max_recv_sge)) {
+    delete qp;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ShmQp& s = h->qps[slot];
+  s.gen = (s.gen % 4095) + 1;
+  s.qpn = (s.gen << 12) | slot;
+  s.in_use = 1;
+  s.proc = p->fab->self_proc();
+  s.ctx = Ctx(ctx)->slot;
+  s.pd = PdId(pd);
+  s.type = a->qp_type;
+  s.state.store(IBV_QPS_RESET);
+  s.send_cq = Cq(a->send_cq)->slot;
+  s.recv_cq = Cq(a->recv_cq)->slot;
+  s.srq = a->srq ? Srq(a->srq)->slot : kNone;
+  s.sq_sig_all = a->sq_sig_all;
+  s.access = 0;
+  s.qkey = 0;
+  s.dest_qpn = 0;
+  s.min_rnr_timer = 0;
+  s.rnr_retry = 0;
+  s.timeout = 0;
+  s.retry_cnt = 0;
+  s.max_rd_atomic = s.max_dest_rd_atomic = 0;
+  s.path_mtu = IBV_MTU_1024;
+  s.remote_gone = 0;
+  qp->slot = slot;
+  qp->shm = &s;
+  qp->send_cq = Cq(a->send_cq);
+  qp->recv_cq = Cq(a->recv_cq);
+  qp->srq = a->srq ? Srq(a->srq) : nullptr;
+  qp->max_send_wr = cap.max_send_wr;
+  qp->max_send_sge = cap.max_send_sge;
+  qp->max_inline = cap.max_inline_data;
+  qp->max_recv_wr = cap.max_recv_wr;
+  qp->max_recv_sge = cap.max_recv_sge;
+  ibv_qp& q = qp->qpx.qp_base;
+  q.context = ctx;
+  q.qp_context = a->qp_context;
+  q.pd = pd;
+  q.send_cq = a->send_cq;
+  q.recv_cq = a->recv_cq;
+  q.srq = a->srq;
+  q.handle = slot;
+  q.qp_num = s.qpn;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = a->qp_type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  InstallQpExOps(qp);
+  p->qps[slot] = qp;
+  return &q;
+}
+
+}  // namespace
+
+ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+  constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (attr->comp_mask & ~kMask) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    constexpr uint64_t kOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+                              IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    if (attr->send_ops_flags & ~kOps) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+  }
+  return CreateQpCommon(ctx, attr->pd, attr);
+}
+
+ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  ibv_qp_init_attr_ex ex{};
+  ex.qp_context = attr->qp_context;
+  ex.send_cq = attr->send_cq;
+  ex.recv_cq = attr->recv_cq;
+  ex.srq = attr->srq;
+  ex.cap = attr->cap;
+  ex.qp_type = attr->qp_type;
+  ex.sq_sig_all = attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  ibv_qp* qp = CreateQpCommon(pd->context, pd, &ex);
+  if (qp) attr->cap = ex.cap;
+  return qp;
+}
+
+ibv_qp_ex* QpToQpEx(ibv_qp* qp) { return &Qp(qp)->qpx; }
+
+int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  SnQp* qp = Qp(ibqp);
+  std::lock_guard<std::mutex> sq(qp->sq_mu);
+  bool flush = false;
+  {
+    FabricLock lock(p->fab);
+    ShmQp& s = *qp->shm;
+    auto cur = static_cast<ibv_qp_state>(s.state.load());
+    if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return EINVAL;
+    auto next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+    if (!TransitionAllowed(cur, next, s.type, mask)) return EINVAL;
+    if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
+    if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096)) return EINVAL;
+    if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > 16) return EINVAL;
+    if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > 16) return EINVAL;
+    if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1) return EINVAL;
+    if (mask & IBV_QP_ACCESS_FLAGS) s.access = attr->qp_access_flags;
+    if (mask & IBV_QP_QKEY) s.qkey = attr->qkey;
+    if (mask & IBV_QP_DEST_QPN) s.dest_qpn = attr->dest_qp_num;
+    if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = attr->min_rnr_timer;
+    if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = attr->rnr_retry;
+    if (mask & IBV_QP_TIMEOUT) s.timeout = attr->timeout;
+    if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = attr->retry_cnt;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = attr->max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+    if (mask & IBV_QP_PATH_MTU) s.path_mtu = attr->path_mtu;
+    if (mask & IBV_QP_RQ_PSN) s.rq_psn = attr->rq_psn;
+    if (mask & IBV_QP_SQ_PSN) s.sq_psn = attr->sq_psn;
+    if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = attr->pkey_index;
+    if (mask & IBV_QP_PORT) s.port_num = attr->port_num;
+    if (mask & IBV_QP_STATE) {
+      if (next == IBV_QPS_RESET) {
+        s.rq.head = s.rq.tail = 0;
+        qp->rq_outstanding.store(0);
+        qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;
+        qp->sq_retire_to.store(0);
+        s.remote_gone = 0;
+      }
+      if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR) {
+        MoveToErrorLocked(p, &s);
+        flush = true;
+      }
+      s.state.store(next);
+      ibqp->state = next;
+    }
+  }
+  if (flush) FlushSq(p, qp);
+  return 0;
+}
+
+int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
+  SnQp* qp = Qp(ibqp);
+  const ShmQp& s = *qp->shm;
+  memset(attr, 0, sizeof(*attr));
+  attr->qp_state = static_cast<ibv_qp_state>(s.state.load());
+  attr->cur_qp_state = attr->qp_state;
+  attr->path_mtu = static_cast<ibv_mtu>(s.path_mtu);
+  attr->path_mig_state = IBV_MIG_MIGRATED;
+  attr->qkey = s.qkey;
+  attr->rq_psn = s.rq_psn;
+  attr->sq_psn = s.sq_psn;
+  attr->dest_qp_num = s.dest_qpn;
+  attr->qp_access_flags = s.access;
+  attr->cap.max_send_wr = qp->max_send_wr;
+  attr->cap.max_recv_wr = qp->max_recv_wr;
+  attr->cap.max_send_sge = qp->max_send_sge;
+  attr->cap.max_recv_sge = qp->max_recv_sge;
+  attr->cap.max_inline_data = qp->max_inline;
+  attr->pkey_index = s.pkey_index;
+  attr->port_num = s.port_num;
+  attr->max_rd_atomic = s.max_rd_atomic;
+  attr->max_dest_rd_atomic = s.max_dest_rd_atomic;
+  attr->min_rnr_timer = s.min_rnr_timer;
+  attr->timeout = s.timeout;
+  attr->retry_cnt = s.retry_cnt;
+  attr->rnr_retry = s.rnr_retry;
+  if (init) {
+    memset(init, 0, sizeof(*init));
+    init->qp_context = ibqp->qp_context;
+    init->send_cq = ibqp->send_cq;
+    init->recv_cq = ibqp->recv_cq;
+    init->srq = ibqp->srq;
+    init->cap = attr->cap;
+    init->qp_type = ibqp->qp_type;
+    init->sq_sig_all = s.sq_sig_all;
+  }
+  return 0;
+}
+
+int DestroyQp(ibv_qp* ibqp) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  SnQp* qp = Qp(ibqp);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    FabricLock lock(p->fab);
+    p->fab->Free(qp->shm->rq.ring_off);
+    qp->shm->rq.ring_off = 0;
+    qp->shm->in_use = 0;
+    qp->shm->qpn = 0;
+    p->qps[qp->slot] = nullptr;
+  }
+  pthread_mutex_destroy(&ibqp->mutex);
+  pthread_cond_destroy(&ibqp->cond);
+  delete qp;
+  return 0;
+}
+
+void MoveToErrorLocked(Process* p, ShmQp* q) {
+  ShmHeader* h = p->fab->hdr();
+  q->state.store(IBV_QPS_ERR);
+  const uint32_t slot = static_cast<uint32_t>(q - h->qps);
+  if (q->srq == kNone) {
+    ShmRq& rq = q->rq;
+    while (rq.tail < rq.head) {
+      auto* w = p->fab->At<ShmRecvWqe>(rq.ring_off + (rq.tail % rq.nslots) * rq.stride);
+      ShmCqe c{};
+      c.wr_id = w->wr_id;
+      c.status = IBV_WC_WR_FLUSH_ERR;
+      c.opcode = IBV_WC_RECV;
+      c.qp_num = q->qpn;
+      c.qp_slot = slot;
+      PushCqeLocked(p, q->recv_cq, c);
+      ++rq.tail;
+    }
+  } else {
+    RaiseAsyncLocked(p, q->ctx, IBV_EVENT_QP_LAST_WQE_REACHED, kObjQp, slot);
+  }
+  // The owner flushes its private send queue when it next looks.
+  if (q->send_cq < kMaxCqs) h->cqs[q->send_cq].attention.fetch_add(1);
+}
+
+}  // namespace rdmasan::softnic

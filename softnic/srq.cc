@@ -1,0 +1,99 @@
+// softnic shared receive queues: create, modify (the limit), query, destroy.
+// The ring lives in the fabric, where requesters take its WQEs; posting to
+// it is in recv.cc.
+#include "softnic/softnic.h"
+
+#include <errno.h>
+
+#include <new>
+
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic {
+
+ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
+  if (attr->attr.max_wr < 1 || attr->attr.max_wr > kMaxQpWr || attr->attr.max_sge > kMaxSge ||
+      attr->attr.srq_limit > attr->attr.max_wr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* srq = new (std::nothrow) SnSrq();
+  if (!srq) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> g(p->mu);
+  FabricLock lock(p->fab);
+  ShmHeader* h = p->fab->hdr();
+  uint32_t slot = FreeSlot(h->srqs);
+  if (slot == kNone || !InitRq(p->fab, &h->srqs[slot].rq, attr->attr.max_wr, attr->attr.max_sge)) {
+    delete srq;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ShmSrq& s = h->srqs[slot];
+  s.in_use = 1;
+  s.proc = p->fab->self_proc();
+  s.gen++;
+  s.ctx = Ctx(pd->context)->slot;
+  s.pd = PdId(pd);
+  s.srq_limit = attr->attr.srq_limit;
+  s.armed_limit = attr->attr.srq_limit > 0;
+  srq->slot = slot;
+  srq->shm = &s;
+  srq->srq.context = pd->context;
+  srq->srq.srq_context = attr->srq_context;
+  srq->srq.pd = pd;
+  srq->srq.handle = slot;
+  pthread_mutex_init(&srq->srq.mutex, nullptr);
+  pthread_cond_init(&srq->srq.cond, nullptr);
+  p->srqs[slot] = srq;
+  return &srq->srq;
+}
+
+int ModifySrq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  SnSrq* srq = Srq(ibsrq);
+  if (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR) return EOPNOTSUPP;  // no resize
+  FabricLock lock(p->fab);
+  if (mask & IBV_SRQ_LIMIT) {
+    if (attr->srq_limit > srq->shm->rq.max_wr) return EINVAL;
+    srq->shm->srq_limit = attr->srq_limit;
+    srq->shm->armed_limit = attr->srq_limit > 0;
+  }
+  return 0;
+}
+
+int QuerySrq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
+  SnSrq* srq = Srq(ibsrq);
+  attr->max_wr = srq->shm->rq.max_wr;
+  attr->max_sge = srq->shm->rq.max_sge;
+  attr->srq_limit = srq->shm->srq_limit;
+  return 0;
+}
+
+int DestroySrq(ibv_srq* ibsrq) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  SnSrq* srq = Srq(ibsrq);
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    FabricLock lock(p->fab);
+    ShmHeader* h = p->fab->hdr();
+    for (auto& q : h->qps)
+      if (q.in_use && q.srq == srq->slot && q.proc == p->fab->self_proc()) return EBUSY;
+    p->fab->Free(srq->shm->rq.ring_off);
+    srq->shm->in_use = 0;
+    p->srqs[srq->slot] = nullptr;
+  }
+  pthread_mutex_destroy(&ibsrq->mutex);
+  pthread_cond_destroy(&ibsrq->cond);
+  delete srq;
+  return 0;
+}
+
+}  // namespace rdmasan::softnic
