@@ -14,7 +14,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$repo/build}
 rdmasan=$build/rdmasan
 if [[ ! -x $rdmasan ]]; then
-  echo "demo: $rdmasan not found; build first: cmake -S . -B build -G Ninja && cmake --build build" >&2
+  echo "demo: $rdmasan not found; build first: cmake --preset default && cmake --build --preset default" >&2
   exit 1
 fi
 

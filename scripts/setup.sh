@@ -11,6 +11,8 @@ packages=(
   libabsl-dev googletest libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer targets
   libdw-dev                                      # symbolizing report stacks
+  dpkg-dev file                                  # cpack -G DEB (dpkg-shlibdeps)
+  clang-format-14 groff-base                     # format check, man page check
 )
 
 missing=()
