@@ -11,6 +11,7 @@ packages=(
   libabsl-dev googletest libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer targets
   libdw-dev                                      # symbolizing report stacks
+  nlohmann-json3-dev                             # JSON and SARIF reports, trace export
 )
 
 missing=()
