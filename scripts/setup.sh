@@ -12,6 +12,7 @@ packages=(
   clang-14 libclang-rt-14-dev                    # libFuzzer targets
   libdw-dev                                      # symbolizing report stacks
   nlohmann-json3-dev                             # JSON and SARIF reports, trace export
+  libbenchmark-dev                               # bench/postpoll_bench, bench/engine_scaling
 )
 
 missing=()
