@@ -11,22 +11,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "core/event.h"
 #include "traces/trace.h"
 
-namespace rdmasan::traces {
+namespace rdmasan::cli {
 namespace {
 
 using core::Event;
 using core::EventKind;
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/perfetto_export_test_" + std::to_string(getpid()) + "_" + name;
-}
+using traces::TraceHeader;
+using traces::TraceWriter;
 
 // A trace of one QP on one CQ: one signaled RDMA WRITE and its completion.
 void WriteTrace(const std::string& path, const std::string& executable) {
-  TraceHeader h = CurrentProcessHeader();
+  TraceHeader h = traces::CurrentProcessHeader();
   h.executable = executable;
   auto w = TraceWriter::Open(path, h);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -95,7 +94,7 @@ std::string Export(const std::string& trace, int* status) {
 }
 
 nlohmann::json ExportOf(const std::string& executable, const std::string& name) {
-  const std::string path = TempPath(name);
+  const std::string path = absl::StrCat(::testing::TempDir(), "/perfetto_", getpid(), "_", name, ".trace");
   WriteTrace(path, executable);
   int status = -1;
   const std::string out = Export(path, &status);
@@ -157,4 +156,4 @@ TEST(PerfettoExport, InvalidUtf8BecomesReplacementCharacters) {
 }
 
 }  // namespace
-}  // namespace rdmasan::traces
+}  // namespace rdmasan::cli
