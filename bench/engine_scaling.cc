@@ -5,16 +5,23 @@
 // as the CQ's books are shared).  Measured in one run; the engine alone, so
 // softnic's own locking does not blur the picture.  Events are numbered
 // (one shared counter, as in a traced run) only with ENGINE_SEQ=1.
+//
+// On Google Benchmark: each configuration is a registered benchmark (its
+// threads started together by the library), run for a fixed number of
+// pairs per thread in three rounds taken in turns; the table shows every
+// round (events_per_s), the summary after it each configuration's best.
+// Usage: engine_scaling [PAIRS] [--benchmark_...]
+#include <benchmark/benchmark.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/best_of.h"
 #include "checkers/engine.h"
 
 namespace {
@@ -23,12 +30,6 @@ using rdmasan::checkers::Engine;
 using rdmasan::core::Event;
 using rdmasan::core::EventKind;
 using rdmasan::core::ObjId;
-
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void Feed(Engine& eng, Event e) {
   std::vector<rdmasan::core::Finding> out;
@@ -90,69 +91,94 @@ World Build(int nqps, bool shared_cq) {
   return w;
 }
 
-// One thread's post+poll pairs on QP i.
-void Loop(World& w, int i, int pairs) {
-  const ObjId cq = w.cqs[w.cqs.size() == 1 ? 0 : i];
-  Event post;
-  post.kind = EventKind::kPostSend;
-  post.obj = w.qps[i];
-  post.stack = 1;
+// One thread's post+poll pair on QP i.
+struct Pair {
+  Event post, poll;
+  std::vector<rdmasan::core::Finding> out;
+};
+
+Pair MakePair(const World& w, int i) {
+  Pair p;
+  p.post.kind = EventKind::kPostSend;
+  p.post.obj = w.qps[i];
+  p.post.stack = 1;
   rdmasan::core::SendWr wr;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.num_sge = 1;
   wr.sges.push_back({0x100000u + 64u * i, 8, 0x11, 0, 0});
-  post.send_wrs.push_back(wr);
-  Event poll;
-  poll.kind = EventKind::kPollCq;
-  poll.obj = cq;
-  poll.count = 1;
-  poll.wcs.push_back({0, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, w.qpns[i], 8, 0});
-  std::vector<rdmasan::core::Finding> out;
-  for (int k = 0; k < pairs; ++k) {
-    post.send_wrs[0].wr_id = k;
-    poll.wcs[0].wr_id = k;
-    w.eng->OnEvent(post, &out, nullptr);
-    w.eng->OnEvent(poll, &out, nullptr);
-  }
+  p.post.send_wrs.push_back(wr);
+  p.poll.kind = EventKind::kPollCq;
+  p.poll.obj = w.cqs[w.cqs.size() == 1 ? 0 : i];
+  p.poll.count = 1;
+  p.poll.wcs.push_back({0, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, w.qpns[i], 8, 0});
+  return p;
 }
 
-// Millions of events per second with `threads` threads.
-double Rate(int threads, bool shared_cq, int pairs) {
-  World w = Build(threads, shared_cq);
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> ts;
-  for (int i = 0; i < threads; ++i)
-    ts.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load()) {
-      }
-      Loop(w, i, pairs);
-    });
-  while (ready.load() != threads) {
-  }
-  const double t0 = Now();
-  go = true;
-  for (auto& t : ts) t.join();
-  return 2.0 * pairs * threads / (Now() - t0) / 1e6;
+// The world of the benchmark running now: built before its threads start.
+std::unique_ptr<World> g_world;
+
+void BuildWorld(const benchmark::State& state) {
+  g_world = std::make_unique<World>(Build(state.threads(), /*shared_cq=*/state.range(0) != 0));
 }
+void DropWorld(const benchmark::State&) { g_world.reset(); }
+
+// Each thread posts and polls on its own QP.
+void BM_Engine(benchmark::State& state) {
+  World& w = *g_world;
+  Pair p = MakePair(w, state.thread_index());
+  uint64_t k = 0;
+  for (auto _ : state) {
+    p.post.send_wrs[0].wr_id = k;
+    p.poll.wcs[0].wr_id = k++;
+    w.eng->OnEvent(p.post, &p.out, nullptr);
+    w.eng->OnEvent(p.poll, &p.out, nullptr);
+  }
+  // Summed over the threads, per second of the run.
+  state.counters["events_per_s"] = benchmark::Counter(2.0 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+struct Config {
+  const char* id;
+  int threads;
+  bool shared_cq;
+};
+constexpr Config kConfigs[] = {{"1_thread", 1, false}, {"2_threads_cq_per_qp", 2, false},
+                               {"2_threads_shared_cq", 2, true}};
+
+void Register(const Config& c, int round, int pairs) {
+  const std::string name = std::string("engine/") + c.id + "/round:" + std::to_string(round);
+  benchmark::RegisterBenchmark(name.c_str(), BM_Engine)
+      ->Arg(c.shared_cq)
+      ->ArgName("shared_cq")
+      ->Threads(c.threads)
+      ->Iterations(pairs)
+      ->UseRealTime()
+      ->Setup(BuildWorld)
+      ->Teardown(DropWorld);
+}
+
+// Millions of events per second.
+double MEventsPerS(const benchmark::BenchmarkReporter::Run& run) { return run.counters.at("events_per_s") / 1e6; }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);  // takes the --benchmark_* flags
   const int pairs = argc > 1 ? atoi(argv[1]) : 1000000;
   const unsigned cores = std::thread::hardware_concurrency();
   // Best of 3 rounds per configuration, taken in turns.
-  double one = 0, own = 0, shared = 0;
-  for (int round = 0; round < 3; ++round) {
-    one = std::max(one, Rate(1, false, pairs));
-    own = std::max(own, Rate(2, false, pairs));
-    shared = std::max(shared, Rate(2, true, pairs));
-  }
-  printf("checkers engine, post+poll events, %d pairs per thread, best of 3 (%u cores):\n", pairs, cores);
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round)
+    for (const Config& c : kConfigs) Register(c, round, pairs);
+  rdmasan::bench::BestOfReporter best(MEventsPerS, /*higher_is_better=*/true);
+  benchmark::RunSpecifiedBenchmarks(&best);
+  const double one = best.Best("engine/1_thread"), own = best.Best("engine/2_threads_cq_per_qp"),
+               shared = best.Best("engine/2_threads_shared_cq");
+  printf("checkers engine, post+poll events, %d pairs per thread, best of %d (%u cores):\n", pairs, kRounds, cores);
   printf("  1 thread                          %6.2f M events/s\n", one);
   printf("  2 threads, a CQ per QP            %6.2f M events/s  (x%.2f)\n", own, own / one);
   printf("  2 threads, one CQ shared by both  %6.2f M events/s  (x%.2f)\n", shared, shared / one);
+  benchmark::Shutdown();
   return 0;
 }

@@ -2,26 +2,24 @@
 // softnic in-process, in one run: no shim (the softnic ops called straight),
 // pass-through (through the shim's data-path wrappers, checking off) and
 // full checking (every call an Event through the checkers).
+//
+// On Google Benchmark: each mode is a registered benchmark, run for a fixed
+// number of pairs in five rounds taken in turns; the table shows every round
+// (with its per_pair time), and the summary after it each mode's best round
+// and its cost over no shim.  Usage: postpoll_bench [PAIRS] [--benchmark_...]
+#include <benchmark/benchmark.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/best_of.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
 namespace {
-
-double Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 struct Setup {
   ibv_context* ctx;
@@ -30,6 +28,8 @@ struct Setup {
   ibv_qp* qp[2];
   ibv_mr* mr;
   std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+  ibv_sge sge;
+  ibv_send_wr wr;  // one signaled 8-byte RDMA WRITE from buf to buf + 2048
 };
 
 bool Build(Setup* s) {
@@ -81,32 +81,84 @@ bool Build(Setup* s) {
   return true;
 }
 
-double Run(Setup& s, int iters) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data()), 8, s.mr->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(s.buf.data() + 2048);
-  wr.wr.rdma.rkey = s.mr->rkey;
-  double t0 = Now();
-  for (int i = 0; i < iters; ++i) {
-    wr.wr_id = i;
-    ibv_send_wr* bad;
-    if (ibv_post_send(s.qp[0], &wr, &bad)) abort();
-    ibv_wc wc;
-    while (ibv_poll_cq(s.cq, 1, &wc) == 0) {
-    }
-    if (wc.status != IBV_WC_SUCCESS) abort();
+void PrepareWrite(Setup* s) {
+  s->sge = {reinterpret_cast<uint64_t>(s->buf.data()), 8, s->mr->lkey};
+  s->wr = {};
+  s->wr.opcode = IBV_WR_RDMA_WRITE;
+  s->wr.send_flags = IBV_SEND_SIGNALED;
+  s->wr.sg_list = &s->sge;
+  s->wr.num_sge = 1;
+  s->wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(s->buf.data() + 2048);
+  s->wr.wr.rdma.rkey = s->mr->rkey;
+}
+
+// One post+poll pair.
+inline void PostPoll(Setup& s, uint64_t wr_id) {
+  s.wr.wr_id = wr_id;
+  ibv_send_wr* bad;
+  if (ibv_post_send(s.qp[0], &s.wr, &bad)) abort();
+  ibv_wc wc;
+  while (ibv_poll_cq(s.cq, 1, &wc) == 0) {
   }
-  return (Now() - t0) / iters;
+  if (wc.status != IBV_WC_SUCCESS) abort();
+}
+
+enum Mode : int64_t { kNoShim, kPassThrough, kFullChecking };
+constexpr const char* kModeNames[] = {"no shim", "pass-through", "full checking"};
+constexpr const char* kModeIds[] = {"no_shim", "pass_through", "full_checking"};
+
+Setup* g_setup;  // built before the benchmarks run
+
+// no shim: the softnic ops called straight (the context unwrapped);
+// pass-through: the shim's wrappers with checking off; full checking.
+void SetMode(Setup& s, Mode mode) {
+  namespace ip = rdmasan::interpose;
+  if (mode == kNoShim) {
+    ip::UnwrapRealContext(s.ctx);
+    return;
+  }
+  ip::WrapRealContext(s.ctx);
+  ip::SetChecking(mode == kFullChecking);
+}
+
+void BM_PostPoll(benchmark::State& state, Mode mode) {
+  Setup& s = *g_setup;
+  SetMode(s, mode);
+  uint64_t wr_id = 0;
+  for (auto _ : state) PostPoll(s, wr_id++);
+  state.counters["per_pair"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+benchmark::internal::Benchmark* Register(Mode mode, int round, int iters) {
+  std::string name = std::string("postpoll/") + kModeIds[mode];
+  if (round >= 0) name += "/round:" + std::to_string(round);
+  return benchmark::RegisterBenchmark(name.c_str(), BM_PostPoll, mode)
+      ->Iterations(iters)
+      ->UseRealTime()
+      ->Unit(benchmark::kNanosecond);
+}
+
+double NsPerPair(const benchmark::BenchmarkReporter::Run& run) {
+  return run.GetAdjustedRealTime() * 1e9 / benchmark::GetTimeUnitMultiplier(run.time_unit);
+}
+
+void PrintSummary(const rdmasan::bench::BestOfReporter& best, int rounds, int iters) {
+  const double raw = best.Best("postpoll/no_shim"), pass = best.Best("postpoll/pass_through"),
+               full = best.Best("postpoll/full_checking");
+  printf("post+poll pair, softnic in-process, 1 SGE, best of %d rounds of %d:\n", rounds, iters);
+  printf("  %-22s %8.1f ns\n", kModeNames[kNoShim], raw);
+  printf("  %-22s %8.1f ns  (+%.1f ns)\n", kModeNames[kPassThrough], pass, pass - raw);
+  printf("  %-22s %8.1f ns  (+%.1f ns)\n", kModeNames[kFullChecking], full, full - raw);
+  printf("targets: pass-through < 10 ns, checking < 100 ns over no shim: %s, %s\n",
+         pass - raw < 10 ? "PASS" : "MISS", full - raw < 100 ? "PASS" : "MISS");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iters = argc > 1 ? atoi(argv[1]) : 200000;
+  benchmark::Initialize(&argc, argv);  // takes the --benchmark_* flags
+  const int iters = argc > 1 ? atoi(argv[1]) : 200000;
   // POSTPOLL_TRACE=PATH records the run (the cost of --trace in-process).
   std::string opts = "softnic=on:softnic_fabric=inproc";
   if (const char* t = getenv("POSTPOLL_TRACE")) opts += std::string(":trace=") + t;
@@ -118,31 +170,24 @@ int main(int argc, char** argv) {
     fprintf(stderr, "setup failed\n");
     return 1;
   }
-  namespace ip = rdmasan::interpose;
-  // Warm up every path once, then measure the three modes in turns, five
-  // rounds, and keep each mode's best round: the modes share the same
-  // machine state, and a scheduler hiccup hits one round, not the result.
-  ip::SetChecking(true);
-  Run(s, iters / 10);
+  PrepareWrite(&s);
+  g_setup = &s;
+  // Warm up every path once (checking on), outside the measurements.
+  SetMode(s, kFullChecking);
+  for (int i = 0; i < iters / 10; ++i) PostPoll(s, i);
+  rdmasan::bench::BestOfReporter best(NsPerPair, /*higher_is_better=*/false);
   if (getenv("POSTPOLL_PROFILE")) {  // full checking only, for a profiler
-    printf("full checking: %.1f ns per pair\n", Run(s, iters));
+    Register(kFullChecking, -1, iters);
+    benchmark::RunSpecifiedBenchmarks(&best);
+    printf("full checking: %.1f ns per pair\n", best.Best("postpoll/full_checking"));
     return 0;
   }
-  double raw = 1e18, pass = 1e18, full = 1e18;
-  for (int round = 0; round < 5; ++round) {
-    ip::UnwrapRealContext(s.ctx);
-    raw = std::min(raw, Run(s, iters));
-    ip::WrapRealContext(s.ctx);
-    ip::SetChecking(false);
-    pass = std::min(pass, Run(s, iters));
-    ip::SetChecking(true);
-    full = std::min(full, Run(s, iters));
-  }
-  printf("post+poll pair, softnic in-process, 1 SGE, best of 5 rounds of %d:\n", iters);
-  printf("  %-22s %8.1f ns\n", "no shim", raw);
-  printf("  %-22s %8.1f ns  (+%.1f ns)\n", "pass-through", pass, pass - raw);
-  printf("  %-22s %8.1f ns  (+%.1f ns)\n", "full checking", full, full - raw);
-  printf("targets: pass-through < 10 ns, checking < 100 ns over no shim: %s, %s\n",
-         pass - raw < 10 ? "PASS" : "MISS", full - raw < 100 ? "PASS" : "MISS");
+  // The three modes in turns, five rounds; each mode's best round counts.
+  constexpr int kRounds = 5;
+  for (int round = 0; round < kRounds; ++round)
+    for (Mode mode : {kNoShim, kPassThrough, kFullChecking}) Register(mode, round, iters);
+  benchmark::RunSpecifiedBenchmarks(&best);
+  PrintSummary(best, kRounds, iters);
+  benchmark::Shutdown();
   return 0;
 }

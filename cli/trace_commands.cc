@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -19,9 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -186,102 +188,178 @@ int Stats(traces::TraceReader& r) {
 // one track per QP with its posts and the completions that retire its WRs,
 // counter tracks for each QP's SQ occupancy and each CQ's pending
 // completions.  Events carry no clock (the checkers read none), so the time
-// axis is the event sequence number: 1 us per verbs call.
-int ExportPerfetto(traces::TraceReader& r) {
-  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true);  // the books only
-  const long long pid = r.header().pid ? r.header().pid : 1;
-  std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"time_axis\":\"microseconds since the first "
-              "recorded event (traces without times: one verbs call per microsecond)\",\"executable\":\"%s\"},"
-              "\"traceEvents\":[\n",
-              absl::CHexEscape(r.header().executable).c_str());
-  std::printf("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%lld,\"args\":{\"name\":\"%s (pid %lld)\"}}",
-              pid, absl::CHexEscape(r.header().executable).c_str(), pid);
-  absl::flat_hash_set<core::ObjId> named;
-  auto name_track = [&](core::ObjId qp, uint32_t qpn) {
-    if (!named.insert(qp).second) return;
-    std::printf(",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%lld,\"tid\":%llu,\"args\":{\"name\":"
-                "\"QP 0x%llx (qpn 0x%x)\"}}",
-                pid, static_cast<unsigned long long>(qp), static_cast<unsigned long long>(qp), qpn);
-  };
-  absl::flat_hash_map<std::string, uint64_t> last;  // counters print on change
-  auto counter = [&](const std::string& name, double ts, uint64_t value) {
-    auto [it, fresh] = last.try_emplace(name, value);
+// axis is the event sequence number: 1 us per verbs call.  Printed as it
+// goes, one trace event per line, so a long trace is never held in memory.
+class PerfettoExport {
+ public:
+  using Json = nlohmann::ordered_json;
+
+  explicit PerfettoExport(traces::TraceReader& r)
+      : r_(r), engine_(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true),  // the books only
+        pid_(r.header().pid ? r.header().pid : 1) {
+    for (const auto& [k, v] : r.header().properties)
+      if (k == "clock_hz") ticks_per_us_ = std::strtod(v.c_str(), nullptr) / 1e6;
+  }
+
+  int Run() {
+    PrintHeader();
+    core::Event e;
+    for (;;) {
+      auto more = r_.Next(&e);
+      if (!more.ok()) {
+        std::printf("\n]}\n");
+        std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
+        return kExitBadTrace;
+      }
+      if (!*more) break;
+      OnEvent(e);
+    }
+    std::printf("\n]}\n");
+    if (r_.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r_.warning().c_str());
+    return 0;
+  }
+
+ private:
+  // Executable paths may hold any bytes: invalid UTF-8 becomes U+FFFD
+  // rather than an exception.
+  static std::string Dump(const Json& j) {
+    return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  }
+  // Microseconds, to the nanosecond.
+  static double Us(double ts) { return std::round(ts * 1000) / 1000; }
+
+  void PrintHeader() {
+    const std::string& exe = r_.header().executable;
+    Json other;
+    other["time_axis"] = "microseconds since the first recorded event (traces without times: one verbs call per "
+                         "microsecond)";
+    other["executable"] = exe;
+    Json process = Meta("process_name");
+    process["args"]["name"] = absl::StrFormat("%s (pid %d)", exe, pid_);
+    std::printf("{\"displayTimeUnit\":\"ns\",\"otherData\":%s,\"traceEvents\":[\n%s", Dump(other).c_str(),
+                Dump(process).c_str());
+  }
+
+  Json Meta(const char* name) const {
+    Json m;
+    m["ph"] = "M";
+    m["name"] = name;
+    m["pid"] = pid_;
+    return m;
+  }
+
+  static void Print(const Json& event) { std::printf(",\n%s", Dump(event).c_str()); }
+
+  void NameTrack(core::ObjId qp, uint32_t qpn) {
+    if (!named_.insert(qp).second) return;
+    Json m = Meta("thread_name");
+    m["tid"] = qp;
+    m["args"]["name"] = absl::StrFormat("QP 0x%x (qpn 0x%x)", qp, qpn);
+    Print(m);
+  }
+
+  // Counters print on change.
+  void Counter(const std::string& name, double ts, uint64_t value) {
+    auto [it, fresh] = last_.try_emplace(name, value);
     if (!fresh && it->second == value) return;
     it->second = value;
-    std::printf(",\n{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%lld,\"ts\":%.3f,\"args\":{\"value\":%llu}}",
-                name.c_str(), pid, ts, static_cast<unsigned long long>(value));
-  };
-  core::Event e;
-  uint64_t t0 = 0;
-  double ticks_per_us = 0;
-  for (const auto& [k, v] : r.header().properties)
-    if (k == "clock_hz") ticks_per_us = std::strtod(v.c_str(), nullptr) / 1e6;
-  for (;;) {
-    auto more = r.Next(&e);
-    if (!more.ok()) {
-      std::printf("\n]}\n");
-      std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
-      return kExitBadTrace;
-    }
-    if (!*more) break;
-    // Recorded times where the trace has them, else the event number.
-    if (!t0 && e.time) t0 = e.time;
-    const double ts = e.time && t0 && ticks_per_us > 0 ? static_cast<double>(e.time - t0) / ticks_per_us
-                                                        : static_cast<double>(e.seq);
-    const checkers::State& st = engine.state();
-    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
-      const checkers::QpState* q = st.Qp(e.obj);
-      if (q) name_track(e.obj, q->qpn);
-      const bool send = e.kind == core::EventKind::kPostSend;
-      const size_t n = send ? e.send_wrs.size() : e.recv_wrs.size();
-      const uint64_t first = send ? (n ? e.send_wrs[0].wr_id : 0) : (n ? e.recv_wrs[0].wr_id : 0);
-      std::printf(",\n{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"post\",\"pid\":%lld,\"tid\":%llu,\"ts\":%.3f,"
-                  "\"dur\":0.1,\"args\":{\"wrs\":%zu,\"first_wr_id\":\"0x%llx\",\"ret\":%d%s}}",
-                  send ? (n && e.send_wrs[0].opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD
-                              ? checkers::WrOpcodeName(e.send_wrs[0].opcode)
-                              : "post_send")
-                       : "post_recv",
-                  pid, static_cast<unsigned long long>(e.obj), ts, n,
-                  static_cast<unsigned long long>(first), e.ret,
-                  send && n && (e.send_wrs[0].send_flags & IBV_SEND_SIGNALED) ? ",\"signaled\":true" : "");
-    }
-    for (const auto& c : e.wcs) {
-      core::ObjId qp = st.QpByNum(c.qp_num);
-      if (!qp) continue;
-      if (const checkers::QpState* q = st.Qp(qp)) name_track(qp, q->qpn);
-      std::printf(",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"cat\":\"completion\",\"pid\":%lld,\"tid\":"
-                  "%llu,\"ts\":%.3f,\"args\":{\"wr_id\":\"0x%llx\",\"status\":%u,\"opcode\":%u}}",
-                  c.status == IBV_WC_SUCCESS ? "completion" : c.status == IBV_WC_WR_FLUSH_ERR ? "flush" : "error",
-                  pid, static_cast<unsigned long long>(qp), ts, static_cast<unsigned long long>(c.wr_id), c.status,
-                  c.opcode);
-    }
-    engine.OnEvent(e);
-    engine.TakeRetired();
-    // Occupancy after the event.
-    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv ||
-        e.kind == core::EventKind::kPollCq) {
-      absl::flat_hash_set<core::ObjId> qps, cqs;
-      if (e.kind == core::EventKind::kPollCq) {
-        cqs.insert(e.obj);
-        for (const auto& c : e.wcs)
-          if (core::ObjId qp = st.QpByNum(c.qp_num)) qps.insert(qp);
-      } else if (const checkers::QpState* q = st.Qp(e.obj)) {
-        qps.insert(e.obj);
-        cqs.insert(e.kind == core::EventKind::kPostSend ? q->send_cq : q->recv_cq);
-      }
-      for (core::ObjId qp : qps)
-        if (const checkers::QpState* q = st.Qp(qp)) {
-          counter(absl::StrFormat("SQ occupancy QP 0x%x", qp), ts, q->sq.size());
-          if (!q->srq) counter(absl::StrFormat("RQ occupancy QP 0x%x", qp), ts, q->rq.size());
-        }
-      for (core::ObjId cq : cqs)
-        if (cq) counter(absl::StrFormat("CQ 0x%x pending", cq), ts, st.PendingOn(cq));
-    }
+    Json c;
+    c["ph"] = "C";
+    c["name"] = name;
+    c["pid"] = pid_;
+    c["ts"] = Us(ts);
+    c["args"]["value"] = value;
+    Print(c);
   }
-  std::printf("\n]}\n");
-  if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
-  return 0;
-}
+
+  void OnEvent(const core::Event& e) {
+    // Recorded times where the trace has them, else the event number.
+    if (!t0_ && e.time) t0_ = e.time;
+    const double ts = e.time && t0_ && ticks_per_us_ > 0 ? static_cast<double>(e.time - t0_) / ticks_per_us_
+                                                         : static_cast<double>(e.seq);
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) Post(e, ts);
+    for (const auto& c : e.wcs) Completion(c, ts);
+    engine_.OnEvent(e);
+    engine_.TakeRetired();
+    if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv ||
+        e.kind == core::EventKind::kPollCq)
+      Occupancy(e, ts);
+  }
+
+  void Post(const core::Event& e, double ts) {
+    if (const checkers::QpState* q = engine_.state().Qp(e.obj)) NameTrack(e.obj, q->qpn);
+    const bool send = e.kind == core::EventKind::kPostSend;
+    const size_t n = send ? e.send_wrs.size() : e.recv_wrs.size();
+    const uint64_t first = send ? (n ? e.send_wrs[0].wr_id : 0) : (n ? e.recv_wrs[0].wr_id : 0);
+    Json x;
+    x["ph"] = "X";
+    x["name"] = send ? (n && e.send_wrs[0].opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD
+                            ? checkers::WrOpcodeName(e.send_wrs[0].opcode)
+                            : "post_send")
+                     : "post_recv";
+    x["cat"] = "post";
+    x["pid"] = pid_;
+    x["tid"] = e.obj;
+    x["ts"] = Us(ts);
+    x["dur"] = 0.1;
+    Json& args = x["args"];
+    args["wrs"] = n;
+    args["first_wr_id"] = absl::StrFormat("0x%x", first);
+    args["ret"] = e.ret;
+    if (send && n && (e.send_wrs[0].send_flags & IBV_SEND_SIGNALED)) args["signaled"] = true;
+    Print(x);
+  }
+
+  void Completion(const core::Completion& c, double ts) {
+    const checkers::State& st = engine_.state();
+    core::ObjId qp = st.QpByNum(c.qp_num);
+    if (!qp) return;
+    if (const checkers::QpState* q = st.Qp(qp)) NameTrack(qp, q->qpn);
+    Json i;
+    i["ph"] = "i";
+    i["s"] = "t";
+    i["name"] = c.status == IBV_WC_SUCCESS ? "completion" : c.status == IBV_WC_WR_FLUSH_ERR ? "flush" : "error";
+    i["cat"] = "completion";
+    i["pid"] = pid_;
+    i["tid"] = qp;
+    i["ts"] = Us(ts);
+    i["args"]["wr_id"] = absl::StrFormat("0x%x", c.wr_id);
+    i["args"]["status"] = c.status;
+    i["args"]["opcode"] = c.opcode;
+    Print(i);
+  }
+
+  // Occupancy after the event.
+  void Occupancy(const core::Event& e, double ts) {
+    const checkers::State& st = engine_.state();
+    absl::flat_hash_set<core::ObjId> qps, cqs;
+    if (e.kind == core::EventKind::kPollCq) {
+      cqs.insert(e.obj);
+      for (const auto& c : e.wcs)
+        if (core::ObjId qp = st.QpByNum(c.qp_num)) qps.insert(qp);
+    } else if (const checkers::QpState* q = st.Qp(e.obj)) {
+      qps.insert(e.obj);
+      cqs.insert(e.kind == core::EventKind::kPostSend ? q->send_cq : q->recv_cq);
+    }
+    for (core::ObjId qp : qps)
+      if (const checkers::QpState* q = st.Qp(qp)) {
+        Counter(absl::StrFormat("SQ occupancy QP 0x%x", qp), ts, q->sq.size());
+        if (!q->srq) Counter(absl::StrFormat("RQ occupancy QP 0x%x", qp), ts, q->rq.size());
+      }
+    for (core::ObjId cq : cqs)
+      if (cq) Counter(absl::StrFormat("CQ 0x%x pending", cq), ts, st.PendingOn(cq));
+  }
+
+  traces::TraceReader& r_;
+  checkers::Engine engine_;
+  const long long pid_;
+  uint64_t t0_ = 0;
+  double ticks_per_us_ = 0;
+  absl::flat_hash_set<core::ObjId> named_;
+  absl::flat_hash_map<std::string, uint64_t> last_;
+};
+
+int ExportPerfetto(traces::TraceReader& r) { return PerfettoExport(r).Run(); }
 
 // Frames as the live run printed them: the trace symbolizes by module
 // offset; the recorded load bias gives back the process's address.

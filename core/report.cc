@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -28,32 +30,17 @@ absl::string_view Basename(absl::string_view path) {
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-void AppendJsonString(std::string* out, absl::string_view s) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
-        else
-          out->push_back(c);
-    }
-  }
-  out->push_back('"');
+// Every report is ordered JSON: keys come out in the order they are set.
+using Json = nlohmann::ordered_json;
+
+// Symbol names, paths and messages come from the program being watched and
+// may hold any bytes: invalid UTF-8 becomes U+FFFD instead of an exception
+// (nlohmann's default), as the renderers run inside that program.
+std::string Dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
-std::string Json(absl::string_view s) {
-  std::string out;
-  AppendJsonString(&out, s);
-  return out;
-}
-
-std::string Hex(uintptr_t v) { return absl::StrFormat("\"0x%x\"", v); }
+std::string Hex(uintptr_t v) { return absl::StrFormat("0x%x", v); }
 
 void AppendTextFrames(std::string* out, const std::vector<Frame>& frames) {
   if (frames.empty()) {
@@ -64,16 +51,20 @@ void AppendTextFrames(std::string* out, const std::vector<Frame>& frames) {
     absl::StrAppend(out, "    #", i, " ", FormatFrame(frames[i]), "\n");
 }
 
-void AppendJsonFrames(std::string* out, const std::vector<Frame>& frames) {
-  out->push_back('[');
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const Frame& f = frames[i];
-    if (i) out->push_back(',');
-    absl::StrAppend(out, "{\"pc\":", Hex(f.pc), ",\"function\":", Json(f.function), ",\"file\":", Json(f.file),
-                    ",\"line\":", f.line, ",\"module\":", Json(f.module), ",\"offset\":", Hex(f.module_offset),
-                    "}");
+// [{pc, function, file, line, module, offset}], pc and offset as "0x.." strings.
+Json JsonFrames(const std::vector<Frame>& frames) {
+  Json out = Json::array();
+  for (const Frame& f : frames) {
+    Json frame;
+    frame["pc"] = Hex(f.pc);
+    frame["function"] = f.function;
+    frame["file"] = f.file;
+    frame["line"] = f.line;
+    frame["module"] = f.module;
+    frame["offset"] = Hex(f.module_offset);
+    out.push_back(std::move(frame));
   }
-  out->push_back(']');
+  return out;
 }
 
 const char* SarifLevel(CheckId check) {
@@ -93,36 +84,81 @@ std::string SarifUri(absl::string_view path) {
   return out;
 }
 
-// A SARIF location object for one frame, or "" when it has nothing to say.
-std::string SarifLocation(const Frame& f, absl::string_view message = "", int id = -1) {
-  std::vector<std::string> parts;
-  if (id >= 0) parts.push_back(absl::StrCat("\"id\":", id));
-  if (!message.empty()) parts.push_back(absl::StrCat("\"message\":{\"text\":", Json(message), "}"));
+// A SARIF location object for one frame ({} when it has nothing to say).
+Json SarifLocation(const Frame& f, absl::string_view message = "", int id = -1) {
+  Json loc = Json::object();
+  if (id >= 0) loc["id"] = id;
+  if (!message.empty()) loc["message"]["text"] = std::string(message);
   if (!f.file.empty()) {
-    std::string phys = absl::StrCat("\"physicalLocation\":{\"artifactLocation\":{\"uri\":", Json(SarifUri(f.file)), "}");
-    if (f.line > 0) absl::StrAppend(&phys, ",\"region\":{\"startLine\":", f.line, "}");
-    phys.push_back('}');
-    parts.push_back(phys);
+    Json& phys = loc["physicalLocation"];
+    phys["artifactLocation"]["uri"] = SarifUri(f.file);
+    if (f.line > 0) phys["region"]["startLine"] = f.line;
   } else if (!f.module.empty()) {
-    parts.push_back(absl::StrCat("\"physicalLocation\":{\"artifactLocation\":{\"uri\":", Json(SarifUri(f.module)),
-                                 "},\"address\":{\"relativeAddress\":", f.module_offset, "}}"));
+    Json& phys = loc["physicalLocation"];
+    phys["artifactLocation"]["uri"] = SarifUri(f.module);
+    phys["address"]["relativeAddress"] = f.module_offset;
   }
-  if (!f.function.empty())
-    parts.push_back(absl::StrCat("\"logicalLocations\":[{\"fullyQualifiedName\":", Json(f.function),
-                                 ",\"kind\":\"function\"}]"));
-  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+  if (!f.function.empty()) {
+    Json logical;
+    logical["fullyQualifiedName"] = f.function;
+    logical["kind"] = "function";
+    loc["logicalLocations"] = Json::array({std::move(logical)});
+  }
+  return loc;
 }
 
-std::string SarifStack(absl::string_view message, const std::vector<Frame>& frames) {
-  std::string out = absl::StrCat("{\"message\":{\"text\":", Json(message), "},\"frames\":[");
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const Frame& f = frames[i];
-    if (i) out.push_back(',');
-    absl::StrAppend(&out, "{\"location\":", SarifLocation(f), ",\"module\":", Json(f.module),
-                    ",\"address\":{\"absoluteAddress\":", f.pc, "}}");
+// A SARIF stack: its message and every frame with its location.
+Json SarifStack(absl::string_view message, const std::vector<Frame>& frames) {
+  Json stack;
+  stack["message"]["text"] = std::string(message);
+  Json& out = stack["frames"] = Json::array();
+  for (const Frame& f : frames) {
+    Json frame;
+    frame["location"] = SarifLocation(f);
+    frame["module"] = f.module;
+    frame["address"]["absoluteAddress"] = f.pc;
+    out.push_back(std::move(frame));
   }
-  out.append("]}");
-  return out;
+  return stack;
+}
+
+// The rules table: every check, in CheckId order (results name them by index).
+Json SarifRules() {
+  Json rules = Json::array();
+  for (size_t i = 0; i < kNumChecks; ++i) {
+    CheckId c = static_cast<CheckId>(i);
+    Json rule;
+    rule["id"] = CheckName(c);
+    rule["shortDescription"]["text"] = CheckDescription(c);
+    rule["defaultConfiguration"]["level"] = SarifLevel(c);
+    rule["defaultConfiguration"]["enabled"] = CheckDefaultOn(c);
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+// One result: the check, its message, where it happened (the top frame),
+// where its related objects came from (their top frames), and every stack.
+Json SarifResult(const RenderedFinding& rf) {
+  const Finding& f = rf.finding;
+  Json result;
+  result["ruleId"] = CheckName(f.check);
+  result["ruleIndex"] = static_cast<size_t>(f.check);
+  result["level"] = SarifLevel(f.check);
+  result["message"]["text"] = f.message;
+  if (!rf.main.empty()) result["locations"] = Json::array({SarifLocation(rf.main[0])});
+  Json stacks = Json::array({SarifStack(f.message, rf.main)});
+  Json related_locations = Json::array();
+  for (size_t i = 0; i < f.related.size(); ++i) {
+    const std::vector<Frame> empty;
+    const std::vector<Frame>& frames = i < rf.related.size() ? rf.related[i] : empty;
+    stacks.push_back(SarifStack(f.related[i].label, frames));
+    if (!frames.empty())
+      related_locations.push_back(SarifLocation(frames[0], f.related[i].label, static_cast<int>(i)));
+  }
+  if (!related_locations.empty()) result["relatedLocations"] = std::move(related_locations);
+  result["stacks"] = std::move(stacks);
+  return result;
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -200,56 +236,36 @@ std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
 
 std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
                        const std::vector<std::vector<Frame>>& related, int pid) {
-  std::string out = absl::StrCat("{\"pid\":", Pid(pid), ",\"check\":", Json(CheckName(finding.check)),
-                                 ",\"severity\":", Json(SarifLevel(finding.check)),
-                                 ",\"message\":", Json(finding.message), ",\"stack\":");
-  AppendJsonFrames(&out, main);
-  out.append(",\"related\":[");
+  Json j;
+  j["pid"] = Pid(pid);
+  j["check"] = CheckName(finding.check);
+  j["severity"] = SarifLevel(finding.check);
+  j["message"] = finding.message;
+  j["stack"] = JsonFrames(main);
+  Json& out = j["related"] = Json::array();
   for (size_t i = 0; i < finding.related.size(); ++i) {
-    if (i) out.push_back(',');
-    absl::StrAppend(&out, "{\"label\":", Json(finding.related[i].label), ",\"stack\":");
-    AppendJsonFrames(&out, i < related.size() ? related[i] : std::vector<Frame>{});
-    out.push_back('}');
+    Json r;
+    r["label"] = finding.related[i].label;
+    r["stack"] = JsonFrames(i < related.size() ? related[i] : std::vector<Frame>{});
+    out.push_back(std::move(r));
   }
-  out.append("]}\n");
-  return out;
+  return Dump(j) + "\n";
 }
 
 std::string RenderSarif(const std::vector<RenderedFinding>& findings) {
-  std::string out =
-      "{\n  \"$schema\": \"https://json.schemastore.org/sarif-2.1.0.json\",\n  \"version\": \"2.1.0\",\n"
-      "  \"runs\": [{\n    \"tool\": {\"driver\": {\"name\": \"rdmasan\", \"informationUri\": "
-      "\"https://github.com/rdmasan/rdmasan\", \"rules\": [\n";
-  for (size_t i = 0; i < kNumChecks; ++i) {
-    CheckId c = static_cast<CheckId>(i);
-    absl::StrAppend(&out, "      {\"id\": ", Json(CheckName(c)), ", \"shortDescription\": {\"text\": ",
-                    Json(CheckDescription(c)), "}, \"defaultConfiguration\": {\"level\": \"", SarifLevel(c),
-                    "\", \"enabled\": ", CheckDefaultOn(c) ? "true" : "false", "}}",
-                    i + 1 < kNumChecks ? ",\n" : "\n");
-  }
-  out.append("    ]}},\n    \"results\": [");
-  for (size_t r = 0; r < findings.size(); ++r) {
-    const RenderedFinding& rf = findings[r];
-    const Finding& f = rf.finding;
-    absl::StrAppend(&out, r ? ",\n" : "\n", "      {\"ruleId\": ", Json(CheckName(f.check)),
-                    ", \"ruleIndex\": ", static_cast<size_t>(f.check), ", \"level\": \"", SarifLevel(f.check),
-                    "\", \"message\": {\"text\": ", Json(f.message), "}");
-    if (!rf.main.empty()) absl::StrAppend(&out, ", \"locations\": [", SarifLocation(rf.main[0]), "]");
-    std::vector<std::string> stacks = {SarifStack(f.message, rf.main)};
-    std::vector<std::string> related_locations;
-    for (size_t i = 0; i < f.related.size(); ++i) {
-      const std::vector<Frame> empty;
-      const std::vector<Frame>& frames = i < rf.related.size() ? rf.related[i] : empty;
-      stacks.push_back(SarifStack(f.related[i].label, frames));
-      if (!frames.empty())
-        related_locations.push_back(SarifLocation(frames[0], f.related[i].label, static_cast<int>(i)));
-    }
-    if (!related_locations.empty())
-      absl::StrAppend(&out, ", \"relatedLocations\": [", absl::StrJoin(related_locations, ", "), "]");
-    absl::StrAppend(&out, ", \"stacks\": [", absl::StrJoin(stacks, ", "), "]}");
-  }
-  out.append(findings.empty() ? "]\n  }]\n}\n" : "\n    ]\n  }]\n}\n");
-  return out;
+  Json driver;
+  driver["name"] = "rdmasan";
+  driver["informationUri"] = "https://github.com/rdmasan/rdmasan";
+  driver["rules"] = SarifRules();
+  Json run;
+  run["tool"]["driver"] = std::move(driver);
+  Json& results = run["results"] = Json::array();
+  for (const RenderedFinding& rf : findings) results.push_back(SarifResult(rf));
+  Json log;
+  log["$schema"] = "https://json.schemastore.org/sarif-2.1.0.json";
+  log["version"] = "2.1.0";
+  log["runs"] = Json::array({std::move(run)});
+  return Dump(log, 2) + "\n";
 }
 
 // --------------------------------------------------------- suppressions --
@@ -454,15 +470,14 @@ int Reporter::FinishLocked() {
   int pid = report_pid_ ? report_pid_ : static_cast<int>(getpid());
   if (format_ == Format::kJson) {
     if (total > 0 || verbosity_ >= 1) {
-      std::string line = absl::StrCat("{\"pid\":", pid, ",\"summary\":{\"findings\":", total, ",\"counts\":{");
-      bool first = true;
-      for (size_t i = 0; i < kNumChecks; ++i) {
-        if (!counts_[i]) continue;
-        absl::StrAppend(&line, first ? "" : ",", Json(CheckName(static_cast<CheckId>(i))), ":", counts_[i]);
-        first = false;
-      }
-      absl::StrAppend(&line, "},\"suppressed\":", suppressed_, "}}\n");
-      Write(line);
+      Json line;
+      line["pid"] = pid;
+      line["summary"]["findings"] = total;
+      Json& counts = line["summary"]["counts"] = Json::object();
+      for (size_t i = 0; i < kNumChecks; ++i)
+        if (counts_[i]) counts[CheckName(static_cast<CheckId>(i))] = counts_[i];
+      line["summary"]["suppressed"] = suppressed_;
+      Write(Dump(line) + "\n");
     }
   } else if (total > 0) {
     Write(absl::StrFormat("==%d==rdmasan: %d finding%s: %s\n", pid, total, total == 1 ? "" : "s",

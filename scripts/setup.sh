@@ -13,6 +13,8 @@ packages=(
   libdw-dev                                      # symbolizing report stacks
   dpkg-dev file                                  # cpack -G DEB (dpkg-shlibdeps)
   clang-format-14 groff-base                     # format check, man page check
+  nlohmann-json3-dev                             # JSON and SARIF reports, trace export
+  libbenchmark-dev                               # bench/postpoll_bench, bench/engine_scaling
 )
 
 missing=()

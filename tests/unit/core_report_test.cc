@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/checks.h"
 #include "core/options.h"
 #include "core/stack.h"
@@ -185,18 +187,155 @@ TEST(Render, SarifLog) {
   std::vector<RenderedFinding> findings = {{DeregFinding(), MainFrames(), {PostFrames()}}};
   std::string sarif = RenderSarif(findings);
   EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos);
-  for (size_t i = 0; i < kNumChecks; ++i)
-    EXPECT_NE(sarif.find(absl::StrCat("{\"id\": \"", CheckName(static_cast<CheckId>(i)), "\"")), std::string::npos);
+  EXPECT_EQ(sarif.back(), '\n');
+  const nlohmann::json log = nlohmann::json::parse(sarif);
+  EXPECT_EQ(log["$schema"], "https://json.schemastore.org/sarif-2.1.0.json");
+  ASSERT_EQ(log["runs"].size(), 1u);
+  const nlohmann::json& run = log["runs"][0];
+  EXPECT_EQ(run["tool"]["driver"]["name"], "rdmasan");
+  const nlohmann::json& rules = run["tool"]["driver"]["rules"];
+  ASSERT_EQ(rules.size(), kNumChecks);
+  for (size_t i = 0; i < kNumChecks; ++i) {
+    const CheckId c = static_cast<CheckId>(i);
+    EXPECT_EQ(rules[i]["id"], CheckName(c));
+    EXPECT_EQ(rules[i]["shortDescription"]["text"], CheckDescription(c));
+    EXPECT_EQ(rules[i]["defaultConfiguration"]["enabled"], CheckDefaultOn(c));
+  }
   EXPECT_EQ(CountOf(sarif, "\"ruleId\""), 1u);
-  EXPECT_NE(sarif.find("\"ruleId\": \"dereg-in-flight\""), std::string::npos);
-  EXPECT_NE(sarif.find("\"level\": \"error\""), std::string::npos);
-  EXPECT_NE(sarif.find("\"uri\":\"file:///src/app/client.c\"},\"region\":{\"startLine\":88}"), std::string::npos)
+  ASSERT_EQ(run["results"].size(), 1u);
+  const nlohmann::json& result = run["results"][0];
+  EXPECT_EQ(result["ruleId"], "dereg-in-flight");
+  EXPECT_EQ(result["ruleIndex"], static_cast<size_t>(CheckId::kDeregInFlight));
+  EXPECT_EQ(result["level"], "error");
+  EXPECT_EQ(result["message"]["text"], DeregFinding().message);
+  EXPECT_EQ(result["locations"][0]["physicalLocation"],
+            nlohmann::json::parse(R"({"artifactLocation":{"uri":"file:///src/app/client.c"},"region":{"startLine":88}})"))
       << sarif;
-  EXPECT_NE(sarif.find("\"relatedLocations\""), std::string::npos);
-  EXPECT_NE(sarif.find("\"startLine\":61"), std::string::npos);
-  EXPECT_EQ(CountOf(sarif, "{"), CountOf(sarif, "}"));
+  EXPECT_EQ(result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"], "teardown");
+  ASSERT_EQ(result["relatedLocations"].size(), 1u);
+  EXPECT_EQ(result["relatedLocations"][0]["id"], 0);
+  EXPECT_EQ(result["relatedLocations"][0]["physicalLocation"]["region"]["startLine"], 61);
+  ASSERT_EQ(result["stacks"].size(), 2u);
+  EXPECT_EQ(result["stacks"][0]["frames"].size(), 2u);
+  EXPECT_EQ(result["stacks"][0]["frames"][0]["address"]["absoluteAddress"], 0x55d0c0a1b2c3u);
+  EXPECT_EQ(result["stacks"][1]["message"]["text"], "outstanding WR wr_id=0x2a RDMA_WRITE posted at");
+  // Keys in SARIF's usual order.
+  EXPECT_LT(sarif.find("\"$schema\""), sarif.find("\"version\""));
+  EXPECT_LT(sarif.find("\"version\""), sarif.find("\"runs\""));
+  EXPECT_LT(sarif.find("\"tool\""), sarif.find("\"results\""));
+  EXPECT_LT(sarif.find("\"ruleId\""), sarif.find("\"stacks\""));
   std::string empty = RenderSarif({});
   EXPECT_NE(empty.find("\"results\": []"), std::string::npos) << empty;
+  EXPECT_TRUE(nlohmann::json::parse(empty)["runs"][0]["results"].empty());
+}
+
+TEST(Render, SarifFrameWithModuleOnly) {
+  Frame lib;
+  lib.pc = 0x7f0000001000;
+  lib.module = "/lib/libx.so";
+  lib.module_offset = 0x1000;
+  std::vector<RenderedFinding> findings = {{Finding{CheckId::kUnsignaledRun, "run", 1, {}}, {lib}, {}}};
+  const nlohmann::json result = nlohmann::json::parse(RenderSarif(findings))["runs"][0]["results"][0];
+  EXPECT_EQ(result["level"], "warning");
+  EXPECT_EQ(result["locations"][0]["physicalLocation"],
+            nlohmann::json::parse(R"({"artifactLocation":{"uri":"file:///lib/libx.so"},"address":{"relativeAddress":4096}})"));
+  EXPECT_FALSE(result["locations"][0].contains("logicalLocations"));
+  EXPECT_FALSE(result.contains("relatedLocations"));
+}
+
+// Strings the program being watched controls: quotes, backslashes, control
+// characters and UTF-8 (here "é" and "→").
+const char kOddFunction[] = "ns::op\"()\\ \t\x01 caf\xc3\xa9";
+const char kOddFile[] = "/src/dir \"q\"\\x/\xe2\x86\x92\n.c";
+const char kOddMessage[] = "quote \" backslash \\ newline\n tab\t ctl\x01\x1f del\x7f utf8 \xc3\xa9\xe2\x86\x92";
+const char kOddLabel[] = "label \"x\"\r\n";
+
+Finding OddFinding() { return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{kOddLabel, 8}}}; }
+
+std::vector<Frame> OddFrames() {
+  std::vector<Frame> frames = MainFrames();
+  frames[0].function = kOddFunction;
+  frames[0].file = kOddFile;
+  frames[0].module = kOddFile;
+  return frames;
+}
+
+// SARIF URIs are percent-encoded.
+std::string PercentDecode(const std::string& uri) {
+  std::string out;
+  for (size_t i = 0; i < uri.size(); ++i) {
+    if (uri[i] == '%' && i + 2 < uri.size()) {
+      out.push_back(static_cast<char>(std::stoi(uri.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(uri[i]);
+    }
+  }
+  return out;
+}
+
+TEST(Render, JsonEscapesWhatTheProgramControls) {
+  std::string line = RenderJson(OddFinding(), OddFrames(), {OddFrames()}, 1);
+  EXPECT_EQ(CountOf(line, "\n"), 1u) << "still one line: " << line;
+  EXPECT_EQ(line.find('\x01'), std::string::npos) << "control characters are escaped";
+  const nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["message"], kOddMessage);
+  EXPECT_EQ(j["stack"][0]["function"], kOddFunction);
+  EXPECT_EQ(j["stack"][0]["file"], kOddFile);
+  EXPECT_EQ(j["stack"][0]["module"], kOddFile);
+  EXPECT_EQ(j["related"][0]["label"], kOddLabel);
+  EXPECT_EQ(j["related"][0]["stack"][0]["function"], kOddFunction);
+  EXPECT_NE(line.find("caf\xc3\xa9"), std::string::npos) << "UTF-8 is kept as it is, not \\u-escaped";
+}
+
+TEST(Render, SarifEscapesWhatTheProgramControls) {
+  std::string sarif = RenderSarif({{OddFinding(), OddFrames(), {OddFrames()}}});
+  const nlohmann::json result = nlohmann::json::parse(sarif)["runs"][0]["results"][0];
+  EXPECT_EQ(result["message"]["text"], kOddMessage);
+  const nlohmann::json& loc = result["locations"][0];
+  EXPECT_EQ(loc["logicalLocations"][0]["fullyQualifiedName"], kOddFunction);
+  EXPECT_EQ(PercentDecode(loc["physicalLocation"]["artifactLocation"]["uri"]), std::string("file://") + kOddFile);
+  EXPECT_EQ(result["relatedLocations"][0]["message"]["text"], kOddLabel);
+  EXPECT_EQ(result["stacks"][0]["message"]["text"], kOddMessage);
+  EXPECT_EQ(result["stacks"][1]["message"]["text"], kOddLabel);
+  EXPECT_EQ(result["stacks"][0]["frames"][0]["module"], kOddFile);
+}
+
+// Symbol names come from the watched program's binaries and may be any
+// bytes: invalid UTF-8 must not throw out of the renderers (the shim runs
+// inside that program); it comes out as U+FFFD.
+TEST(Render, InvalidUtf8DoesNotThrow) {
+  const std::string bad = "bad\xff\xfe name \xc3";  // stray bytes, a truncated sequence
+  Finding f = DeregFinding();
+  f.message = bad;
+  f.related[0].label = bad;
+  std::vector<Frame> frames = MainFrames();
+  frames[0].function = bad;
+  frames[0].file = "/src/" + bad + ".c";
+  frames[0].module = bad;
+  std::string line, sarif;
+  ASSERT_NO_THROW(line = RenderJson(f, frames, {frames}, 1));
+  ASSERT_NO_THROW(sarif = RenderSarif({{f, frames, {frames}}}));
+  nlohmann::json j, s;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << line;
+  ASSERT_NO_THROW(s = nlohmann::json::parse(sarif)) << sarif;
+  const std::string replacement = "\xef\xbf\xbd";  // U+FFFD
+  for (const std::string got :
+       {j["message"].get<std::string>(), j["stack"][0]["function"].get<std::string>(),
+        s["runs"][0]["results"][0]["message"]["text"].get<std::string>(),
+        s["runs"][0]["results"][0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].get<std::string>()}) {
+    EXPECT_EQ(got.rfind("bad", 0), 0u) << got;
+    EXPECT_NE(got.find(replacement + " name "), std::string::npos) << got;
+  }
+  // And through a reporter, as a live run reports.
+  Captured out;
+  Options o;
+  o.report_format = "json";
+  Reporter r(o, out.Sink());
+  ASSERT_NO_THROW(r.ReportSymbolized(f, frames, {frames}));
+  ASSERT_NO_THROW(r.Finish());
+  EXPECT_EQ(CountOf(out.text, "\n"), 2u) << out.text;
+  ASSERT_NO_THROW(nlohmann::json::parse(out.text.substr(0, out.text.find('\n'))));
 }
 
 TEST(Reporter, PrintsOncePerCheckAndStack) {
@@ -314,6 +453,11 @@ TEST(Reporter, JsonFormatWritesOneLinePerFindingAndASummary) {
   EXPECT_EQ(CountOf(out.text, "\n{"), 2u);
   EXPECT_NE(out.text.find("\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2}"), std::string::npos)
       << out.text;
+  EXPECT_NE(out.text.find(absl::StrCat("{\"pid\":", getpid(),
+                                       ",\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2},"
+                                       "\"suppressed\":0}}\n")),
+            std::string::npos)
+      << out.text;
 }
 
 TEST(Reporter, FinishPrintsCountsAndReturnsExitcode) {
@@ -353,6 +497,7 @@ TEST(Reporter, SarifFileAtFinish) {
   EXPECT_NE(sarif.find("\"id\": \"sq-overflow\""), std::string::npos);
   EXPECT_NE(sarif.find("\"id\": \"fork-with-mrs\""), std::string::npos);
   EXPECT_EQ(CountOf(sarif, "\"ruleId\""), 1u);
+  EXPECT_EQ(nlohmann::json::parse(sarif)["runs"][0]["results"].size(), 1u);
 }
 
 TEST(Reporter, LogPathGetsPidSuffix) {
