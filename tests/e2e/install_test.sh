@@ -46,10 +46,11 @@ for f in "$rdmasan" "$lib" "$root/share/rdmasan/suppressions/perftest.supp" \
          "$root/share/man/man1/rdmasan.1" "$root/include/rdmasan/rdmasan_interface.h"; do
   [[ -n $f && -f $f ]] || fail "missing from the installed tree: ${f:-lib*/rdmasan/librdmasan.so}"
 done
-# Nothing of the build tree: the installed command must find its own shim.
-if find "$root" -type f -exec grep -l --fixed-strings "$build" {} + 2>/dev/null | grep -q .; then
-  fail "installed files name the build tree $build: $(find "$root" -type f -exec grep -l --fixed-strings "$build" {} +)"
-fi
+# The installed command preloads the installed shim, not the build tree's.
+preload=$(env -u RDMASAN_LIB "$rdmasan" run --softnic=on --softnic_fabric="install-$mode-$$" -- \
+            sh -c 'echo "$LD_PRELOAD"' 2>&1) || fail "rdmasan run -- sh: $preload"
+[[ $preload == *"$root/"*librdmasan.so* && $preload != *"$build/librdmasan.so"* ]] ||
+  fail "rdmasan run preloads '$preload', not the installed $lib"
 
 # The man page against what the installed command prints.
 man_src=$(sed 's/\\-/-/g' "$root/share/man/man1/rdmasan.1")

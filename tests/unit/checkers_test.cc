@@ -1427,7 +1427,7 @@ TEST(CheckersDeterminism, RichTraceRaisesTheExpectedChecks) {
   }
   Ids want = {"notify-without-poll", "dereg-in-flight", "free-in-flight", "fork-with-mrs", "destroy-in-use", "destroy-in-use",
               "sq-overflow", "cq-overrun"};
-  for (int i = 0; i < 12; ++i) want.push_back("error-completion");
+  want.insert(want.end(), 12, std::string("error-completion"));
   EXPECT_EQ(all, want);
 }
 
