@@ -109,7 +109,11 @@ std::string DumpLine(const core::Event& e) {
   return out;
 }
 
-int Dump(traces::TraceReader& r) {
+// Feeds every event of `r` to `fn`.  Returns 0, or kExitBadTrace after
+// saying why the trace cannot be read further; a truncated trace (a killed
+// writer) is read to its last whole chunk with a warning.
+template <typename Fn>
+int ForEachEvent(traces::TraceReader& r, Fn fn) {
   core::Event e;
   for (;;) {
     auto more = r.Next(&e);
@@ -118,10 +122,14 @@ int Dump(traces::TraceReader& r) {
       return kExitBadTrace;
     }
     if (!*more) break;
-    std::printf("%s\n", DumpLine(e).c_str());
+    fn(e);
   }
   if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
   return 0;
+}
+
+int Dump(traces::TraceReader& r) {
+  return ForEachEvent(r, [](const core::Event& e) { std::printf("%s\n", DumpLine(e).c_str()); });
 }
 
 // Counts per verb and per QP, peak occupancy of the SQ, RQ and CQ books as
@@ -133,14 +141,7 @@ int Stats(traces::TraceReader& r) {
   std::map<core::ObjId, size_t> peak_sq, peak_rq;
   std::map<core::ObjId, uint64_t> peak_cq;
   uint64_t events = 0, errors = 0, flushes = 0, failed_calls = 0;
-  core::Event e;
-  for (;;) {
-    auto more = r.Next(&e);
-    if (!more.ok()) {
-      std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
-      return kExitBadTrace;
-    }
-    if (!*more) break;
+  const int status = ForEachEvent(r, [&](const core::Event& e) {
     ++events;
     ++per_kind[core::EventKindName(e.kind)];
     if (e.ret != 0) ++failed_calls;
@@ -161,7 +162,8 @@ int Stats(traces::TraceReader& r) {
           peak_cq[cq] = std::max(peak_cq[cq], engine.state().PendingOn(cq));
       }
     }
-  }
+  });
+  if (status != 0) return status;
   const auto& h = r.header();
   std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", h.executable.c_str(), static_cast<long long>(h.pid),
               h.format_major, h.format_minor, h.tool_version.c_str());
@@ -180,7 +182,6 @@ int Stats(traces::TraceReader& r) {
   std::printf("errors: %llu error completions, %llu flushed, %llu failed calls\n",
               static_cast<unsigned long long>(errors), static_cast<unsigned long long>(flushes),
               static_cast<unsigned long long>(failed_calls));
-  if (r.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r.warning().c_str());
   return 0;
 }
 
@@ -203,20 +204,9 @@ class PerfettoExport {
 
   int Run() {
     PrintHeader();
-    core::Event e;
-    for (;;) {
-      auto more = r_.Next(&e);
-      if (!more.ok()) {
-        std::printf("\n]}\n");
-        std::fprintf(stderr, "rdmasan: %s\n", std::string(more.status().message()).c_str());
-        return kExitBadTrace;
-      }
-      if (!*more) break;
-      OnEvent(e);
-    }
+    const int status = ForEachEvent(r_, [this](const core::Event& e) { OnEvent(e); });
     std::printf("\n]}\n");
-    if (r_.truncated()) std::fprintf(stderr, "rdmasan: warning: %s\n", r_.warning().c_str());
-    return 0;
+    return status;
   }
 
  private:

@@ -350,35 +350,39 @@ RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
   if (!IsSn(pd->context) && real) real(pd);
 }
 
+// The three registration entry points differ only in how they call the
+// real function; softnic takes every one of them the same way.
+template <typename CallReal>
+ibv_mr* RegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, void* addr, size_t length,
+              uint64_t iova, unsigned access, bool have_real, CallReal call_real) {
+  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
+               : have_real       ? call_real()
+                                 : (errno = ENOSYS, nullptr);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+}
+
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   REAL(ibv_reg_mr, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  const uint64_t iova = reinterpret_cast<uintptr_t>(addr);
-  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
-               : real            ? real(pd, addr, length, access)
-                                 : (errno = ENOSYS, nullptr);
-  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+  return RegMr(re, stack, pd, addr, length, reinterpret_cast<uintptr_t>(addr), access, real != nullptr,
+               [&] { return real(pd, addr, length, access); });
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
   REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
   Reentry re;
   const auto stack = CALLER_STACK();
-  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
-               : real            ? real(pd, addr, length, iova, access)
-                                 : (errno = ENOSYS, nullptr);
-  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
+               [&] { return real(pd, addr, length, iova, access); });
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
   Reentry re;
   const auto stack = CALLER_STACK();
-  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
-               : real            ? real(pd, addr, length, iova, access)
-                                 : (errno = ENOSYS, nullptr);
-  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
+               [&] { return real(pd, addr, length, iova, access); });
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
