@@ -454,13 +454,10 @@ __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame
   return id;
 }
 
-__attribute__((noinline)) StackId CaptureStack(int skip) {
-  uintptr_t pcs[kMaxStackFrames];
-  size_t n = WalkFrames(reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                        reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), pcs);
-  size_t drop = skip > 0 ? static_cast<size_t>(skip) : 0;
-  if (drop >= n) drop = n - 1;  // never return an empty stack
-  return InternStack(pcs + drop, n - drop);
+__attribute__((noinline)) StackId CaptureStack() {
+  StackId id = RDMASAN_CAPTURE_CALLER_STACK();
+  asm volatile("" ::: "memory");  // no tail call: the walk starts from this frame
+  return id;
 }
 
 std::vector<uintptr_t> StackPcs(StackId id) {
