@@ -117,8 +117,8 @@ TEST(Checks, NewOptionsParse) {
   EXPECT_EQ(o.exitcode, 66);
   EXPECT_FALSE(o.halt_on_error);
   EXPECT_EQ(o.report_format, "text");
-  auto errors = ParseOptions("halt_on_error=1:exitcode=3:report_format=json:checks=all;-wr-id-duplicate", &o);
-  EXPECT_TRUE(errors.empty());
+  absl::Status status = ParseOptions("halt_on_error=1:exitcode=3:report_format=json:checks=all;-wr-id-duplicate", &o);
+  EXPECT_TRUE(status.ok()) << status;
   EXPECT_TRUE(o.halt_on_error);
   EXPECT_EQ(o.exitcode, 3);
   EXPECT_EQ(o.checks, "all;-wr-id-duplicate");
