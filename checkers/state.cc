@@ -257,12 +257,7 @@ void State::ApplyDeregMr(const Event& e) {
 }
 
 void State::ApplyCreateCq(const Event& e) {
-  if (e.ret != 0) return;
-  CqState c;
-  c.channel = e.channel;
-  c.cqe = e.cqe;
-  c.stack = e.stack;
-  cqs_[e.obj] = std::move(c);
+  if (e.ret == 0) cqs_[e.obj] = CqState{.channel = e.channel, .cqe = e.cqe, .stack = e.stack};
 }
 
 void State::ApplyDestroyCq(const Event& e) {
@@ -279,12 +274,8 @@ void State::ApplyDestroyCq(const Event& e) {
 
 void State::ApplyCreateSrq(const Event& e) {
   if (e.ret != 0) return;
-  SrqState s;
-  s.pd = e.parent;
-  s.max_wr = e.caps.max_recv_wr;
-  s.max_sge = e.caps.max_recv_sge;
-  s.stack = e.stack;
-  srqs_[e.obj] = std::move(s);
+  srqs_[e.obj] =
+      SrqState{.pd = e.parent, .max_wr = e.caps.max_recv_wr, .max_sge = e.caps.max_recv_sge, .stack = e.stack};
 }
 
 void State::ApplyCreateQp(const Event& e) {
