@@ -227,197 +227,195 @@ void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* ret
   if (cq) cq->polled_since_arm = true;
 }
 
+void State::ApplyPostRecv(const Event& e, QpState* q) {
+  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
+  AdjustPending(q->rcq, static_cast<int64_t>(n));
+}
+
+void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
+  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
+}
+
+void State::ApplyRegMr(const Event& e) {
+  ++mr_generation_;
+  if (e.ret != 0) return;
+  MrState& m = mrs_[e.obj];
+  m = {e.obj, e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
+  mr_by_lkey_[e.lkey] = &m;
+}
+
+void State::ApplyDeregMr(const Event& e) {
+  ++mr_generation_;
+  if (e.ret != 0) return;
+  auto it = mrs_.find(e.obj);
+  if (it == mrs_.end()) return;
+  auto k = mr_by_lkey_.find(it->second.lkey);
+  if (k != mr_by_lkey_.end() && k->second == &it->second) mr_by_lkey_.erase(k);
+  mrs_.erase(it);
+}
+
+void State::ApplyCreateCq(const Event& e) {
+  if (e.ret == 0) cqs_[e.obj] = CqState{.channel = e.channel, .cqe = e.cqe, .stack = e.stack};
+}
+
+void State::ApplyDestroyCq(const Event& e) {
+  if (e.ret != 0) return;
+  auto it = cqs_.find(e.obj);
+  if (it == cqs_.end()) return;
+  for (ObjId qid : it->second.qps)
+    if (auto q = qps_.find(qid); q != qps_.end()) {
+      if (q->second.scq == &it->second) q->second.scq = nullptr;
+      if (q->second.rcq == &it->second) q->second.rcq = nullptr;
+    }
+  cqs_.erase(it);
+}
+
+void State::ApplyCreateSrq(const Event& e) {
+  if (e.ret != 0) return;
+  srqs_[e.obj] =
+      SrqState{.pd = e.parent, .max_wr = e.caps.max_recv_wr, .max_sge = e.caps.max_recv_sge, .stack = e.stack};
+}
+
+void State::ApplyCreateQp(const Event& e) {
+  if (e.ret != 0) return;
+  QpState q;
+  q.pd = e.parent;
+  q.send_cq = e.send_cq;
+  q.recv_cq = e.recv_cq;
+  q.srq = e.srq;
+  q.type = e.qp_type;
+  q.qpn = e.qp_num;
+  q.state = IBV_QPS_RESET;
+  q.sq_sig_all = e.sq_sig_all;
+  q.caps = e.caps;
+  q.stack = e.stack;
+  if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) q.scq = &it->second;
+  if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) q.rcq = &it->second;
+  qps_[e.obj] = std::move(q);
+  qp_by_num_[e.qp_num] = e.obj;
+  if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
+  if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
+  if (auto it = srqs_.find(e.srq); it != srqs_.end()) {
+    it->second.qps.insert(e.obj);
+    if (auto c = cqs_.find(e.recv_cq); c != cqs_.end()) c->second.srqs.insert(e.srq);
+  }
+}
+
+void State::ApplyModifyQp(const Event& e) {
+  if (e.ret != 0 || !(e.attr_mask & IBV_QP_STATE)) return;
+  auto it = qps_.find(e.obj);
+  if (it == qps_.end()) return;
+  QpState& q = it->second;
+  q.state = e.qp_state;
+  if (e.qp_state == IBV_QPS_RESET) {
+    ForgetOutstanding(q);
+    q.sq.clear();
+    q.rq.clear();
+    q.unsignaled_run = 0;
+    q.known_error = false;
+  }
+}
+
+void State::ApplyDestroyQp(const Event& e) {
+  if (e.ret != 0) return;
+  auto it = qps_.find(e.obj);
+  if (it == qps_.end()) return;
+  ForgetOutstanding(it->second);
+  for (ObjId c : {it->second.send_cq, it->second.recv_cq})
+    if (auto ci = cqs_.find(c); ci != cqs_.end()) {
+      ci->second.qps.erase(e.obj);
+      if (ci->second.last_qp == &it->second) ci->second.last_qp = nullptr;
+    }
+  if (auto si = srqs_.find(it->second.srq); si != srqs_.end()) si->second.qps.erase(e.obj);
+  auto n = qp_by_num_.find(it->second.qpn);
+  if (n != qp_by_num_.end() && n->second == e.obj) qp_by_num_.erase(n);
+  qps_.erase(it);
+}
+
+void State::ApplyReqNotifyCq(const Event& e) {
+  auto it = cqs_.find(e.obj);
+  if (e.ret != 0 || it == cqs_.end()) return;
+  CqState& c = it->second;
+  c.armed = true;
+  c.polled_since_arm = false;
+  // Could a completion already be waiting, unseen by this arming?  Only
+  // if some bound QP can complete work now.
+  bool pending = false;
+  for (ObjId qid : c.qps) {
+    const QpState* q = Qp(qid);
+    if (!q) continue;
+    // Unsignaled sends complete silently (unless they fail): only a
+    // signaled one can be waiting unseen.
+    if (q->send_cq == e.obj && q->state >= IBV_QPS_RTS)
+      for (const auto& w : q->sq) pending |= w.signaled;
+    if (q->recv_cq == e.obj && q->state >= IBV_QPS_RTR &&
+        (!q->rq.empty() || (q->srq && Srq(q->srq) && !Srq(q->srq)->rq.empty())))
+      pending = true;
+  }
+  c.armed_with_pending = pending;
+}
+
+void State::ApplyGetCqEvent(const Event& e) {
+  auto it = cqs_.find(e.obj);
+  if (e.ret != 0 || it == cqs_.end()) return;
+  ++it->second.events_got;
+  it->second.armed = false;
+}
+
+void State::ApplyAckCqEvents(const Event& e) {
+  auto it = cqs_.find(e.obj);
+  if (it != cqs_.end()) it->second.events_acked += e.count;
+}
+
+void State::ApplyAsyncEvent(const Event& e) {
+  auto it = qps_.find(e.obj);
+  if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
+}
+
 void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) {
   const bool ok = e.ret == 0;
   switch (e.kind) {
+    case EventKind::kPostSend:
+      if (QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj)) ApplyPostSend(e, q);
+      break;
+    case EventKind::kPostRecv:
+      if (QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj)) ApplyPostRecv(e, q);
+      break;
+    case EventKind::kPostSrqRecv:
+      if (SrqState* s = books ? static_cast<SrqState*>(books) : MutableSrq(e.obj)) ApplyPostSrqRecv(e, s);
+      break;
+    case EventKind::kPollCq:
+      ApplyPollCq(e, books ? static_cast<CqState*>(books) : MutableCq(e.obj), retired);
+      break;
+    case EventKind::kReqNotifyCq: ApplyReqNotifyCq(e); break;
+    case EventKind::kGetCqEvent: ApplyGetCqEvent(e); break;
+    case EventKind::kAckCqEvents: ApplyAckCqEvents(e); break;
     case EventKind::kAllocPd:
       if (ok) pds_[e.obj] = {e.stack};
       break;
     case EventKind::kDeallocPd:
       if (ok) pds_.erase(e.obj);
       break;
-    case EventKind::kRegMr:
-      ++mr_generation_;
-      if (ok) {
-        MrState& m = mrs_[e.obj];
-        m = {e.obj, e.parent, e.addr, e.length, e.iova, e.access, e.lkey, e.rkey, e.stack};
-        mr_by_lkey_[e.lkey] = &m;
-      }
-      break;
-    case EventKind::kDeregMr:
-      ++mr_generation_;
-      if (ok) {
-        auto it = mrs_.find(e.obj);
-        if (it != mrs_.end()) {
-          auto k = mr_by_lkey_.find(it->second.lkey);
-          if (k != mr_by_lkey_.end() && k->second == &it->second) mr_by_lkey_.erase(k);
-          mrs_.erase(it);
-        }
-      }
-      break;
-    case EventKind::kCreateCq:
-      if (ok) {
-        CqState c;
-        c.channel = e.channel;
-        c.cqe = e.cqe;
-        c.stack = e.stack;
-        cqs_[e.obj] = std::move(c);
-      }
-      break;
-    case EventKind::kDestroyCq:
-      if (ok) {
-        auto it = cqs_.find(e.obj);
-        if (it == cqs_.end()) break;
-        for (ObjId qid : it->second.qps)
-          if (auto q = qps_.find(qid); q != qps_.end()) {
-            if (q->second.scq == &it->second) q->second.scq = nullptr;
-            if (q->second.rcq == &it->second) q->second.rcq = nullptr;
-          }
-        cqs_.erase(it);
-      }
-      break;
-    case EventKind::kCreateSrq:
-      if (ok) {
-        SrqState s;
-        s.pd = e.parent;
-        s.max_wr = e.caps.max_recv_wr;
-        s.max_sge = e.caps.max_recv_sge;
-        s.stack = e.stack;
-        srqs_[e.obj] = std::move(s);
-      }
-      break;
+    case EventKind::kRegMr: ApplyRegMr(e); break;
+    case EventKind::kDeregMr: ApplyDeregMr(e); break;
+    case EventKind::kCreateCq: ApplyCreateCq(e); break;
+    case EventKind::kDestroyCq: ApplyDestroyCq(e); break;
+    case EventKind::kCreateSrq: ApplyCreateSrq(e); break;
     case EventKind::kDestroySrq:
       if (ok) srqs_.erase(e.obj);
       break;
-    case EventKind::kCreateQp:
-      if (ok) {
-        QpState q;
-        q.pd = e.parent;
-        q.send_cq = e.send_cq;
-        q.recv_cq = e.recv_cq;
-        q.srq = e.srq;
-        q.type = e.qp_type;
-        q.qpn = e.qp_num;
-        q.state = IBV_QPS_RESET;
-        q.sq_sig_all = e.sq_sig_all;
-        q.caps = e.caps;
-        q.stack = e.stack;
-        if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) q.scq = &it->second;
-        if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) q.rcq = &it->second;
-        qps_[e.obj] = std::move(q);
-        qp_by_num_[e.qp_num] = e.obj;
-        if (auto it = cqs_.find(e.send_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
-        if (auto it = cqs_.find(e.recv_cq); it != cqs_.end()) it->second.qps.insert(e.obj);
-        if (auto it = srqs_.find(e.srq); it != srqs_.end()) {
-          it->second.qps.insert(e.obj);
-          if (auto c = cqs_.find(e.recv_cq); c != cqs_.end()) c->second.srqs.insert(e.srq);
-        }
-      }
-      break;
-    case EventKind::kModifyQp:
-      if (ok && (e.attr_mask & IBV_QP_STATE)) {
-        auto it = qps_.find(e.obj);
-        if (it != qps_.end()) {
-          QpState& q = it->second;
-          q.state = e.qp_state;
-          if (e.qp_state == IBV_QPS_RESET) {
-            ForgetOutstanding(q);
-            q.sq.clear();
-            q.rq.clear();
-            q.unsignaled_run = 0;
-            q.known_error = false;
-          }
-        }
-      }
-      break;
-    case EventKind::kDestroyQp:
-      if (ok) {
-        auto it = qps_.find(e.obj);
-        if (it != qps_.end()) {
-          ForgetOutstanding(it->second);
-          for (ObjId c : {it->second.send_cq, it->second.recv_cq})
-            if (auto ci = cqs_.find(c); ci != cqs_.end()) {
-              ci->second.qps.erase(e.obj);
-              if (ci->second.last_qp == &it->second) ci->second.last_qp = nullptr;
-            }
-          if (auto si = srqs_.find(it->second.srq); si != srqs_.end()) si->second.qps.erase(e.obj);
-          auto n = qp_by_num_.find(it->second.qpn);
-          if (n != qp_by_num_.end() && n->second == e.obj) qp_by_num_.erase(n);
-          qps_.erase(it);
-        }
-      }
-      break;
+    case EventKind::kCreateQp: ApplyCreateQp(e); break;
+    case EventKind::kModifyQp: ApplyModifyQp(e); break;
+    case EventKind::kDestroyQp: ApplyDestroyQp(e); break;
     case EventKind::kCreateAh:
       if (ok) ahs_[e.obj] = {e.parent, e.stack};
       break;
     case EventKind::kDestroyAh:
       if (ok) ahs_.erase(e.obj);
       break;
-    case EventKind::kPostSend: {
-      QpState* qp = books ? static_cast<QpState*>(books) : MutableQp(e.obj);
-      if (qp) ApplyPostSend(e, qp);
-      break;
-    }
-    case EventKind::kPostRecv: {
-      QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj);
-      if (!q) break;
-      const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
-      AdjustPending(q->rcq, static_cast<int64_t>(n));
-      break;
-    }
-    case EventKind::kPostSrqRecv: {
-      SrqState* srq = books ? static_cast<SrqState*>(books) : MutableSrq(e.obj);
-      if (!srq) break;
-      const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
-      for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
-      break;
-    }
-    case EventKind::kPollCq:
-      ApplyPollCq(e, books ? static_cast<CqState*>(books) : MutableCq(e.obj), retired);
-      break;
-    case EventKind::kReqNotifyCq: {
-      auto it = cqs_.find(e.obj);
-      if (ok && it != cqs_.end()) {
-        CqState& c = it->second;
-        c.armed = true;
-        c.polled_since_arm = false;
-        // Could a completion already be waiting, unseen by this arming?  Only
-        // if some bound QP can complete work now.
-        bool pending = false;
-        for (ObjId qid : c.qps) {
-          const QpState* q = Qp(qid);
-          if (!q) continue;
-          // Unsignaled sends complete silently (unless they fail): only a
-          // signaled one can be waiting unseen.
-          if (q->send_cq == e.obj && q->state >= IBV_QPS_RTS)
-            for (const auto& w : q->sq) pending |= w.signaled;
-          if (q->recv_cq == e.obj && q->state >= IBV_QPS_RTR &&
-              (!q->rq.empty() || (q->srq && Srq(q->srq) && !Srq(q->srq)->rq.empty())))
-            pending = true;
-        }
-        c.armed_with_pending = pending;
-      }
-      break;
-    }
-    case EventKind::kGetCqEvent: {
-      auto it = cqs_.find(e.obj);
-      if (ok && it != cqs_.end()) {
-        ++it->second.events_got;
-        it->second.armed = false;
-      }
-      break;
-    }
-    case EventKind::kAckCqEvents: {
-      auto it = cqs_.find(e.obj);
-      if (it != cqs_.end()) it->second.events_acked += e.count;
-      break;
-    }
-    case EventKind::kAsyncEvent: {
-      auto it = qps_.find(e.obj);
-      if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
-      break;
-    }
+    case EventKind::kAsyncEvent: ApplyAsyncEvent(e); break;
     case EventKind::kForkInit:
       if (ok) fork_init_ = true;
       break;

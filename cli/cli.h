@@ -1,10 +1,15 @@
 // cli: the `rdmasan` command's shared pieces (main.cc: run, devices;
 // trace_commands.cc: replay, trace).
+//
+// May not: interpret options beyond checking that they exist and parse
+// (the preloaded runtime owns their meaning).
 #ifndef RDMASAN_CLI_CLI_H_
 #define RDMASAN_CLI_CLI_H_
 
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace rdmasan::cli {
 
@@ -15,9 +20,13 @@ struct CommandLine {
 };
 
 // Parses leading --name=value options.  Stops at "--" (consumed) or at the
-// first argument not starting with "--".  Returns false (after printing why)
-// on an unknown option, a malformed one, or a bad value.
-bool ParseCommandLine(int argc, char** argv, CommandLine* cl);
+// first argument not starting with "--".  Returns InvalidArgument, saying
+// why, on an unknown option, a malformed one, or a bad value; prints
+// nothing (UsageError does).
+absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl);
+
+// Prints "rdmasan: <message>" to stderr; returns the usage exit status (2).
+int UsageError(const absl::Status& status);
 
 int Replay(int argc, char** argv);
 int Trace(int argc, char** argv);

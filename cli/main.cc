@@ -40,6 +40,7 @@
 #include "cli/usage.h"
 #include "core/checks.h"
 #include "core/options.h"
+#include "core/status.h"
 
 #ifndef RDMASAN_VERSION
 #define RDMASAN_VERSION "unknown"
@@ -51,6 +52,11 @@
 namespace rdmasan::cli {
 namespace {
 
+// Exit codes, following the shell's conventions where there is one.
+constexpr int kExitUsage = 2;
+constexpr int kExitNotExecutable = 126;
+constexpr int kExitNotFound = 127;
+
 template <typename... Args>
 void Error(const absl::FormatSpec<Args...>& format, const Args&... args) {
   std::fprintf(stderr, "rdmasan: %s\n", absl::StrFormat(format, args...).c_str());
@@ -58,10 +64,7 @@ void Error(const absl::FormatSpec<Args...>& format, const Args&... args) {
 
 }  // namespace
 
-// Parses leading --name=value options.  Stops at "--" (consumed) or at the
-// first argument not starting with "--".  Returns false (after printing why)
-// on an unknown option, a malformed one, or a bad value.
-bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
+absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl) {
   int i = 0;
   for (; i < argc; ++i) {
     absl::string_view arg = argv[i];
@@ -77,51 +80,42 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
     absl::string_view body = arg.substr(2);
     size_t eq = body.find('=');
     absl::string_view name = body.substr(0, eq);
-    if (name.empty()) {
-      Error("malformed option '%s' (expected --name=value)", arg);
-      return false;
-    }
+    if (name.empty())
+      return absl::InvalidArgumentError(absl::StrFormat("malformed option '%s' (expected --name=value)", arg));
     // core/options takes std::string_view, which Debian's absl (built with
     // ABSL_OPTION_USE_STD_STRING_VIEW 0) does not share with
     // absl::string_view: pass std::string, which converts to both.
-    if (!rdmasan::core::IsKnownOption(std::string(name))) {
-      Error("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name);
-      return false;
-    }
-    if (eq == absl::string_view::npos) {
-      Error("option '--%s' needs a value (--%s=value)", name, name);
-      return false;
-    }
+    if (!rdmasan::core::IsKnownOption(std::string(name)))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name));
+    if (eq == absl::string_view::npos)
+      return absl::InvalidArgumentError(absl::StrFormat("option '--%s' needs a value (--%s=value)", name, name));
     absl::string_view value = body.substr(eq + 1);
     // RDMASAN_OPTIONS separates items with ':', spaces and newlines, so a
     // value holding one of them cannot be passed through it.
-    if (value.find_first_of(": \n") != absl::string_view::npos) {
-      Error("option '--%s': value '%s' may not contain ':', spaces or newlines", name, value);
-      return false;
-    }
+    if (value.find_first_of(": \n") != absl::string_view::npos)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("option '--%s': value '%s' may not contain ':', spaces or newlines", name, value));
     std::string item = absl::StrCat(name, "=", value);
     rdmasan::core::Options scratch;
-    std::vector<std::string> errors = rdmasan::core::ParseOptions(std::string(item), &scratch);
-    if (!errors.empty()) {
-      Error("%s", errors.front());
-      return false;
-    }
+    // One item (no separators): at most one error.
+    RDMASAN_RETURN_IF_ERROR(rdmasan::core::ParseOptions(std::string(item), &scratch));
     if (name == "help" && scratch.help) cl->help = true;
     cl->options.push_back(std::move(item));
   }
   for (; i < argc; ++i) cl->rest.push_back(argv[i]);
-  return true;
+  return absl::OkStatus();
+}
+
+int UsageError(const absl::Status& status) {
+  Error("%s", status.message());
+  return kExitUsage;
 }
 
 namespace {
 
 constexpr char kLibName[] = "librdmasan.so";
 constexpr char kHiddenDevices[] = "__devices";
-
-// Exit codes, following the shell's conventions where there is one.
-constexpr int kExitUsage = 2;
-constexpr int kExitNotExecutable = 126;
-constexpr int kExitNotFound = 127;
 
 void PrintUsage(FILE* out) { std::fputs(UsageText().c_str(), out); }
 
@@ -218,7 +212,7 @@ bool PrepareEnvironment(const CommandLine& cl) {
 
 int Run(int argc, char** argv) {
   CommandLine cl;
-  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
   if (cl.help) {
     std::fputs(rdmasan::core::OptionsHelp().c_str(), stdout);
     return 0;
@@ -238,7 +232,7 @@ int Run(int argc, char** argv) {
 
 int Devices(int argc, char** argv) {
   CommandLine cl;
-  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
   if (cl.help) {
     std::fputs("usage: rdmasan devices [--name=value ...]\n", stdout);
     return 0;

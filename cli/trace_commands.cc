@@ -54,9 +54,9 @@ std::unique_ptr<traces::TraceReader> OpenTrace(const char* path) {
 core::Options OptionsFrom(const CommandLine& cl, const traces::TraceHeader& h) {
   core::Options opts;
   for (const auto& [k, v] : h.properties)
-    if (k == "RDMASAN_OPTIONS") core::ParseOptions(v, &opts);
-  if (const char* env = std::getenv("RDMASAN_OPTIONS")) core::ParseOptions(env, &opts);
-  for (const auto& item : cl.options) core::ParseOptions(item, &opts);
+    if (k == "RDMASAN_OPTIONS") core::ParseOptions(v, &opts).IgnoreError();
+  if (const char* env = std::getenv("RDMASAN_OPTIONS")) core::ParseOptions(env, &opts).IgnoreError();
+  for (const auto& item : cl.options) core::ParseOptions(item, &opts).IgnoreError();
   opts.trace.clear();
   return opts;
 }
@@ -434,7 +434,7 @@ std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId 
 
 int Replay(int argc, char** argv) {
   CommandLine cl;
-  if (!ParseCommandLine(argc, argv, &cl)) return kExitUsage;
+  if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
   if (cl.rest.size() != 1) {
     std::fprintf(stderr, "usage: rdmasan replay [--name=value ...] TRACE\n");
     return kExitUsage;

@@ -77,7 +77,7 @@ CheckSet CheckSet::None() {
   return s;
 }
 
-bool CheckSet::Parse(absl::string_view text, CheckSet* out, std::string* error) {
+absl::Status CheckSet::Parse(absl::string_view text, CheckSet* out) {
   CheckSet set;
   bool first = true;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(",;"), absl::SkipEmpty())) {
@@ -98,18 +98,16 @@ bool CheckSet::Parse(absl::string_view text, CheckSet* out, std::string* error) 
         item.remove_prefix(1);
       }
       std::optional<CheckId> id = CheckByName(item);
-      if (!id) {
-        if (error)
-          *error = absl::StrCat("checks: unknown check id '", item, "' (rdmasan checks lists them)");
-        return false;
-      }
+      if (!id)
+        return absl::InvalidArgumentError(
+            absl::StrCat("checks: unknown check id '", item, "' (rdmasan checks lists them)"));
       if (first && bare) set = None();
       set.Set(*id, on);
     }
     first = false;
   }
   *out = set;
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace rdmasan::core

@@ -4,7 +4,7 @@
 // Everything here is generated from the one table in checks.inc; the id
 // strings are stable because users write them in suppressions and in
 // checks=... options.  This module is pure data: it does no I/O and never
-// aborts; a bad checks= value yields an error string.
+// aborts; a bad checks= value yields an error status.
 #ifndef RDMASAN_CORE_CHECKS_H_
 #define RDMASAN_CORE_CHECKS_H_
 
@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace rdmasan::core {
@@ -57,9 +58,9 @@ class CheckSet {
   // If the first item is a bare id the set starts empty ("sq-overflow,
   // cq-overrun" enables exactly those); otherwise it starts from the
   // defaults ("-unsignaled-run", "+wr-id-duplicate").  Empty text gives
-  // the defaults.  On an unknown id returns false, sets *error and leaves
-  // *out untouched.
-  static bool Parse(absl::string_view text, CheckSet* out, std::string* error);
+  // the defaults.  On an unknown id returns an InvalidArgument status and
+  // leaves *out untouched.
+  static absl::Status Parse(absl::string_view text, CheckSet* out);
 
   bool Enabled(CheckId id) const { return bits_.test(static_cast<size_t>(id)); }
   void Set(CheckId id, bool on) { bits_.set(static_cast<size_t>(id), on); }

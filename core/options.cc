@@ -1,14 +1,18 @@
 #include "core/options.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <unistd.h>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/status.h"
 
 namespace rdmasan::core {
 namespace {
@@ -32,7 +36,7 @@ const char* TypeName(const bool*) { return "bool"; }
 
 }  // namespace
 
-std::vector<std::string> ParseOptions(absl::string_view text, Options* opts) {
+absl::Status ParseOptions(absl::string_view text, Options* opts) {
   std::vector<std::string> errors;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(":\n "), absl::SkipEmpty())) {
     size_t eq = item.find('=');
@@ -56,7 +60,7 @@ std::vector<std::string> ParseOptions(absl::string_view text, Options* opts) {
 #undef RDMASAN_OPTION
     if (!known) errors.push_back(absl::StrCat("unknown option '", key, "' (help=1 lists them)"));
   }
-  return errors;
+  return InvalidArgumentErrors(errors);
 }
 
 bool IsKnownOption(absl::string_view name) {
@@ -81,12 +85,9 @@ const Options& GlobalOptions() {
   static Options* opts = [] {
     auto* o = new Options();
     std::vector<std::string> errors;
-    if (__rdmasan_default_options) {
-      auto e = ParseOptions(__rdmasan_default_options(), o);
-      errors.insert(errors.end(), e.begin(), e.end());
-    }
+    if (__rdmasan_default_options) errors = ErrorMessages(ParseOptions(__rdmasan_default_options(), o));
     if (const char* env = std::getenv("RDMASAN_OPTIONS")) {
-      auto e = ParseOptions(env, o);
+      std::vector<std::string> e = ErrorMessages(ParseOptions(env, o));
       errors.insert(errors.end(), e.begin(), e.end());
     }
     for (const auto& e : errors) std::fprintf(stderr, "==%d==rdmasan: %s\n", getpid(), e.c_str());

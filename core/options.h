@@ -4,13 +4,14 @@
 // and the help text, so an option exists in exactly one place.  Precedence:
 // built-in defaults, then the weak __rdmasan_default_options() hook, then
 // RDMASAN_OPTIONS.  Parsing never aborts the watched program: a bad option
-// yields an error message and the option keeps its previous value.
+// yields an error status and the option keeps its previous value.
 #ifndef RDMASAN_CORE_OPTIONS_H_
 #define RDMASAN_CORE_OPTIONS_H_
 
 #include <string>
+
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include <vector>
 
 namespace rdmasan::core {
 
@@ -22,8 +23,9 @@ struct Options {
 
 // Parses "k=v:k=v" (':', newline or space separated pairs, empty items
 // ignored; values may hold commas, as in checks=all,-wr-id-duplicate) into
-// *opts.  Returns one human-readable error per bad item; good items apply.
-std::vector<std::string> ParseOptions(absl::string_view text, Options* opts);
+// *opts.  Good items apply; each bad item is one line of the returned
+// InvalidArgument status (core/status.h: ErrorMessages splits them).
+absl::Status ParseOptions(absl::string_view text, Options* opts);
 
 // True if `name` is a known option.
 bool IsKnownOption(absl::string_view name);

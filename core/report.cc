@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/status.h"
 
 namespace rdmasan::core {
 namespace {
@@ -270,7 +271,7 @@ std::string RenderSarif(const std::vector<RenderedFinding>& findings) {
 
 // --------------------------------------------------------- suppressions --
 
-std::vector<std::string> Suppressions::Parse(absl::string_view text) {
+absl::Status Suppressions::Parse(absl::string_view text) {
   std::vector<std::string> errors;
   int lineno = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -295,7 +296,7 @@ std::vector<std::string> Suppressions::Parse(absl::string_view text) {
     }
     rules_.push_back({*check, std::string(pattern)});
   }
-  return errors;
+  return InvalidArgumentErrors(errors);
 }
 
 int Suppressions::Match(CheckId check, const std::vector<Frame>& frames) const {
@@ -335,14 +336,14 @@ Reporter::Reporter(const Options& options, Sink sink)
     errors.push_back(absl::StrCat("report_format: unknown format '", options.report_format,
                                   "' (text, json or sarif); using text"));
   }
-  std::string error;
-  if (!CheckSet::Parse(options.checks, &checks_, &error)) errors.push_back(error + "; using the default checks");
+  if (absl::Status s = CheckSet::Parse(options.checks, &checks_); !s.ok())
+    errors.push_back(absl::StrCat(s.message(), "; using the default checks"));
   if (!options.suppressions.empty()) {
     std::string text;
     if (!ReadFile(options.suppressions, &text)) {
       errors.push_back(absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
     } else {
-      for (std::string& e : suppressions_.Parse(text)) errors.push_back(std::move(e));
+      for (std::string& e : ErrorMessages(suppressions_.Parse(text))) errors.push_back(std::move(e));
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/checks.h"
@@ -80,8 +81,9 @@ std::string RenderSummaryLine(const Finding& finding, const std::vector<Frame>& 
 // basename, module or module basename matching the fnmatch(3) pattern.
 class Suppressions {
  public:
-  // Parses file text; returns one error per bad line (good lines apply).
-  std::vector<std::string> Parse(absl::string_view text);
+  // Parses file text; good lines apply, and each bad line is one line of
+  // the returned InvalidArgument status (core/status.h: ErrorMessages).
+  absl::Status Parse(absl::string_view text);
   // Index of the first matching rule, or -1.
   int Match(CheckId check, const std::vector<Frame>& frames) const;
   size_t size() const { return rules_.size(); }

@@ -6,19 +6,19 @@
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include <mutex>
+#include "core/spin_lock.h"
 
 namespace rdmasan::core {
 namespace {
@@ -49,14 +49,9 @@ std::atomic<std::atomic<const Node*>*> g_segments[kNumSegments];
 std::atomic<uint32_t> g_next_id{1};
 std::atomic<uint32_t> g_count{0};
 
-std::atomic<bool> g_arena_lock{false};
+constinit SpinLock g_arena_lock;
 char* g_arena_pos = nullptr;
 char* g_arena_end = nullptr;
-
-void SpinLock(std::atomic<bool>* lock) {
-  while (lock->exchange(true, std::memory_order_acquire)) sched_yield();
-}
-void SpinUnlock(std::atomic<bool>* lock) { lock->store(false, std::memory_order_release); }
 
 void* MapZeroed(size_t size) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -65,19 +60,15 @@ void* MapZeroed(size_t size) {
 
 void* ArenaAlloc(size_t size) {
   size = (size + 15) & ~size_t{15};
-  SpinLock(&g_arena_lock);
+  std::lock_guard<SpinLock> lock(g_arena_lock);
   if (g_arena_end - g_arena_pos < static_cast<ptrdiff_t>(size)) {
     char* chunk = static_cast<char*>(MapZeroed(kArenaChunk));
-    if (!chunk) {
-      SpinUnlock(&g_arena_lock);
-      return nullptr;
-    }
+    if (!chunk) return nullptr;
     g_arena_pos = chunk;
     g_arena_end = chunk + kArenaChunk;
   }
   void* p = g_arena_pos;
   g_arena_pos += size;
-  SpinUnlock(&g_arena_lock);
   return p;
 }
 
@@ -398,10 +389,10 @@ StackId InternStack(const uintptr_t* pcs, size_t n) {
   if (const Node* hit = FindInChain(reinterpret_cast<const Node*>(head & ~uintptr_t{1}), hash, pcs, n))
     return hit->id;
   // Miss: lock the bucket, look again, insert.
-  for (;;) {
+  for (int spins = 0;; ++spins) {
     head = bucket.load(std::memory_order_acquire);
     if (!(head & 1) && bucket.compare_exchange_weak(head, head | 1, std::memory_order_acquire)) break;
-    sched_yield();
+    SpinWait(spins);
   }
   const Node* first = reinterpret_cast<const Node*>(head);
   if (const Node* hit = FindInChain(first, hash, pcs, n)) {
@@ -463,13 +454,10 @@ __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame
   return id;
 }
 
-__attribute__((noinline)) StackId CaptureStack(int skip) {
-  uintptr_t pcs[kMaxStackFrames];
-  size_t n = WalkFrames(reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                        reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), pcs);
-  size_t drop = skip > 0 ? static_cast<size_t>(skip) : 0;
-  if (drop >= n) drop = n - 1;  // never return an empty stack
-  return InternStack(pcs + drop, n - drop);
+__attribute__((noinline)) StackId CaptureStack() {
+  StackId id = RDMASAN_CAPTURE_CALLER_STACK();
+  asm volatile("" ::: "memory");  // no tail call: the walk starts from this frame
+  return id;
 }
 
 std::vector<uintptr_t> StackPcs(StackId id) {

@@ -29,10 +29,8 @@ inline constexpr size_t kMaxStackFrames = 32;
 
 // The stack of the caller of CaptureStack: frame #0 is the return address of
 // this call (the call site in the caller), then the caller's callers from the
-// frame-pointer chain.  The first `skip` frames are dropped (rdmasan's own
-// frames; they are reliable only if those functions keep frame pointers).
-// Returns 0 only if the depot is full.
-StackId CaptureStack(int skip = 0);
+// frame-pointer chain.  Returns 0 only if the depot is full.
+StackId CaptureStack();
 
 // The stack as seen from a function F: `pc` is F's return address and
 // `frame` F's frame address.  Use the macro below inside an exported entry

@@ -2,18 +2,25 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
 namespace rdmasan::core {
 namespace {
 
 TEST(Options, ParsesKnownAndReportsBad) {
   Options o;
-  auto errors = ParseOptions("softnic=on:softnic_fabric=abc verbosity=2:checks=all,-wr-id-duplicate", &o);
-  EXPECT_TRUE(errors.empty());
+  absl::Status status = ParseOptions("softnic=on:softnic_fabric=abc verbosity=2:checks=all,-wr-id-duplicate", &o);
+  EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(o.softnic, "on");
   EXPECT_EQ(o.softnic_fabric, "abc");
   EXPECT_EQ(o.verbosity, 2);
   EXPECT_EQ(o.checks, "all,-wr-id-duplicate");
-  errors = ParseOptions("verbosity=x:nosuch=1:help", &o);
+  status = ParseOptions("verbosity=x:nosuch=1:help", &o);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  std::vector<std::string> errors = ErrorMessages(status);
   ASSERT_EQ(errors.size(), 3u);
   EXPECT_NE(errors[0].find("verbosity"), std::string::npos);
   EXPECT_NE(errors[1].find("unknown option 'nosuch'"), std::string::npos);
