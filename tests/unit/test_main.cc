@@ -7,17 +7,19 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 extern const char* const kRdmasanTestFabric;
 
 int main(int argc, char** argv) {
   std::string fabric = kRdmasanTestFabric;
-  if (fabric != "inproc") fabric += "-" + std::to_string(getpid());
+  if (fabric != "inproc") absl::StrAppend(&fabric, "-", getpid());
   // The softnic tests misuse verbs on purpose; the checkers have their own
   // tests that feed them events directly.
   // Tests that turn checking on provoke findings on purpose: they assert
   // the reporter's counts, and the process exit status stays the tests'.
-  std::string opts = "softnic=on:checking=false:exitcode=0:softnic_fabric=" + fabric;
-  if (const char* extra = std::getenv("RDMASAN_OPTIONS")) opts = std::string(extra) + ":" + opts;
+  std::string opts = absl::StrCat("softnic=on:checking=false:exitcode=0:softnic_fabric=", fabric);
+  if (const char* extra = std::getenv("RDMASAN_OPTIONS")) opts = absl::StrCat(extra, ":", opts);
   setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
