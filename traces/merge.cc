@@ -6,6 +6,8 @@
 // heap of open chunks (one cursor each) picks the smallest next seq; at
 // most the chunks whose seq ranges overlap are open at once, whatever the
 // trace's length.
+#include "traces/trace.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "absl/strings/str_format.h"
 #include "traces/codec.h"
 #include "traces/format.h"
-#include "traces/trace.h"
 
 namespace rdmasan::traces {
 

@@ -5,6 +5,8 @@
 //
 // The whole file is scanned at Open so that a damaged trace fails (or is
 // cut to its valid prefix) before any event is replayed.
+#include "traces/trace.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,7 +21,6 @@
 #include "traces/codec.h"
 #include "traces/format.h"
 #include "traces/header.h"
-#include "traces/trace.h"
 #include "traces/varint.h"
 
 namespace rdmasan::traces {
@@ -121,7 +122,9 @@ absl::Status TraceReader::Scan() {
         if (absl::Status s = DecodeHeader(payload, len, pos + kChunkHeaderBytes, &header_); !s.ok()) return s;
         break;
       case kChunkEvents:
-        if (count > len) return absl::DataLossError(absl::StrFormat("chunk at offset %d: record count %d > length %d", pos, count, len));
+        if (count > len)
+          return absl::DataLossError(
+              absl::StrFormat("chunk at offset %d: record count %d > length %d", pos, count, len));
         if (count > 0) chunks_.push_back({pos, len, count, c.stream, c.flags, c.min_seq});
         break;
       case kChunkMeta:

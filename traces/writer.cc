@@ -6,6 +6,8 @@
 // lock except the file mutex when a buffer is full or a stack is new, no
 // dynamic-loader calls.  The signal path uses only atomics,
 // pthread_mutex_trylock, write(2) and fdatasync(2).
+#include "traces/trace.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,7 +22,6 @@
 #include "traces/codec.h"
 #include "traces/format.h"
 #include "traces/header.h"
-#include "traces/trace.h"
 #include "traces/varint.h"
 
 namespace rdmasan::traces {
