@@ -3,9 +3,17 @@
 // A trace is a file header (format version, tool version, process info,
 // device attributes, the module map for offline symbolization) followed by
 // checksummed chunks of compactly encoded records.  The format is specified
-// in traces/FORMAT.md; this header and trace.cc are its only implementation:
-// writing and reading live together in trace.cc so they cannot drift (the
-// model is rr's TraceStream).
+// in traces/FORMAT.md; traces/ is its only implementation, and the writer
+// and the reader share every encoding below the file API so they cannot
+// drift (the model is rr's TraceStream):
+//   format.h   the framing: prologue, chunk headers, record codes
+//   crc32c.h   the chunk checksum
+//   varint.h   varints, zigzag, the bounds-checked decoder
+//   codec.h    event and stack records against per-chunk templates
+//   header.h   the header chunk and module records
+//   writer.cc  TraceWriter;  reader.cc  TraceReader's scan of the file;
+//   merge.cc   TraceReader::Next, which merges chunks into seq order
+// This is the module's one public header; the others are internal to it.
 //
 // Writing (TraceWriter), the hot path, Append():
 //  - Each appending thread owns a stream: a fixed 64 KiB buffer taken from
@@ -141,7 +149,7 @@ class TraceWriter {
   WriterStats stats() const;
   const std::string& path() const { return path_; }
 
-  struct Stream;  // per-thread buffer, trace.cc
+  struct Stream;  // per-thread buffer, writer.cc
 
  private:
   TraceWriter() = default;
@@ -156,7 +164,6 @@ class TraceWriter {
   void WritePendingMetaLocked();
   void WriteModulesLocked(bool all);
   bool WriteAllLocked(const char* p, size_t n);
-  bool TakeStream(Stream* s, int spins);
   void AppendLarge(Stream* s, const core::Event& e);
   void CloseStreams();
 
@@ -227,12 +234,11 @@ class TraceReader {
   uint64_t file_size() const { return size_; }
   size_t chunk_count() const { return chunks_.size(); }
 
-  struct Cursor;  // trace.cc
+  struct Cursor;  // merge.cc
 
  private:
-  TraceReader() = default;
+  TraceReader();  // in merge.cc, where Cursor is complete
   absl::Status Scan();
-  absl::Status ParseHeaderChunk(const uint8_t* p, size_t n, uint64_t off);
   absl::Status ParseMetaChunk(const uint8_t* p, size_t n, uint64_t off, uint32_t count);
   absl::Status OpenCursor(size_t chunk);
   absl::StatusOr<core::StackId> MapStack(uint64_t trace_id, uint64_t off) const;

@@ -1,0 +1,426 @@
+// traces/codec: see codec.h.  The field tables below are FORMAT.md's
+// "Records" tables in executable form; a change to one is a change to the
+// other (and a format version change).
+#include "traces/codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace rdmasan::traces {
+namespace {
+
+using core::Event;
+using core::EventKind;
+
+// ---------------------------------------------------------- field tables --
+// Each field: (mask bit, member, coding).  Absent from the mask = equal to
+// the template (the previous record of the same kind in this chunk).
+enum Coding { kRaw, kZig, kDelta, kPlus1, kStack };
+
+// Bits 0..2 of the event mask: send_wrs, recv_wrs, wcs non-empty.
+// Fields every event sets.
+#define RDMASAN_TRACE_EVENT_COMMON_FIELDS(X) \
+  X(3, ret, kZig)                     \
+  X(4, obj, kDelta)                   \
+  X(5, stack, kStack)                 \
+  X(6, tid, kRaw)                     \
+  X(7, err, kZig)                     \
+  X(8, count, kRaw)                   \
+  X(9, bad_index, kPlus1)
+// Fields most events leave 0 (the encoder skips comparing them one by one
+// when all are 0 here and in the template).
+constexpr int kFirstRareBit = 10;
+#define RDMASAN_TRACE_EVENT_RARE_FIELDS(X) \
+  X(10, parent, kDelta)               \
+  X(11, send_cq, kDelta)              \
+  X(12, recv_cq, kDelta)              \
+  X(13, srq, kDelta)                  \
+  X(14, channel, kDelta)              \
+  X(15, addr, kDelta)                 \
+  X(16, length, kRaw)                 \
+  X(17, iova, kDelta)                 \
+  X(18, access, kRaw)                 \
+  X(19, lkey, kRaw)                   \
+  X(20, rkey, kRaw)                   \
+  X(21, qp_type, kRaw)                \
+  X(22, qp_num, kRaw)                 \
+  X(23, sq_sig_all, kRaw)             \
+  X(24, caps.max_send_wr, kRaw)       \
+  X(25, caps.max_recv_wr, kRaw)       \
+  X(26, caps.max_send_sge, kRaw)      \
+  X(27, caps.max_recv_sge, kRaw)      \
+  X(28, caps.max_inline_data, kRaw)   \
+  X(29, cqe, kZig)                    \
+  X(30, attr_mask, kRaw)              \
+  X(31, qp_state, kRaw)
+
+// Send and receive WRs: bit 0: wr_id != previous + 1; bit 1: number of
+// SGEs changed.
+#define RDMASAN_TRACE_SENDWR_FIELDS(X) \
+  X(2, opcode, kRaw)                   \
+  X(3, send_flags, kRaw)               \
+  X(4, remote_addr, kDelta)            \
+  X(5, rkey, kRaw)                     \
+  X(6, imm_data, kRaw)                 \
+  X(7, num_sge, kZig)                  \
+  X(8, remote_qpn, kRaw)               \
+  X(9, compare_add, kRaw)              \
+  X(10, swap, kRaw)                    \
+  X(11, ah, kDelta)                    \
+  X(12, posted_at, kStack)
+
+#define RDMASAN_TRACE_RECVWR_FIELDS(X) X(2, num_sge, kZig)
+
+// Bit 0: addr changed (delta); bit 3: hash != 0 (varint); bit 4: hash_now
+// != hash (varint).
+#define RDMASAN_TRACE_SGE_FIELDS(X) \
+  X(1, length, kRaw)                \
+  X(2, lkey, kRaw)
+
+// Bit 0: wr_id != previous + 1.
+#define RDMASAN_TRACE_WC_FIELDS(X) \
+  X(1, status, kRaw)               \
+  X(2, opcode, kRaw)               \
+  X(3, qp_num, kRaw)               \
+  X(4, byte_len, kRaw)             \
+  X(5, vendor_err, kRaw)
+
+// ---------------------------------------------------------- field codecs --
+template <Coding C>
+inline uint8_t* PutField(uint8_t* p, uint64_t v, uint64_t tpl) {
+  if constexpr (C == kRaw || C == kStack) {
+    return PutVarint(p, v);
+  } else if constexpr (C == kZig) {
+    return PutVarint(p, Zig(static_cast<int64_t>(v)));
+  } else if constexpr (C == kDelta) {
+    return PutVarint(p, Zig(static_cast<int64_t>(v - tpl)));
+  } else {
+    return PutVarint(p, static_cast<uint32_t>(v + 1));
+  }
+}
+
+template <Coding C>
+inline uint64_t GetField(Dec& d, uint64_t tpl) {
+  uint64_t x = d.Varint();
+  if constexpr (C == kRaw || C == kStack) {
+    return x;
+  } else if constexpr (C == kZig) {
+    return static_cast<uint64_t>(Unzig(x));
+  } else if constexpr (C == kDelta) {
+    return tpl + static_cast<uint64_t>(Unzig(x));
+  } else {
+    return static_cast<uint32_t>(x - 1);
+  }
+}
+
+template <typename T>
+inline void Assign(T* field, uint64_t v) {
+  *field = static_cast<T>(v);
+}
+
+// What the codec does with each field of a table, as X-macro bodies over a
+// record o, its template slots t, its mask m (and p, d for the bytes).
+#define RDMASAN_TRACE_DIFF(bit, f, C) \
+  if (Canon(o.f) != t[bit]) m |= uint64_t{1} << bit;
+#define RDMASAN_TRACE_PUT(bit, f, C)        \
+  if (m >> bit & 1) {                       \
+    p = PutField<C>(p, Canon(o.f), t[bit]); \
+    t[bit] = Canon(o.f);                    \
+  }
+// A kStack field's slot keeps the writer's id; the caller maps it to the
+// local one (MapStack), since the record's member holds the local id.
+#define RDMASAN_TRACE_GET(bit, f, C)                                 \
+  if constexpr (C == kStack) {                                       \
+    if (m >> bit & 1) t[bit] = GetField<C>(d, t[bit]);               \
+  } else {                                                           \
+    Assign(&o->f, (m >> bit & 1) ? GetField<C>(d, t[bit]) : t[bit]); \
+    t[bit] = Canon(o->f);                                            \
+  }
+#define RDMASAN_TRACE_STACK_BIT(bit, f, C) (C == kStack ? bit : 0) +
+
+// One codec per field table, so each table is walked by the same three
+// loops.  kStackBit: the kStack field's bit, 0 if none (slot 0 is never a
+// field's).
+#define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                        \
+  struct Name {                                                              \
+    static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;      \
+    static uint64_t Diff(const Type& o, const uint64_t* t) {                 \
+      uint64_t m = 0;                                                        \
+      FIELDS(RDMASAN_TRACE_DIFF)                                             \
+      return m;                                                              \
+    }                                                                        \
+    static uint8_t* Put(uint8_t* p, const Type& o, uint64_t m, uint64_t* t) { \
+      FIELDS(RDMASAN_TRACE_PUT)                                              \
+      return p;                                                              \
+    }                                                                        \
+    static void Get(Dec& d, Type* o, uint64_t m, uint64_t* t) { FIELDS(RDMASAN_TRACE_GET) } \
+  };
+
+RDMASAN_TRACE_FIELD_CODEC(EventCommonCodec, Event, RDMASAN_TRACE_EVENT_COMMON_FIELDS)
+RDMASAN_TRACE_FIELD_CODEC(EventRareCodec, Event, RDMASAN_TRACE_EVENT_RARE_FIELDS)
+RDMASAN_TRACE_FIELD_CODEC(SgeCodec, core::Sge, RDMASAN_TRACE_SGE_FIELDS)
+RDMASAN_TRACE_FIELD_CODEC(WcCodec, core::Completion, RDMASAN_TRACE_WC_FIELDS)
+
+RDMASAN_TRACE_FIELD_CODEC(SendWrFieldCodec, core::SendWr, RDMASAN_TRACE_SENDWR_FIELDS)
+struct SendWrCodec : SendWrFieldCodec {
+  static constexpr const char* kName = "send WR";  // in errors
+};
+RDMASAN_TRACE_FIELD_CODEC(RecvWrFieldCodec, core::RecvWr, RDMASAN_TRACE_RECVWR_FIELDS)
+struct RecvWrCodec : RecvWrFieldCodec {
+  static constexpr const char* kName = "receive WR";
+};
+
+static_assert(EventCommonCodec::kStackBit == 5 && EventRareCodec::kStackBit == 0);
+static_assert(SendWrCodec::kStackBit == kSendWrSlots - 1 && RecvWrCodec::kStackBit == 0);
+
+// ---------------------------------------------------------------- encode --
+// wr_id (mask bit 0) against the previous one + 1: consecutive ids, the
+// common case, cost nothing.
+inline uint64_t WrIdBit(uint64_t wr_id, const uint64_t* t) { return wr_id != t[0] + 1 ? 1 : 0; }
+
+inline uint8_t* PutWrId(uint8_t* p, uint64_t m, uint64_t wr_id, uint64_t* t) {
+  if (m & 1) p = PutVarint(p, Zig(static_cast<int64_t>(wr_id - (t[0] + 1))));
+  t[0] = wr_id;
+  return p;
+}
+
+inline uint64_t GetWrId(Dec& d, uint64_t m, uint64_t* t) {
+  t[0] = (m & 1) ? t[0] + 1 + static_cast<uint64_t>(Unzig(d.Varint())) : t[0] + 1;
+  return t[0];
+}
+
+uint8_t* EncodeSge(uint8_t* p, const core::Sge& o, uint64_t* t) {
+  uint64_t m = SgeCodec::Diff(o, t);
+  if (o.addr != t[0]) m |= 1;
+  if (o.hash != 0) m |= 8;
+  if (o.hash_now != o.hash) m |= 16;
+  *p++ = static_cast<uint8_t>(m);
+  if (m & 1) p = PutField<kDelta>(p, o.addr, t[0]);
+  t[0] = o.addr;
+  p = SgeCodec::Put(p, o, m, t);
+  if (m & 8) p = PutVarint(p, o.hash);
+  if (m & 16) p = PutVarint(p, o.hash_now);
+  return p;
+}
+
+// Send and receive WRs share their layout: mask, wr_id, SGE count (bit 1,
+// against the previous WR's), the type's own fields, then the SGEs.
+template <typename Codec, typename WrList>
+uint8_t* EncodeWrs(uint8_t* p, const WrList& wrs, uint64_t* t, uint64_t* sge_t) {
+  p = PutVarint(p, wrs.size());
+  for (const auto& w : wrs) {
+    uint64_t m = Codec::Diff(w, t) | WrIdBit(w.wr_id, t);
+    if (w.sges.size() != t[1]) m |= 2;
+    p = PutVarint(p, m);
+    p = PutWrId(p, m, w.wr_id, t);
+    if (m & 2) p = PutVarint(p, w.sges.size());
+    t[1] = w.sges.size();
+    p = Codec::Put(p, w, m, t);
+    for (const core::Sge& g : w.sges) p = EncodeSge(p, g, sge_t);
+  }
+  return p;
+}
+
+uint8_t* EncodeWcs(uint8_t* p, const decltype(Event::wcs)& wcs, uint64_t* t) {
+  p = PutVarint(p, wcs.size());
+  for (const core::Completion& c : wcs) {
+    uint64_t m = WcCodec::Diff(c, t) | WrIdBit(c.wr_id, t);
+    *p++ = static_cast<uint8_t>(m);  // < 64: a one-byte varint
+    p = PutWrId(p, m, c.wr_id, t);
+    p = WcCodec::Put(p, c, m, t);
+  }
+  return p;
+}
+
+// Bits 0..2: which lists follow; the rest: the fields that differ from tp.
+uint64_t EventMask(const Event& e, uint64_t* tp) {
+  uint64_t m = 0;
+  if (!e.send_wrs.empty()) m |= 1;
+  if (!e.recv_wrs.empty()) m |= 2;
+  if (!e.wcs.empty()) m |= 4;
+  // The rare fields: one OR over the event's values and one flag for the
+  // template (kept in its otherwise unused slot 0) usually settle all 22.
+  uint64_t rare = 0;
+#define X(bit, f, C) rare |= Canon(e.f);
+  RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+#undef X
+  m |= EventCommonCodec::Diff(e, tp);
+  if (rare != 0 || tp[0] != 0) m |= EventRareCodec::Diff(e, tp);
+  tp[0] = rare != 0;
+  return m;
+}
+
+}  // namespace
+
+uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
+  const uint32_t code = KindCode(e.kind);
+  p = PutVarint(p, code);
+  p = PutVarint(p, Zig(static_cast<int64_t>(e.seq - t.prev_seq)));
+  t.prev_seq = e.seq;
+  // The time, against the previous record's: a few bytes when traced,
+  // one (zero) when events carry no time.
+  p = PutVarint(p, Zig(static_cast<int64_t>(e.time - t.prev_ts)));
+  t.prev_ts = e.time;
+  uint64_t* tp = t.ev[code];
+  const uint64_t m = EventMask(e, tp);
+  p = PutVarint(p, m);
+  p = EventCommonCodec::Put(p, e, m, tp);
+  if (m >> kFirstRareBit) p = EventRareCodec::Put(p, e, m, tp);  // most events skip the 22
+  if (m & 1) p = EncodeWrs<SendWrCodec>(p, e.send_wrs, t.swr, t.ssge);
+  if (m & 2) p = EncodeWrs<RecvWrCodec>(p, e.recv_wrs, t.rwr, t.rsge);
+  if (m & 4) p = EncodeWcs(p, e.wcs, t.wc);
+  return p;
+}
+
+uint8_t* EncodeStackRecord(uint8_t* p, core::StackId id, const std::vector<uintptr_t>& pcs) {
+  p = PutVarint(p, kCodeStack);
+  p = PutVarint(p, id);
+  p = PutVarint(p, pcs.size());
+  uint64_t prev = 0;
+  for (uintptr_t pc : pcs) {  // neighbouring frames are close: deltas are short
+    p = PutVarint(p, Zig(static_cast<int64_t>(pc - prev)));
+    prev = pc;
+  }
+  return p;
+}
+
+bool DecodeStackRecord(Dec& d, uint64_t* id, uintptr_t pcs[core::kMaxStackFrames], size_t* kept) {
+  *id = d.Varint();
+  uint64_t npcs = d.Varint();
+  if (!d.ok || npcs > d.left()) return false;
+  uint64_t pc = 0;
+  *kept = 0;
+  for (uint64_t i = 0; i < npcs; ++i) {
+    pc += static_cast<uint64_t>(Unzig(d.Varint()));
+    if (*kept < core::kMaxStackFrames) pcs[(*kept)++] = pc;
+  }
+  return d.ok;
+}
+
+absl::Status RecordError(uint64_t off, std::string_view what) {
+  return absl::DataLossError(absl::StrFormat("trace record at offset %d: %s", off, what));
+}
+
+// ---------------------------------------------------------------- decode --
+EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count,
+                                     const StackMap* stacks)
+    : stacks_(stacks), base_(payload), payload_off_(payload_off), d_{payload, payload + len}, remaining_(count) {
+  tpl_.Reset();
+}
+
+absl::Status EventChunkDecoder::Peek() {
+  has_head_ = false;
+  while (remaining_ > 0) {
+    head_off_ = Off();
+    uint64_t code = d_.Varint();
+    if (!d_.ok) return RecordError(head_off_, "truncated record kind");
+    --remaining_;
+    if (code >= kFirstSkippableCode) {
+      uint64_t len = d_.Varint();
+      if (!d_.ok || !d_.Skip(len))
+        return RecordError(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
+      continue;
+    }
+    if (code < kFirstEventCode || code >= kFirstEventCode + kNumEventKinds)
+      return RecordError(head_off_, absl::StrCat("record kind ", code, " is not valid in an event chunk"));
+    uint64_t delta = d_.Varint();
+    if (!d_.ok) return RecordError(head_off_, "truncated sequence number");
+    tpl_.prev_seq += static_cast<uint64_t>(Unzig(delta));
+    head_code_ = static_cast<uint32_t>(code);
+    head_seq_ = tpl_.prev_seq;
+    has_head_ = true;
+    return absl::OkStatus();
+  }
+  if (d_.p != d_.end) return RecordError(Off(), "bytes after the chunk's last record");
+  return absl::OkStatus();
+}
+
+absl::Status EventChunkDecoder::MapStack(uint64_t trace_id, uint64_t old_id, core::StackId* local) const {
+  if (trace_id == old_id) return absl::OkStatus();  // *local is still right
+  if (trace_id == 0) {
+    *local = 0;
+    return absl::OkStatus();
+  }
+  auto it = stacks_->find(trace_id);
+  if (it == stacks_->end())
+    return RecordError(head_off_, absl::StrCat("stack ", trace_id, " is not defined before its use"));
+  *local = it->second;
+  return absl::OkStatus();
+}
+
+absl::Status EventChunkDecoder::DecodeSge(core::Sge* o, uint64_t* t) {
+  if (d_.left() < 1) return RecordError(Off(), "truncated SGE");
+  uint8_t m = *d_.p++;
+  if (m & ~0x1fu) return RecordError(Off() - 1, "bad SGE mask");
+  o->addr = (m & 1) ? GetField<kDelta>(d_, t[0]) : t[0];
+  t[0] = o->addr;
+  SgeCodec::Get(d_, o, m, t);
+  o->hash = (m & 8) ? d_.Varint() : 0;
+  o->hash_now = (m & 16) ? d_.Varint() : o->hash;
+  return absl::OkStatus();
+}
+
+template <typename Codec, typename WrList>
+absl::Status EventChunkDecoder::DecodeWrs(WrList* wrs, uint64_t* t, uint64_t* sge_t) {
+  uint64_t n = d_.Varint();
+  if (!d_.ok || n > d_.left()) return RecordError(head_off_, absl::StrCat("bad ", Codec::kName, " count"));
+  for (uint64_t i = 0; i < n; ++i) {
+    auto& w = wrs->emplace_back();
+    uint64_t m = d_.Varint();
+    w.wr_id = GetWrId(d_, m, t);
+    if (m & 2) t[1] = d_.Varint();
+    const uint64_t nsge = t[1];
+    const uint64_t old_stack = t[Codec::kStackBit];
+    Codec::Get(d_, &w, m, t);
+    if (!d_.ok || nsge > d_.left()) return RecordError(head_off_, absl::StrCat("bad ", Codec::kName));
+    if constexpr (Codec::kStackBit != 0) {
+      if (absl::Status s = MapStack(t[Codec::kStackBit], old_stack, &posted_local_); !s.ok()) return s;
+      w.posted_at = posted_local_;
+    }
+    w.sges.resize(nsge);
+    for (auto& g : w.sges)
+      if (absl::Status s = DecodeSge(&g, sge_t); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EventChunkDecoder::DecodeWcs(decltype(Event::wcs)* wcs) {
+  uint64_t n = d_.Varint();
+  if (!d_.ok || n > d_.left()) return RecordError(head_off_, "bad completion count");
+  wcs->resize(n);
+  for (core::Completion& c : *wcs) {
+    uint64_t m = d_.Varint();
+    c.wr_id = GetWrId(d_, m, tpl_.wc);
+    WcCodec::Get(d_, &c, m, tpl_.wc);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EventChunkDecoder::DecodeBody(Event* e) {
+  e->kind = static_cast<EventKind>(head_code_ - kFirstEventCode);
+  e->seq = head_seq_;
+  uint64_t* tp = tpl_.ev[head_code_];
+  tpl_.prev_ts += static_cast<uint64_t>(Unzig(d_.Varint()));
+  e->time = tpl_.prev_ts;
+  const uint64_t m = d_.Varint();
+  if (!d_.ok) return RecordError(head_off_, "truncated field mask");
+  const uint64_t old_stack = tp[EventCommonCodec::kStackBit];
+  EventCommonCodec::Get(d_, e, m, tp);
+  EventRareCodec::Get(d_, e, m, tp);
+  if (!d_.ok) return RecordError(head_off_, "truncated fields");
+  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[head_code_]); !s.ok())
+    return s;
+  e->stack = stack_local_[head_code_];
+  e->send_wrs.clear();
+  e->recv_wrs.clear();
+  e->wcs.clear();
+  absl::Status s;
+  if (m & 1) s = DecodeWrs<SendWrCodec>(&e->send_wrs, tpl_.swr, tpl_.ssge);
+  if (s.ok() && (m & 2)) s = DecodeWrs<RecvWrCodec>(&e->recv_wrs, tpl_.rwr, tpl_.rsge);
+  if (s.ok() && (m & 4)) s = DecodeWcs(&e->wcs);
+  if (!s.ok()) return s;
+  if (!d_.ok) return RecordError(head_off_, "record overruns its chunk");
+  return Peek();
+}
+
+}  // namespace rdmasan::traces

@@ -1,0 +1,102 @@
+// traces/merge: TraceReader::Next, which yields the events of every chunk
+// in Event::seq order.
+//
+// Each thread's events are in its own chunks, so the file is seq-ordered
+// only chunk by chunk.  Chunks are opened lazily in min_seq order, and a
+// heap of open chunks (one cursor each) picks the smallest next seq; at
+// most the chunks whose seq ranges overlap are open at once, whatever the
+// trace's length.
+#include "traces/trace.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "traces/codec.h"
+#include "traces/format.h"
+
+namespace rdmasan::traces {
+
+using core::Event;
+
+// One open events chunk.  A sorted chunk is decoded one record at a time as
+// the merge reaches it; an unsorted one (a stream that got events out of
+// seq order) is decoded whole and sorted.
+struct TraceReader::Cursor {
+  Cursor(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count, const StackMap* stacks)
+      : dec(payload, payload_off, len, count, stacks) {}
+
+  EventChunkDecoder dec;
+  std::vector<Event> all;
+  size_t all_i = 0;
+  bool whole = false;
+
+  uint64_t seq() const { return whole ? all[all_i].seq : dec.head_seq(); }
+  bool done() const { return whole ? all_i >= all.size() : !dec.has_head(); }
+};
+
+// Here, where Cursor is complete (cursors_ owns them).
+TraceReader::TraceReader() = default;
+TraceReader::~TraceReader() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+absl::Status TraceReader::OpenCursor(size_t i) {
+  const ChunkRef& c = chunks_[i];
+  const uint64_t payload_off = c.offset + kChunkHeaderBytes;
+  auto cur = std::make_unique<Cursor>(data_ + payload_off, payload_off, c.len, c.count, &stacks_);
+  if (absl::Status s = cur->dec.Peek(); !s.ok()) return s;
+  if (!(c.flags & kFlagSorted)) {
+    cur->whole = true;
+    while (cur->dec.has_head()) {
+      Event& e = cur->all.emplace_back();
+      if (absl::Status s = cur->dec.DecodeBody(&e); !s.ok()) return s;
+    }
+    std::stable_sort(cur->all.begin(), cur->all.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  }
+  if (cur->done()) return absl::OkStatus();
+  cursors_.push_back(std::move(cur));
+  std::push_heap(cursors_.begin(), cursors_.end(), [](const auto& a, const auto& b) { return a->seq() > b->seq(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TraceReader::Next(Event* out) {
+  if (finished_) return false;
+  auto cmp = [](const auto& a, const auto& b) { return a->seq() > b->seq(); };
+  while (next_chunk_ < chunks_.size() &&
+         (cursors_.empty() || chunks_[next_chunk_].min_seq <= cursors_.front()->seq())) {
+    if (absl::Status s = OpenCursor(next_chunk_++); !s.ok()) {
+      finished_ = true;
+      return s;
+    }
+  }
+  if (cursors_.empty()) {
+    finished_ = true;
+    if (have_end_ && events_read_ != end_events_)
+      return absl::DataLossError(
+          absl::StrFormat("the end record counts %d events, the chunks hold %d", end_events_, events_read_));
+    return false;
+  }
+  Cursor* c = cursors_.front().get();
+  if (c->whole) {
+    *out = std::move(c->all[c->all_i++]);
+  } else if (absl::Status s = c->dec.DecodeBody(out); !s.ok()) {
+    finished_ = true;
+    return s;
+  }
+  ++events_read_;
+  if (cursors_.size() > 1 || c->done()) {
+    std::pop_heap(cursors_.begin(), cursors_.end(), cmp);
+    if (c->done()) {
+      cursors_.pop_back();
+    } else {
+      std::push_heap(cursors_.begin(), cursors_.end(), cmp);
+    }
+  }
+  return true;
+}
+
+}  // namespace rdmasan::traces
