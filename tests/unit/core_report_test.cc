@@ -320,7 +320,7 @@ TEST(Render, InvalidUtf8DoesNotThrow) {
   ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << line;
   ASSERT_NO_THROW(s = nlohmann::json::parse(sarif)) << sarif;
   const std::string replacement = "\xef\xbf\xbd";  // U+FFFD
-  for (const std::string got :
+  for (const std::string& got :
        {j["message"].get<std::string>(), j["stack"][0]["function"].get<std::string>(),
         s["runs"][0]["results"][0]["message"]["text"].get<std::string>(),
         s["runs"][0]["results"][0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].get<std::string>()}) {
