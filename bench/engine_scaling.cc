@@ -143,8 +143,8 @@ struct Config {
   int threads;
   bool shared_cq;
 };
-constexpr Config kConfigs[] = {{"1_thread", 1, false}, {"2_threads_cq_per_qp", 2, false},
-                               {"2_threads_shared_cq", 2, true}};
+constexpr Config kConfigs[] = {
+    {"1_thread", 1, false}, {"2_threads_cq_per_qp", 2, false}, {"2_threads_shared_cq", 2, true}};
 
 void Register(const Config& c, int round, int pairs) {
   const std::string name = std::string("engine/") + c.id + "/round:" + std::to_string(round);
@@ -159,7 +159,9 @@ void Register(const Config& c, int round, int pairs) {
 }
 
 // Millions of events per second.
-double MEventsPerS(const benchmark::BenchmarkReporter::Run& run) { return run.counters.at("events_per_s") / 1e6; }
+double MEventsPerS(const benchmark::BenchmarkReporter::Run& run) {
+  return run.counters.at("events_per_s") / 1e6;
+}
 
 }  // namespace
 
@@ -175,7 +177,8 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&best);
   const double one = best.Best("engine/1_thread"), own = best.Best("engine/2_threads_cq_per_qp"),
                shared = best.Best("engine/2_threads_shared_cq");
-  printf("checkers engine, post+poll events, %d pairs per thread, best of %d (%u cores):\n", pairs, kRounds, cores);
+  printf("checkers engine, post+poll events, %d pairs per thread, best of %d (%u cores):\n", pairs, kRounds,
+         cores);
   printf("  1 thread                          %6.2f M events/s\n", one);
   printf("  2 threads, a CQ per QP            %6.2f M events/s  (x%.2f)\n", own, own / one);
   printf("  2 threads, one CQ shared by both  %6.2f M events/s  (x%.2f)\n", shared, shared / one);

@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
   unsigned sum = 0;
   for (size_t off = 0; off < bytes; off += 4096) sum += dst[off];
 
-  printf("memcpy %zu KiB chunks over 2 x %zu MiB, best of %d passes: %.2f GB/s (check %u)\n",
-         chunk >> 10, mib, passes, best, sum & 0xff);
+  printf("memcpy %zu KiB chunks over 2 x %zu MiB, best of %d passes: %.2f GB/s (check %u)\n", chunk >> 10,
+         mib, passes, best, sum & 0xff);
   printf("memcpy_bw_gbps %.3f\n", best);
   return 0;
 }

@@ -57,7 +57,8 @@ bool Build(Setup* s) {
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(s->qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
+    if (ibv_modify_qp(s->qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      return false;
     a = {};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_4096;
@@ -98,8 +99,7 @@ inline void PostPoll(Setup& s, uint64_t wr_id) {
   ibv_send_wr* bad;
   if (ibv_post_send(s.qp[0], &s.wr, &bad)) abort();
   ibv_wc wc;
-  while (ibv_poll_cq(s.cq, 1, &wc) == 0) {
-  }
+  while (ibv_poll_cq(s.cq, 1, &wc) == 0) {}
   if (wc.status != IBV_WC_SUCCESS) abort();
 }
 
@@ -126,8 +126,8 @@ void BM_PostPoll(benchmark::State& state, Mode mode) {
   SetMode(s, mode);
   uint64_t wr_id = 0;
   for (auto _ : state) PostPoll(s, wr_id++);
-  state.counters["per_pair"] =
-      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_pair"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 benchmark::internal::Benchmark* Register(Mode mode, int round, int iters) {

@@ -5,7 +5,8 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void ReportAtomicMisaligned(CheckContext& c, const core::SendWr& w, uint64_t total) {
+[[gnu::noinline, gnu::cold]] void ReportAtomicMisaligned(CheckContext& c, const core::SendWr& w,
+                                                         uint64_t total) {
   c.Emit(core::CheckId::kAtomicMisaligned,
          absl::StrFormat("post_send to %s: %s wr_id=0x%x has remote address 0x%x and a %d-byte local buffer "
                          "(needs 8-aligned and 8 bytes)",

@@ -75,8 +75,9 @@ class CheckContext {
   // The event's object as a QP (posts, modify, retire), else null.
   const QpState* qp;
   static bool OnQp(core::EventKind k) {
-    return k == core::EventKind::kPostSend || k == core::EventKind::kPostRecv || k == core::EventKind::kRetire ||
-           k == core::EventKind::kModifyQp || k == core::EventKind::kDestroyQp || k == core::EventKind::kAsyncEvent;
+    return k == core::EventKind::kPostSend || k == core::EventKind::kPostRecv ||
+           k == core::EventKind::kRetire || k == core::EventKind::kModifyQp ||
+           k == core::EventKind::kDestroyQp || k == core::EventKind::kAsyncEvent;
   }
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
     if (e.stack) emitted_->insert(Key(id));

@@ -8,9 +8,11 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void ReportCqOverrun(CheckContext& c, core::ObjId cq, const CqState& st, uint64_t pending) {
+[[gnu::noinline, gnu::cold]] void ReportCqOverrun(CheckContext& c, core::ObjId cq, const CqState& st,
+                                                  uint64_t pending) {
   c.Emit(core::CheckId::kCqOverrun,
-         absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq, st.cqe),
+         absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq,
+                         st.cqe),
          {{"CQ created at", st.stack}});
 }
 
@@ -30,7 +32,8 @@ void CheckCqOverrun(CheckContext& c) {
     core::ObjId worst = 0;
     for (core::ObjId cq : cqs) {
       const CqState* st = c.s.Cq(cq);
-      if (st && c.s.PendingOn(cq) + adding > static_cast<uint64_t>(st->cqe) && (!worst || cq < worst)) worst = cq;
+      if (st && c.s.PendingOn(cq) + adding > static_cast<uint64_t>(st->cqe) && (!worst || cq < worst))
+        worst = cq;
     }
     if (worst) ReportCqOverrun(c, worst, *c.s.Cq(worst), c.s.PendingOn(worst) + adding);
     return;

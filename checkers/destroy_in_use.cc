@@ -25,7 +25,8 @@ void CheckDestroyInUse(CheckContext& c) {
       if (core::ObjId id = LowestIdWhere(c.s.mrs(), of_pd)) {
         const MrState& m = *c.s.Mr(id);
         c.Emit(core::CheckId::kDestroyInUse,
-               absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id, m.lkey),
+               absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id,
+                               m.lkey),
                {{"MR registered at", m.stack}});
         return;
       }
@@ -69,9 +70,10 @@ void CheckDestroyInUse(CheckContext& c) {
       if (!id) return;
       for (const auto& w : c.s.Qp(id)->sq)
         if (w.ah == e.obj) {
-          c.Emit(core::CheckId::kDestroyInUse,
-                 absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
-                 {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
+          c.Emit(
+              core::CheckId::kDestroyInUse,
+              absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
+              {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
           return;
         }
       return;

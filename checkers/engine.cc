@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <deque>
+#include <utility>
 
 namespace rdmasan::checkers {
 namespace {
@@ -134,14 +134,18 @@ void CheckContext::ComputeLists() {
 
 std::string CheckContext::PostWhere() const {
   switch (e.kind) {
-    case core::EventKind::kPostSend: return "post_send to " + QpName(s, e.obj);
-    case core::EventKind::kPostRecv: return "post_recv to " + QpName(s, e.obj);
-    default: return absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
+    case core::EventKind::kPostSend:
+      return "post_send to " + QpName(s, e.obj);
+    case core::EventKind::kPostRecv:
+      return "post_recv to " + QpName(s, e.obj);
+    default:
+      return absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
   }
 }
 
 std::string WrLabel(const OutstandingWr& w, const char* what) {
-  return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id, w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
+  return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id,
+                         w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }
 
 struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of locks
@@ -176,7 +180,8 @@ uintptr_t Engine::DomainOf(core::ObjId id) const {
 std::unique_lock<core::BiasedLock> Engine::LockDomainForTest(core::ObjId id) {
   Node* n = NodeOf(id);
   Domain* d = n ? LockDomainOf(n) : nullptr;
-  return d ? std::unique_lock<core::BiasedLock>(d->mu, std::adopt_lock) : std::unique_lock<core::BiasedLock>();
+  return d ? std::unique_lock<core::BiasedLock>(d->mu, std::adopt_lock)
+           : std::unique_lock<core::BiasedLock>();
 }
 
 Engine::Domain* Engine::LockDomainOf(Node* n) {
@@ -257,9 +262,8 @@ void Engine::UpdateDomains(const core::Event& e) {
         Track(e.obj, Node::Kind::kQp, books, NewDomain());
         break;
       }
-      Domain* into = *std::max_element(ds.begin(), ds.end(), [](Domain* a, Domain* b) {
-        return a->members.size() < b->members.size();
-      });
+      Domain* into = *std::max_element(
+          ds.begin(), ds.end(), [](Domain* a, Domain* b) { return a->members.size() < b->members.size(); });
       for (Domain* d : ds) {
         if (d == into) continue;
         for (core::ObjId m : d->members) Join(into, m);
@@ -301,10 +305,10 @@ void Engine::Check(const core::Event& e, absl::flat_hash_set<uint64_t>* emitted,
 template <EventKind K>
 bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
                      std::vector<RetiredWr>* retired) {
-  constexpr Node::Kind kWant = K == EventKind::kPostSend || K == EventKind::kPostRecv || K == EventKind::kRetire
-                                   ? Node::Kind::kQp
-                               : K == EventKind::kPostSrqRecv ? Node::Kind::kSrq
-                                                              : Node::Kind::kCq;
+  constexpr Node::Kind kWant =
+      K == EventKind::kPostSend || K == EventKind::kPostRecv || K == EventKind::kRetire ? Node::Kind::kQp
+      : K == EventKind::kPostSrqRecv                                                    ? Node::Kind::kSrq
+                                                                                        : Node::Kind::kCq;
   Node* n = NodeOf(e.obj);
   if (!n || n->kind != kWant) return false;
   Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n);
@@ -320,10 +324,12 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
       RunChecks(e, &d->emitted, &d->mrs, findings, qp);
     state_.ApplyPostSend(e, qp);
   } else if constexpr (K == EventKind::kPollCq) {
-    if (any_by_kind_[k] && !(quiet_filters_ && PollQuiet(e))) RunChecks(e, &d->emitted, &d->mrs, findings, nullptr);
+    if (any_by_kind_[k] && !(quiet_filters_ && PollQuiet(e)))
+      RunChecks(e, &d->emitted, &d->mrs, findings, nullptr);
     state_.ApplyPollCq(e, static_cast<CqState*>(books), retired);
   } else {
-    Check(e, &d->emitted, &d->mrs, findings, kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
+    Check(e, &d->emitted, &d->mrs, findings,
+          kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
     state_.Apply(e, retired, books);
   }
   if (!one_thread_) d->mu.unlock();
@@ -335,8 +341,8 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   // An event of the data path on a queue the engine knows locks only that
   // queue's domain; anything else takes every lock.
   switch (e.kind) {
-#define RDMASAN_DATA_KIND(K) \
-  case K:                    \
+#define RDMASAN_DATA_KIND(K)                           \
+  case K:                                              \
     if (RunData<K>(e, seq, findings, retired)) return; \
     break;
     RDMASAN_DATA_KIND(EventKind::kPostSend)
@@ -356,7 +362,8 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   if (!one_thread_) held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Check(e, &control_emitted_, &control_mrs_, findings, CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
+  Check(e, &control_emitted_, &control_mrs_, findings,
+        CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
   state_.Apply(e, retired, nullptr);
   UpdateDomains(e);
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();

@@ -33,10 +33,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "checkers/check.h"
 #include "checkers/state.h"
+#include "core/biased_lock.h"
 #include "core/checks.h"
 #include "core/event.h"
 #include "core/id_table.h"
-#include "core/biased_lock.h"
 #include "core/report.h"
 
 namespace rdmasan::checkers {
@@ -114,10 +114,10 @@ class Engine {
   bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;
   std::unique_ptr<core::DenseIdTable> domain_of_;  // CQ, SRQ or QP id -> Node*
-  std::deque<Node> nodes_;                    // never freed: a racing event may hold one
-  std::mutex control_mu_;                     // one event that takes every lock at a time
-  std::vector<std::unique_ptr<Domain>> all_;  // never freed: a racing event may hold one
-  std::vector<Domain*> live_;                 // locked in this order
+  std::deque<Node> nodes_;                         // never freed: a racing event may hold one
+  std::mutex control_mu_;                          // one event that takes every lock at a time
+  std::vector<std::unique_ptr<Domain>> all_;       // never freed: a racing event may hold one
+  std::vector<Domain*> live_;                      // locked in this order
   absl::flat_hash_set<uint64_t> control_emitted_;  // (check, stack) already reported
   MrCache control_mrs_;
   std::atomic<uint64_t> next_seq_{0};

@@ -9,22 +9,38 @@ namespace {
 
 const char* StatusName(uint32_t s) {
   switch (s) {
-    case IBV_WC_LOC_LEN_ERR: return "LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR: return "LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR: return "LOC_PROT_ERR";
-    case IBV_WC_MW_BIND_ERR: return "MW_BIND_ERR";
-    case IBV_WC_BAD_RESP_ERR: return "BAD_RESP_ERR";
-    case IBV_WC_LOC_ACCESS_ERR: return "LOC_ACCESS_ERR";
-    case IBV_WC_REM_INV_REQ_ERR: return "REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR: return "REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR: return "REM_OP_ERR";
-    case IBV_WC_RETRY_EXC_ERR: return "RETRY_EXC_ERR";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR_RETRY_EXC_ERR";
-    case IBV_WC_REM_ABORT_ERR: return "REM_ABORT_ERR";
-    case IBV_WC_FATAL_ERR: return "FATAL_ERR";
-    case IBV_WC_RESP_TIMEOUT_ERR: return "RESP_TIMEOUT_ERR";
-    case IBV_WC_GENERAL_ERR: return "GENERAL_ERR";
-    default: return "error";
+    case IBV_WC_LOC_LEN_ERR:
+      return "LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "LOC_QP_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR:
+      return "LOC_PROT_ERR";
+    case IBV_WC_MW_BIND_ERR:
+      return "MW_BIND_ERR";
+    case IBV_WC_BAD_RESP_ERR:
+      return "BAD_RESP_ERR";
+    case IBV_WC_LOC_ACCESS_ERR:
+      return "LOC_ACCESS_ERR";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR:
+      return "REM_OP_ERR";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "RNR_RETRY_EXC_ERR";
+    case IBV_WC_REM_ABORT_ERR:
+      return "REM_ABORT_ERR";
+    case IBV_WC_FATAL_ERR:
+      return "FATAL_ERR";
+    case IBV_WC_RESP_TIMEOUT_ERR:
+      return "RESP_TIMEOUT_ERR";
+    case IBV_WC_GENERAL_ERR:
+      return "GENERAL_ERR";
+    default:
+      return "error";
   }
 }
 
@@ -42,9 +58,9 @@ void CheckErrorCompletion(CheckContext& c) {
     auto queue = c.s.Classify(wc, *q, c.e.obj);
     const SrqState* srq = q->srq ? c.s.Srq(q->srq) : nullptr;
     const Ring<OutstandingWr>* dq = queue == State::Queue::kSend   ? &q->sq
-                                          : queue == State::Queue::kRecv ? &q->rq
-                                          : srq                          ? &srq->rq
-                                                                         : nullptr;
+                                    : queue == State::Queue::kRecv ? &q->rq
+                                    : srq                          ? &srq->rq
+                                                                   : nullptr;
     if (dq)
       for (const auto& w : *dq)
         if (w.wr_id == wc.wr_id) {
@@ -52,8 +68,9 @@ void CheckErrorCompletion(CheckContext& c) {
           break;
         }
     c.Emit(core::CheckId::kErrorCompletion,
-           absl::StrFormat("%s: completion with status %s (%d), vendor_err 0x%x, wr_id=0x%x; the QP is now in ERR",
-                           QpName(c.s, id), StatusName(wc.status), wc.status, wc.vendor_err, wc.wr_id),
+           absl::StrFormat(
+               "%s: completion with status %s (%d), vendor_err 0x%x, wr_id=0x%x; the QP is now in ERR",
+               QpName(c.s, id), StatusName(wc.status), wc.status, wc.vendor_err, wc.wr_id),
            std::move(rel));
   }
 }

@@ -6,7 +6,9 @@
 namespace rdmasan::checkers {
 namespace {
 
-inline bool OverlapsInFlight(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) { return a < b + blen && b < a + alen; }
+inline bool OverlapsInFlight(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
+  return a < b + blen && b < a + alen;
+}
 
 const OutstandingWr* InFlight(const Ring<OutstandingWr>& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {

@@ -4,8 +4,8 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void ReportInlineTooLarge(CheckContext& c, const QpState& q, const core::SendWr& w,
-                                                       uint64_t total) {
+[[gnu::noinline, gnu::cold]] void ReportInlineTooLarge(CheckContext& c, const QpState& q,
+                                                       const core::SendWr& w, uint64_t total) {
   c.Emit(core::CheckId::kInlineTooLarge,
          absl::StrFormat("post_send to %s: inline WR wr_id=0x%x carries %d bytes, max_inline_data is %d",
                          QpName(c.s, c.e.obj), w.wr_id, total, q.caps.max_inline_data),

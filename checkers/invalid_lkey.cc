@@ -8,8 +8,8 @@ namespace {
   const core::Sge& g = (*l.sges)[i];
   const MrState* other = c.MrByLkey(g.lkey);
   c.Emit(core::CheckId::kInvalidLkey,
-         absl::StrFormat("%s: WR wr_id=0x%x SGE %d has lkey 0x%x, which names %s", c.PostWhere(), l.wr_id, i, g.lkey,
-                         other ? "an MR of another PD" : "no live MR"),
+         absl::StrFormat("%s: WR wr_id=0x%x SGE %d has lkey 0x%x, which names %s", c.PostWhere(), l.wr_id, i,
+                         g.lkey, other ? "an MR of another PD" : "no live MR"),
          other ? std::vector<core::RelatedStack>{{"that MR registered at", other->stack}}
                : std::vector<core::RelatedStack>{});
 }

@@ -6,7 +6,8 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void ReportMrAccess(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
+[[gnu::noinline, gnu::cold]] void ReportMrAccess(CheckContext& c, const SgeList& l, size_t i,
+                                                 const MrState& mr) {
   c.Emit(core::CheckId::kMrAccess,
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "
                          "IBV_ACCESS_LOCAL_WRITE",

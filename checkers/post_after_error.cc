@@ -11,8 +11,9 @@ void CheckPostAfterError(CheckContext& c) {
   if (!send && e.kind != core::EventKind::kPostRecv) return;
   const QpState* q = c.qp;
   if (!q || q->state != IBV_QPS_ERR || c.Repeated(core::CheckId::kPostAfterError)) return;
-  c.Emit(core::CheckId::kPostAfterError, absl::StrFormat("%s to %s, which is in ERR: the WRs will only be flushed",
-                                                         send ? "post_send" : "post_recv", QpName(c.s, e.obj)));
+  c.Emit(core::CheckId::kPostAfterError,
+         absl::StrFormat("%s to %s, which is in ERR: the WRs will only be flushed",
+                         send ? "post_send" : "post_recv", QpName(c.s, e.obj)));
 }
 
 }  // namespace rdmasan::checkers

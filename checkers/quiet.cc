@@ -65,8 +65,7 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
     if (w.send_flags & IBV_SEND_INLINE) {
       // inline-too-large (an inline WR's lkeys are not used).
       if (TotalLength(g, ng) > q.caps.max_inline_data) return false;
-    } else if (!SgesQuiet(g, ng, w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode),
-                          s, mrs)) {
+    } else if (!SgesQuiet(g, ng, w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode), s, mrs)) {
       return false;
     }
     // wr-id-duplicate.
@@ -94,7 +93,8 @@ bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   // cq-overrun.
   if (n && q.rcq && s.PendingOn(*q.rcq) + n > static_cast<uint64_t>(q.rcq->cqe)) return false;
   for (const core::RecvWr& w : e.recv_wrs)
-    if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_recv_sge, q.pd, true, s, mrs)) return false;
+    if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_recv_sge, q.pd, true, s, mrs))
+      return false;
   return true;
 }
 

@@ -21,7 +21,8 @@ template <typename T>
 class Ring {
  public:
   Ring() = default;
-  Ring(const Ring& o) : slots_(o.slots_), data_(slots_.data()), mask_(o.mask_), head_(o.head_), size_(o.size_) {}
+  Ring(const Ring& o)
+      : slots_(o.slots_), data_(slots_.data()), mask_(o.mask_), head_(o.head_), size_(o.size_) {}
   Ring(Ring&& o) noexcept
       : slots_(std::move(o.slots_)), data_(slots_.data()), mask_(o.mask_), head_(o.head_), size_(o.size_) {
     o.Reset();

@@ -27,8 +27,8 @@ void CheckRqOverflow(CheckContext& c) {
   const std::string name =
       e.kind == core::EventKind::kPostRecv ? QpName(c.s, e.obj) : absl::StrFormat("SRQ 0x%x", e.obj);
   c.Emit(core::CheckId::kRqOverflow,
-         absl::StrFormat("post of %d receive(s) to %s with %d outstanding exceeds its capacity %d", e.recv_wrs.size(),
-                         name, outstanding, limit),
+         absl::StrFormat("post of %d receive(s) to %s with %d outstanding exceeds its capacity %d",
+                         e.recv_wrs.size(), name, outstanding, limit),
          {{"created at", made}});
 }
 

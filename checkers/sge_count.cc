@@ -6,8 +6,8 @@ namespace rdmasan::checkers {
 namespace {
 
 [[gnu::noinline, gnu::cold]] void ReportSgeCount(CheckContext& c, const SgeList& l, uint32_t max_sge) {
-  c.Emit(core::CheckId::kSgeCount, absl::StrFormat("%s: WR wr_id=0x%x has num_sge=%d, the limit is %d", c.PostWhere(),
-                                                   l.wr_id, l.num_sge, max_sge));
+  c.Emit(core::CheckId::kSgeCount, absl::StrFormat("%s: WR wr_id=0x%x has num_sge=%d, the limit is %d",
+                                                   c.PostWhere(), l.wr_id, l.num_sge, max_sge));
 }
 
 }  // namespace

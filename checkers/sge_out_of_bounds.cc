@@ -4,11 +4,12 @@
 namespace rdmasan::checkers {
 namespace {
 
-[[gnu::noinline, gnu::cold]] void ReportSgeOutOfBounds(CheckContext& c, const SgeList& l, size_t i, const MrState& mr) {
+[[gnu::noinline, gnu::cold]] void ReportSgeOutOfBounds(CheckContext& c, const SgeList& l, size_t i,
+                                                       const MrState& mr) {
   const core::Sge& g = (*l.sges)[i];
   c.Emit(core::CheckId::kSgeOutOfBounds,
-         absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)", c.PostWhere(),
-                         l.wr_id, i, g.addr, g.length, mr.iova, mr.length, g.lkey),
+         absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)",
+                         c.PostWhere(), l.wr_id, i, g.addr, g.length, mr.iova, mr.length, g.lkey),
          {{"MR registered at", mr.stack}});
 }
 
@@ -22,7 +23,8 @@ void CheckSgeOutOfBounds(CheckContext& c) {
       if (g.length == 0) continue;
       const MrState* mr = SgeMr(c, g, p.pd);
       if (!mr) continue;  // invalid-lkey's case
-      if (g.addr >= mr->iova && g.addr + g.length <= mr->iova + mr->length && g.addr + g.length >= g.addr) continue;
+      if (g.addr >= mr->iova && g.addr + g.length <= mr->iova + mr->length && g.addr + g.length >= g.addr)
+        continue;
       ReportSgeOutOfBounds(c, l, i, *mr);
     }
 }

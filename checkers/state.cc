@@ -15,17 +15,28 @@ bool IsAtomic(uint32_t op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV
 
 const char* WrOpcodeName(uint32_t op) {
   switch (op) {
-    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
-    case IBV_WR_SEND: return "SEND";
-    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
-    case IBV_WR_RDMA_READ: return "RDMA_READ";
-    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
-    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
-    case IBV_WR_BIND_MW: return "BIND_MW";
-    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
-    default: return "WR";
+    case IBV_WR_RDMA_WRITE:
+      return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_SEND:
+      return "SEND";
+    case IBV_WR_SEND_WITH_IMM:
+      return "SEND_WITH_IMM";
+    case IBV_WR_RDMA_READ:
+      return "RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return "ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_LOCAL_INV:
+      return "LOCAL_INV";
+    case IBV_WR_BIND_MW:
+      return "BIND_MW";
+    case IBV_WR_SEND_WITH_INV:
+      return "SEND_WITH_INV";
+    default:
+      return "WR";
   }
 }
 
@@ -274,8 +285,8 @@ void State::ApplyDestroyCq(const Event& e) {
 
 void State::ApplyCreateSrq(const Event& e) {
   if (e.ret != 0) return;
-  srqs_[e.obj] =
-      SrqState{.pd = e.parent, .max_wr = e.caps.max_recv_wr, .max_sge = e.caps.max_recv_sge, .stack = e.stack};
+  srqs_[e.obj] = SrqState{
+      .pd = e.parent, .max_wr = e.caps.max_recv_wr, .max_sge = e.caps.max_recv_sge, .stack = e.stack};
 }
 
 void State::ApplyCreateQp(const Event& e) {
@@ -389,33 +400,57 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
     case EventKind::kPollCq:
       ApplyPollCq(e, books ? static_cast<CqState*>(books) : MutableCq(e.obj), retired);
       break;
-    case EventKind::kReqNotifyCq: ApplyReqNotifyCq(e); break;
-    case EventKind::kGetCqEvent: ApplyGetCqEvent(e); break;
-    case EventKind::kAckCqEvents: ApplyAckCqEvents(e); break;
+    case EventKind::kReqNotifyCq:
+      ApplyReqNotifyCq(e);
+      break;
+    case EventKind::kGetCqEvent:
+      ApplyGetCqEvent(e);
+      break;
+    case EventKind::kAckCqEvents:
+      ApplyAckCqEvents(e);
+      break;
     case EventKind::kAllocPd:
       if (ok) pds_[e.obj] = {e.stack};
       break;
     case EventKind::kDeallocPd:
       if (ok) pds_.erase(e.obj);
       break;
-    case EventKind::kRegMr: ApplyRegMr(e); break;
-    case EventKind::kDeregMr: ApplyDeregMr(e); break;
-    case EventKind::kCreateCq: ApplyCreateCq(e); break;
-    case EventKind::kDestroyCq: ApplyDestroyCq(e); break;
-    case EventKind::kCreateSrq: ApplyCreateSrq(e); break;
+    case EventKind::kRegMr:
+      ApplyRegMr(e);
+      break;
+    case EventKind::kDeregMr:
+      ApplyDeregMr(e);
+      break;
+    case EventKind::kCreateCq:
+      ApplyCreateCq(e);
+      break;
+    case EventKind::kDestroyCq:
+      ApplyDestroyCq(e);
+      break;
+    case EventKind::kCreateSrq:
+      ApplyCreateSrq(e);
+      break;
     case EventKind::kDestroySrq:
       if (ok) srqs_.erase(e.obj);
       break;
-    case EventKind::kCreateQp: ApplyCreateQp(e); break;
-    case EventKind::kModifyQp: ApplyModifyQp(e); break;
-    case EventKind::kDestroyQp: ApplyDestroyQp(e); break;
+    case EventKind::kCreateQp:
+      ApplyCreateQp(e);
+      break;
+    case EventKind::kModifyQp:
+      ApplyModifyQp(e);
+      break;
+    case EventKind::kDestroyQp:
+      ApplyDestroyQp(e);
+      break;
     case EventKind::kCreateAh:
       if (ok) ahs_[e.obj] = {e.parent, e.stack};
       break;
     case EventKind::kDestroyAh:
       if (ok) ahs_.erase(e.obj);
       break;
-    case EventKind::kAsyncEvent: ApplyAsyncEvent(e); break;
+    case EventKind::kAsyncEvent:
+      ApplyAsyncEvent(e);
+      break;
     case EventKind::kForkInit:
       if (ok) fork_init_ = true;
       break;

@@ -20,8 +20,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "checkers/ring.h"
 #include "core/event.h"
 
@@ -123,12 +123,12 @@ struct QpState {
   bool sq_sig_all = false;
   core::QpCaps caps;
   StackId stack = 0;
-  Ring<OutstandingWr> sq;             // oldest first
-  Ring<OutstandingWr> rq;             // oldest first (not used with an SRQ)
-  uint32_t unsignaled_run = 0;        // unsignaled WRs since the last signaled one
-  uint32_t sq_signaled = 0;           // signaled WRs among sq
+  Ring<OutstandingWr> sq;       // oldest first
+  Ring<OutstandingWr> rq;       // oldest first (not used with an SRQ)
+  uint32_t unsignaled_run = 0;  // unsignaled WRs since the last signaled one
+  uint32_t sq_signaled = 0;     // signaled WRs among sq
   bool error_reported = false;
-  bool known_error = false;           // an error completion was seen
+  bool known_error = false;  // an error completion was seen
 };
 
 struct CqState {

@@ -8,10 +8,11 @@ void CheckUnackedCqEvents(CheckContext& c) {
   if (c.e.kind != core::EventKind::kDestroyCq) return;
   const CqState* cq = c.s.Cq(c.e.obj);
   if (!cq || cq->events_got <= cq->events_acked) return;
-  c.Emit(core::CheckId::kUnackedCqEvents,
-         absl::StrFormat("CQ 0x%x destroyed with %d of its %d completion events not acked (ibv_ack_cq_events)",
-                         c.e.obj, cq->events_got - cq->events_acked, cq->events_got),
-         {{"CQ created at", cq->stack}});
+  c.Emit(
+      core::CheckId::kUnackedCqEvents,
+      absl::StrFormat("CQ 0x%x destroyed with %d of its %d completion events not acked (ibv_ack_cq_events)",
+                      c.e.obj, cq->events_got - cq->events_acked, cq->events_got),
+      {{"CQ created at", cq->stack}});
 }
 
 }  // namespace rdmasan::checkers

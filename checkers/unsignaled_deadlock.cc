@@ -8,8 +8,9 @@ namespace {
 
 [[gnu::noinline, gnu::cold]] void ReportUnsignaledDeadlock(CheckContext& c, const QpState& q) {
   c.Emit(core::CheckId::kUnsignaledDeadlock,
-         absl::StrFormat("%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
-                         QpName(c.s, c.e.obj), q.caps.max_send_wr),
+         absl::StrFormat(
+             "%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
+             QpName(c.s, c.e.obj), q.caps.max_send_wr),
          {{"QP created at", q.stack}});
 }
 

@@ -15,16 +15,17 @@ void CheckWrIdDuplicate(CheckContext& c) {
     for (const auto& o : q->sq)
       if (o.signaled && o.wr_id == w.wr_id) {
         c.Emit(core::CheckId::kWrIdDuplicate,
-               absl::StrFormat("post_send to %s: signaled wr_id=0x%x is already outstanding", QpName(c.s, c.e.obj),
-                               w.wr_id),
+               absl::StrFormat("post_send to %s: signaled wr_id=0x%x is already outstanding",
+                               QpName(c.s, c.e.obj), w.wr_id),
                {{WrLabel(o, "outstanding"), o.stack}});
         return;
       }
     for (size_t j = 0; j < i; ++j)
       if (signaled(c.e.send_wrs[j].send_flags) && c.e.send_wrs[j].wr_id == w.wr_id) {
-        c.Emit(core::CheckId::kWrIdDuplicate,
-               absl::StrFormat("post_send to %s: signaled wr_id=0x%x appears twice in one chain (WRs %d and %d)",
-                               QpName(c.s, c.e.obj), w.wr_id, j, i));
+        c.Emit(
+            core::CheckId::kWrIdDuplicate,
+            absl::StrFormat("post_send to %s: signaled wr_id=0x%x appears twice in one chain (WRs %d and %d)",
+                            QpName(c.s, c.e.obj), w.wr_id, j, i));
         return;
       }
   }

@@ -81,7 +81,8 @@ absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl) {
     size_t eq = body.find('=');
     absl::string_view name = body.substr(0, eq);
     if (name.empty())
-      return absl::InvalidArgumentError(absl::StrFormat("malformed option '%s' (expected --name=value)", arg));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("malformed option '%s' (expected --name=value)", arg));
     // core/options takes std::string_view, which Debian's absl (built with
     // ABSL_OPTION_USE_STD_STRING_VIEW 0) does not share with
     // absl::string_view: pass std::string, which converts to both.
@@ -89,7 +90,8 @@ absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl) {
       return absl::InvalidArgumentError(
           absl::StrFormat("unknown option '--%s' (`rdmasan run --help=1` lists the options)", name));
     if (eq == absl::string_view::npos)
-      return absl::InvalidArgumentError(absl::StrFormat("option '--%s' needs a value (--%s=value)", name, name));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("option '--%s' needs a value (--%s=value)", name, name));
     absl::string_view value = body.substr(eq + 1);
     // RDMASAN_OPTIONS separates items with ':', spaces and newlines, so a
     // value holding one of them cannot be passed through it.
@@ -118,7 +120,6 @@ constexpr char kLibName[] = "librdmasan.so";
 constexpr char kHiddenDevices[] = "__devices";
 
 void PrintUsage(FILE* out) { std::fputs(UsageText().c_str(), out); }
-
 
 bool IsFile(const std::string& path) {
   struct stat st;
@@ -259,20 +260,26 @@ int Devices(int argc, char** argv) {
 // Port state as ibv_devinfo prints it (ibv_port_state_str says "active").
 const char* PortStateName(ibv_port_state state) {
   switch (state) {
-    case IBV_PORT_NOP: return "PORT_NOP";
-    case IBV_PORT_DOWN: return "PORT_DOWN";
-    case IBV_PORT_INIT: return "PORT_INIT";
-    case IBV_PORT_ARMED: return "PORT_ARMED";
-    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+    case IBV_PORT_NOP:
+      return "PORT_NOP";
+    case IBV_PORT_DOWN:
+      return "PORT_DOWN";
+    case IBV_PORT_INIT:
+      return "PORT_INIT";
+    case IBV_PORT_ARMED:
+      return "PORT_ARMED";
+    case IBV_PORT_ACTIVE:
+      return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "PORT_ACTIVE_DEFER";
   }
   return "PORT_UNKNOWN";
 }
 
 std::string FormatGuid(__be64 guid_be) {
   uint64_t g = be64toh(guid_be);
-  return absl::StrFormat("%04x:%04x:%04x:%04x", (g >> 48) & 0xffff, (g >> 32) & 0xffff,
-                         (g >> 16) & 0xffff, g & 0xffff);
+  return absl::StrFormat("%04x:%04x:%04x:%04x", (g >> 48) & 0xffff, (g >> 32) & 0xffff, (g >> 16) & 0xffff,
+                         g & 0xffff);
 }
 
 // Runs under the shim (LD_PRELOAD set by Devices): one line per device.
@@ -291,8 +298,8 @@ int ListDevicesUnderShim() {
   int status = 0;
   for (int i = 0; i < num; ++i) {
     const char* dev_name = ibv_get_device_name(list[i]);
-    std::string line = absl::StrFormat("%-10s guid %s", dev_name ? dev_name : "?",
-                                       FormatGuid(ibv_get_device_guid(list[i])));
+    std::string line =
+        absl::StrFormat("%-10s guid %s", dev_name ? dev_name : "?", FormatGuid(ibv_get_device_guid(list[i])));
     ibv_context* ctx = ibv_open_device(list[i]);
     if (ctx == nullptr) {
       absl::StrAppend(&line, "  (ibv_open_device failed: ", strerror(errno), ")");
@@ -315,8 +322,7 @@ int ListDevicesUnderShim() {
           status = 1;
           continue;
         }
-        absl::StrAppendFormat(&line, "  port %d %s lid %d", port, PortStateName(pattr.state),
-                              pattr.lid);
+        absl::StrAppendFormat(&line, "  port %d %s lid %d", port, PortStateName(pattr.state), pattr.lid);
       }
     }
     std::printf("%s\n", line.c_str());

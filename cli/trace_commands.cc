@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
 #include <cstdio>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -94,12 +94,14 @@ std::string DumpLine(const core::Event& e) {
   for (const auto& w : e.send_wrs) {
     absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x op=%d flags=0x%x", w.wr_id, w.opcode, w.send_flags));
     if (w.rkey) absl::StrAppend(&out, absl::StrFormat(" raddr=0x%x rkey=0x%x", w.remote_addr, w.rkey));
-    for (const auto& g : w.sges) absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
+    for (const auto& g : w.sges)
+      absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
     absl::StrAppend(&out, "]");
   }
   for (const auto& w : e.recv_wrs) {
     absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x", w.wr_id));
-    for (const auto& g : w.sges) absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
+    for (const auto& g : w.sges)
+      absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
     absl::StrAppend(&out, "]");
   }
   for (const auto& c : e.wcs)
@@ -135,7 +137,8 @@ int Dump(traces::TraceReader& r) {
 // Counts per verb and per QP, peak occupancy of the SQ, RQ and CQ books as
 // the checkers' state reports them, error completions.
 int Stats(traces::TraceReader& r) {
-  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true);  // the books only
+  checkers::Engine engine(/*assign_seq=*/false, core::CheckSet::None(),
+                          /*one_thread=*/true);  // the books only
   std::map<std::string, uint64_t> per_kind;
   std::map<core::ObjId, uint64_t> posts_per_qp;
   std::map<core::ObjId, size_t> peak_sq, peak_rq;
@@ -165,20 +168,24 @@ int Stats(traces::TraceReader& r) {
   });
   if (status != 0) return status;
   const auto& h = r.header();
-  std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", h.executable.c_str(), static_cast<long long>(h.pid),
-              h.format_major, h.format_minor, h.tool_version.c_str());
+  std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", h.executable.c_str(),
+              static_cast<long long>(h.pid), h.format_major, h.format_minor, h.tool_version.c_str());
   std::printf("events: %llu in %zu chunks, %llu bytes (%.1f bytes/event)%s\n",
-              static_cast<unsigned long long>(events), r.chunk_count(), static_cast<unsigned long long>(r.file_size()),
+              static_cast<unsigned long long>(events), r.chunk_count(),
+              static_cast<unsigned long long>(r.file_size()),
               events ? static_cast<double>(r.file_size()) / events : 0.0, r.truncated() ? ", truncated" : "");
   std::printf("calls per verb:\n");
-  for (const auto& [k, n] : per_kind) std::printf("  %-22s %llu\n", k.c_str(), static_cast<unsigned long long>(n));
+  for (const auto& [k, n] : per_kind)
+    std::printf("  %-22s %llu\n", k.c_str(), static_cast<unsigned long long>(n));
   std::printf("per QP: posts, peak SQ, peak RQ:\n");
   for (const auto& [qp, n] : posts_per_qp)
     std::printf("  QP 0x%llx  %llu posts  SQ %zu  RQ %zu\n", static_cast<unsigned long long>(qp),
                 static_cast<unsigned long long>(n), peak_sq[qp], peak_rq[qp]);
   std::printf("per CQ: peak completions pending:\n");
   for (const auto& [cq, n] : peak_cq)
-    if (cq) std::printf("  CQ 0x%llx  %llu\n", static_cast<unsigned long long>(cq), static_cast<unsigned long long>(n));
+    if (cq)
+      std::printf("  CQ 0x%llx  %llu\n", static_cast<unsigned long long>(cq),
+                  static_cast<unsigned long long>(n));
   std::printf("errors: %llu error completions, %llu flushed, %llu failed calls\n",
               static_cast<unsigned long long>(errors), static_cast<unsigned long long>(flushes),
               static_cast<unsigned long long>(failed_calls));
@@ -196,7 +203,8 @@ class PerfettoExport {
   using Json = nlohmann::ordered_json;
 
   explicit PerfettoExport(traces::TraceReader& r)
-      : r_(r), engine_(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true),  // the books only
+      : r_(r),
+        engine_(/*assign_seq=*/false, core::CheckSet::None(), /*one_thread=*/true),  // the books only
         pid_(r.header().pid ? r.header().pid : 1) {
     for (const auto& [k, v] : r.header().properties)
       if (k == "clock_hz") ticks_per_us_ = std::strtod(v.c_str(), nullptr) / 1e6;
@@ -221,8 +229,9 @@ class PerfettoExport {
   void PrintHeader() {
     const std::string& exe = r_.header().executable;
     Json other;
-    other["time_axis"] = "microseconds since the first recorded event (traces without times: one verbs call per "
-                         "microsecond)";
+    other["time_axis"] =
+        "microseconds since the first recorded event (traces without times: one verbs call per "
+        "microsecond)";
     other["executable"] = exe;
     Json process = Meta("process_name");
     process["args"]["name"] = absl::StrFormat("%s (pid %d)", exe, pid_);
@@ -308,7 +317,9 @@ class PerfettoExport {
     Json i;
     i["ph"] = "i";
     i["s"] = "t";
-    i["name"] = c.status == IBV_WC_SUCCESS ? "completion" : c.status == IBV_WC_WR_FLUSH_ERR ? "flush" : "error";
+    i["name"] = c.status == IBV_WC_SUCCESS        ? "completion"
+                : c.status == IBV_WC_WR_FLUSH_ERR ? "flush"
+                                                  : "error";
     i["cat"] = "completion";
     i["pid"] = pid_;
     i["tid"] = qp;

@@ -79,17 +79,20 @@ std::string DefaultValue(absl::string_view v) {
 }
 
 std::string ManOptions() {
-  std::string out = ".SH OPTIONS\nRuntime options, given as \\fB\\-\\-name=value\\fR to \\fBrun\\fR, "
-                    "\\fBdevices\\fR and \\fBreplay\\fR, or in \\fBRDMASAN_OPTIONS\\fR.\n";
+  std::string out =
+      ".SH OPTIONS\nRuntime options, given as \\fB\\-\\-name=value\\fR to \\fBrun\\fR, "
+      "\\fBdevices\\fR and \\fBreplay\\fR, or in \\fBRDMASAN_OPTIONS\\fR.\n";
   for (const OptionRow& o : kOptions) {
-    absl::StrAppend(&out, ".TP\n\\fB", Roff(o.name), "\\fR=\\fI", o.type == absl::string_view("std::string") ? "string" : o.type,
+    absl::StrAppend(&out, ".TP\n\\fB", Roff(o.name), "\\fR=\\fI",
+                    o.type == absl::string_view("std::string") ? "string" : o.type,
                     "\\fR (default: ", Roff(DefaultValue(o.default_value)), ")\n", Roff(o.description), "\n");
   }
   return out;
 }
 
 std::string ManChecks() {
-  std::string out = ".SH CHECKS\nEach check has a stable id, used in \\fBchecks=\\fR and in suppression files.\n";
+  std::string out =
+      ".SH CHECKS\nEach check has a stable id, used in \\fBchecks=\\fR and in suppression files.\n";
   for (const CheckRow& c : kChecks) {
     absl::string_view sev = absl::string_view(c.severity).substr(1);  // kError -> Error
     absl::StrAppend(&out, ".TP\n\\fB", Roff(c.id), "\\fR (", sev, c.on ? "" : ", off by default", ")\n",
@@ -109,8 +112,10 @@ std::string UsageText() {
 }
 
 std::string ManPage(const std::string& version, const std::string& date) {
-  std::string out = absl::StrCat(".TH RDMASAN 1 \"", date, "\" \"rdmasan ", version, "\" \"User Commands\"\n");
-  absl::StrAppend(&out, ".SH NAME\nrdmasan \\- sanitizer and fault-injection harness for RDMA verbs programs\n",
+  std::string out =
+      absl::StrCat(".TH RDMASAN 1 \"", date, "\" \"rdmasan ", version, "\" \"User Commands\"\n");
+  absl::StrAppend(&out,
+                  ".SH NAME\nrdmasan \\- sanitizer and fault-injection harness for RDMA verbs programs\n",
                   ".SH SYNOPSIS\n");
   for (const Row& c : kCommands) absl::StrAppend(&out, ".B rdmasan\n", Roff(c.synopsis), "\n.br\n");
   absl::StrAppend(&out, ".SH DESCRIPTION\n",
@@ -118,12 +123,15 @@ std::string ManPage(const std::string& version, const std::string& date) {
                   "at every call and reports every breach with the stack of the offending call and of the "
                   "objects involved. When no RDMA device exists it presents softnic0, a user\\-space RDMA "
                   "device.\n.SH COMMANDS\n");
-  for (const Row& c : kCommands) absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
-  absl::StrAppend(&out, ManOptions(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
-                  ".SH EXIT STATUS\nThe program's own status; \\fBexitcode\\fR (66) after Error findings; 2 for a "
-                  "bad command line; 3 for a file that is not a readable trace; 126 when the program cannot be "
-                  "executed, 127 when it cannot be found.\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the installed command; "
-                  "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files.\n");
+  for (const Row& c : kCommands)
+    absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
+  absl::StrAppend(
+      &out, ManOptions(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
+      ".SH EXIT STATUS\nThe program's own status; \\fBexitcode\\fR (66) after Error findings; 2 for a "
+      "bad command line; 3 for a file that is not a readable trace; 126 when the program cannot be "
+      "executed, 127 when it cannot be found.\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
+      "installed command; "
+      "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files.\n");
   return out;
 }
 

@@ -45,7 +45,8 @@ bool BiasSupported() {
 }
 
 void BiasAfterFork() {
-  if (g_supported.load(std::memory_order_acquire) == 1 && !Register()) g_supported.store(0, std::memory_order_release);
+  if (g_supported.load(std::memory_order_acquire) == 1 && !Register())
+    g_supported.store(0, std::memory_order_release);
 }
 
 void BiasedLock::SlowLock(bool may_own) {
@@ -67,7 +68,8 @@ void BiasedLock::SlowLock(bool may_own) {
     // if the kernel says otherwise, say so (the books may race).
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      fprintf(stderr, "==%d==rdmasan: membarrier failed: a lock's bias was revoked without a barrier\n", getpid());
+      fprintf(stderr, "==%d==rdmasan: membarrier failed: a lock's bias was revoked without a barrier\n",
+              getpid());
   }
   for (int spins = 0; busy_.load(std::memory_order_acquire); ++spins) SpinWait(spins);
 }

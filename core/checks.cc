@@ -57,9 +57,7 @@ std::optional<CheckId> CheckByName(absl::string_view name) {
   return std::nullopt;
 }
 
-const char* SeverityName(Severity severity) {
-  return severity == Severity::kError ? "ERROR" : "WARNING";
-}
+const char* SeverityName(Severity severity) { return severity == Severity::kError ? "ERROR" : "WARNING"; }
 
 CheckSet::CheckSet() {
   for (size_t i = 0; i < kNumChecks; ++i) bits_.set(i, kChecks[i].default_on);

@@ -116,13 +116,13 @@ struct QpCaps {
 
 struct Event {
   uint64_t seq = 0;
-  uint64_t time = 0;     // trace clock ticks, set only when the run is traced
-                         // (the trace header names the clock and its rate;
-                         // for timelines: no check reads it)
+  uint64_t time = 0;  // trace clock ticks, set only when the run is traced
+                      // (the trace header names the clock and its rate;
+                      // for timelines: no check reads it)
   uint32_t tid = 0;
   EventKind kind = EventKind::kCount;
-  int32_t ret = 0;       // the verb's return value (pointer verbs: 0 ok, -1 failed)
-  int32_t err = 0;       // errno or returned error code when it failed
+  int32_t ret = 0;  // the verb's return value (pointer verbs: 0 ok, -1 failed)
+  int32_t err = 0;  // errno or returned error code when it failed
   StackId stack = 0;
 
   ObjId obj = 0;     // the object the call acts on or creates
@@ -130,19 +130,19 @@ struct Event {
   ObjId send_cq = 0, recv_cq = 0, srq = 0, channel = 0;
 
   // Attributes, by kind.
-  uint64_t addr = 0;      // MR start, freed range start
-  uint64_t length = 0;    // MR length, freed range length
+  uint64_t addr = 0;    // MR start, freed range start
+  uint64_t length = 0;  // MR length, freed range length
   uint64_t iova = 0;
-  uint32_t access = 0;    // MR access / QP access flags
+  uint32_t access = 0;  // MR access / QP access flags
   uint32_t lkey = 0, rkey = 0;
   uint32_t qp_type = 0;
   uint32_t qp_num = 0;
   uint32_t sq_sig_all = 0;
-  QpCaps caps;            // returned caps (create_qp), SRQ max_wr in max_recv_wr
-  int32_t cqe = 0;        // returned cqe
+  QpCaps caps;      // returned caps (create_qp), SRQ max_wr in max_recv_wr
+  int32_t cqe = 0;  // returned cqe
   uint32_t attr_mask = 0;
-  uint32_t qp_state = 0;  // new state (modify_qp) or state reported by an event
-  uint32_t count = 0;     // poll: entries asked; ack: nevents; notify: solicited_only
+  uint32_t qp_state = 0;            // new state (modify_qp) or state reported by an event
+  uint32_t count = 0;               // poll: entries asked; ack: nevents; notify: solicited_only
   uint32_t bad_index = UINT32_MAX;  // post: index of *bad_wr in the chain
 
   absl::InlinedVector<SendWr, 1> send_wrs;

@@ -46,15 +46,14 @@ absl::Status ParseOptions(absl::string_view text, Options* opts) {
     }
     absl::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
     bool known = false;
-#define RDMASAN_OPTION(type, name, def, desc)                                   \
-  if (key == #name) {                                                           \
-    known = true;                                                               \
-    type parsed{};                                                              \
-    if (ParseValue(val, &parsed))                                               \
-      opts->name = parsed;                                                      \
-    else                                                                        \
-      errors.push_back(absl::StrCat("option '", key, "': bad ", TypeName(&parsed), \
-                                    " value '", val, "'"));                     \
+#define RDMASAN_OPTION(type, name, def, desc)                                                              \
+  if (key == #name) {                                                                                      \
+    known = true;                                                                                          \
+    type parsed{};                                                                                         \
+    if (ParseValue(val, &parsed))                                                                          \
+      opts->name = parsed;                                                                                 \
+    else                                                                                                   \
+      errors.push_back(absl::StrCat("option '", key, "': bad ", TypeName(&parsed), " value '", val, "'")); \
   }
 #include "core/options.inc"
 #undef RDMASAN_OPTION
@@ -74,8 +73,9 @@ bool IsKnownOption(absl::string_view name) {
 std::string OptionsHelp() {
   std::string out = "rdmasan options (RDMASAN_OPTIONS=name=value:name=value, or rdmasan run --name=value):\n";
   Options defaults;
-#define RDMASAN_OPTION(type, name, def, desc) \
-  absl::StrAppendFormat(&out, "  %-16s %-7s default %-10s %s\n", #name, TypeName(&defaults.name), Show(defaults.name), desc);
+#define RDMASAN_OPTION(type, name, def, desc)                                                     \
+  absl::StrAppendFormat(&out, "  %-16s %-7s default %-10s %s\n", #name, TypeName(&defaults.name), \
+                        Show(defaults.name), desc);
 #include "core/options.inc"
 #undef RDMASAN_OPTION
   return out;

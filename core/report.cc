@@ -223,9 +223,9 @@ std::string RenderSummaryLine(const Finding& finding, const std::vector<Frame>& 
 
 std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
                        const std::vector<std::vector<Frame>>& related, int pid) {
-  std::string out = absl::StrFormat("==%d==%s: rdmasan: %s: %s\n", Pid(pid),
-                                    SeverityName(CheckSeverity(finding.check)), CheckName(finding.check),
-                                    finding.message);
+  std::string out =
+      absl::StrFormat("==%d==%s: rdmasan: %s: %s\n", Pid(pid), SeverityName(CheckSeverity(finding.check)),
+                      CheckName(finding.check), finding.message);
   AppendTextFrames(&out, main);
   for (size_t i = 0; i < finding.related.size(); ++i) {
     absl::StrAppend(&out, "  ", finding.related[i].label, ":\n");
@@ -280,7 +280,8 @@ absl::Status Suppressions::Parse(absl::string_view text) {
     if (line.empty() || line[0] == '#') continue;
     size_t colon = line.find(':');
     if (colon == absl::string_view::npos) {
-      errors.push_back(absl::StrCat("suppressions line ", lineno, ": expected check-id:pattern, got '", line, "'"));
+      errors.push_back(
+          absl::StrCat("suppressions line ", lineno, ": expected check-id:pattern, got '", line, "'"));
       continue;
     }
     absl::string_view id = absl::StripAsciiWhitespace(line.substr(0, colon));
@@ -341,7 +342,8 @@ Reporter::Reporter(const Options& options, Sink sink)
   if (!options.suppressions.empty()) {
     std::string text;
     if (!ReadFile(options.suppressions, &text)) {
-      errors.push_back(absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
+      errors.push_back(
+          absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
     } else {
       for (std::string& e : ErrorMessages(suppressions_.Parse(text))) errors.push_back(std::move(e));
     }
@@ -489,7 +491,8 @@ int Reporter::FinishLocked() {
   if (verbosity_ >= 1 && suppressions_.size() > 0) {
     std::string text = absl::StrFormat("==%d==rdmasan: suppressions used:\n", pid);
     for (size_t i = 0; i < suppression_hits_.size(); ++i)
-      if (suppression_hits_[i]) absl::StrAppendFormat(&text, "  %6d %s\n", suppression_hits_[i], suppressions_.RuleText(i));
+      if (suppression_hits_[i])
+        absl::StrAppendFormat(&text, "  %6d %s\n", suppression_hits_[i], suppressions_.RuleText(i));
     Write(text);
   }
   if (format_ == Format::kSarif) {
@@ -501,7 +504,8 @@ int Reporter::FinishLocked() {
       close(fd);
       if (verbosity_ >= 1) Write(absl::StrFormat("==%d==rdmasan: SARIF log written to %s\n", pid, path));
     } else {
-      Write(absl::StrFormat("==%d==rdmasan: cannot write SARIF log %s: %s\n", pid, path, std::strerror(errno)));
+      Write(
+          absl::StrFormat("==%d==rdmasan: cannot write SARIF log %s: %s\n", pid, path, std::strerror(errno)));
     }
   }
   return status;

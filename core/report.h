@@ -145,8 +145,8 @@ class Reporter {
   std::string SarifPath() const;
 
  private:
-  bool ReportLocked(const Finding& finding, std::vector<Frame> main,
-                    std::vector<std::vector<Frame>> related) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReportLocked(const Finding& finding, std::vector<Frame> main, std::vector<std::vector<Frame>> related)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Write(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StripPaths(std::vector<Frame>* frames) const;

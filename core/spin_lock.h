@@ -37,7 +37,9 @@ class SpinLock {
     while (locked_.exchange(true, std::memory_order_acquire))
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) SpinWait(spins);
   }
-  bool try_lock() { return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire); }
+  bool try_lock() {
+    return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
+  }
   void unlock() { locked_.store(false, std::memory_order_release); }
 
  private:

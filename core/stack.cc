@@ -143,8 +143,9 @@ const StackBounds& ThreadStackBounds() {
 // Frame record layout on x86-64 and AArch64: [fp] = caller's fp, [fp+8] =
 // return address.  Reads only words inside [frame, stack top) of this
 // thread's stack, which are mapped.
-__attribute__((no_sanitize("address", "thread", "undefined"))) size_t WalkFrames(
-    uintptr_t pc, uintptr_t frame, uintptr_t* out) {
+__attribute__((no_sanitize("address", "thread", "undefined"))) size_t WalkFrames(uintptr_t pc,
+                                                                                 uintptr_t frame,
+                                                                                 uintptr_t* out) {
   size_t n = 0;
   out[n++] = pc;
   const StackBounds& b = ThreadStackBounds();
@@ -193,7 +194,8 @@ int LocalFindDebuginfo(Dwfl_Module* mod, void** userdata, const char* modname, D
   if (len > 1) {
     std::string hex;
     for (int i = 0; i < len; ++i) absl::StrAppendFormat(&hex, "%02x", bits[i]);
-    candidates.push_back(absl::StrCat("/usr/lib/debug/.build-id/", hex.substr(0, 2), "/", hex.substr(2), ".debug"));
+    candidates.push_back(
+        absl::StrCat("/usr/lib/debug/.build-id/", hex.substr(0, 2), "/", hex.substr(2), ".debug"));
   }
   if (debuglink_file && file_name) {
     std::string dir(file_name);

@@ -37,10 +37,9 @@ StackId CaptureStack();
 // point, so that frame #0 is exactly the application's call site.
 StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame);
 
-#define RDMASAN_CAPTURE_CALLER_STACK()                                          \
-  ::rdmasan::core::CaptureStackFrom(                                            \
-      reinterpret_cast<uintptr_t>(__builtin_return_address(0)),                 \
-      reinterpret_cast<uintptr_t>(__builtin_frame_address(0)))
+#define RDMASAN_CAPTURE_CALLER_STACK()                                                        \
+  ::rdmasan::core::CaptureStackFrom(reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
+                                    reinterpret_cast<uintptr_t>(__builtin_frame_address(0)))
 
 // Interns an explicit list of return addresses (at most kMaxStackFrames are
 // kept).  The same PCs always give the same id; n == 0 gives 0.
@@ -55,11 +54,11 @@ size_t StackDepotSize();
 // One symbolized frame.  A PC with inlined calls yields several Frames with
 // the same pc, innermost first.  Unknown parts are empty / 0.
 struct Frame {
-  uintptr_t pc = 0;          // the return address as captured
-  std::string function;      // demangled
-  std::string file;          // source path as DWARF gives it
-  int line = 0;              // line of the call instruction (pc - 1)
-  std::string module;        // path of the ELF object holding pc
+  uintptr_t pc = 0;             // the return address as captured
+  std::string function;         // demangled
+  std::string file;             // source path as DWARF gives it
+  int line = 0;                 // line of the call instruction (pc - 1)
+  std::string module;           // path of the ELF object holding pc
   uintptr_t module_offset = 0;  // pc as an address of that ELF file
 };
 

@@ -37,11 +37,9 @@ inline std::vector<std::string> ErrorMessages(const absl::Status& status) {
 }  // namespace rdmasan::core
 
 // Returns the status of `expr` from the calling function unless it is OK.
-#define RDMASAN_RETURN_IF_ERROR(expr)                    \
-  do {                                                   \
-    if (::absl::Status rdmasan_status_ = (expr);         \
-        !rdmasan_status_.ok())                           \
-      return rdmasan_status_;                            \
+#define RDMASAN_RETURN_IF_ERROR(expr)                                                           \
+  do {                                                                                          \
+    if (::absl::Status rdmasan_status_ = (expr); !rdmasan_status_.ok()) return rdmasan_status_; \
   } while (0)
 
 #endif  // RDMASAN_CORE_STATUS_H_

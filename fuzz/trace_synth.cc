@@ -6,10 +6,10 @@
 //   trace_synth bench N PATH  writes N post/poll events to PATH, then times
 //                             reading them back (events/s)
 // Not a test: a tool for the corpus and for the replay-speed figure.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -169,8 +169,12 @@ int Corpus(const std::string& dir) {
     std::vector<Event> a, b;
     uint64_t s = 1;
     for (uint64_t wr = 1; wr <= 10; ++wr) PingPong(wr % 2 ? &a : &b, &s, wr, wr % 2 ? 1 : 2);
-    std::thread ta([&] { for (auto& e : a) (*w)->Append(e); });
-    std::thread tb([&] { for (auto& e : b) (*w)->Append(e); });
+    std::thread ta([&] {
+      for (auto& e : a) (*w)->Append(e);
+    });
+    std::thread tb([&] {
+      for (auto& e : b) (*w)->Append(e);
+    });
     ta.join();
     tb.join();
     if (!(*w)->Close().ok()) return 1;
@@ -233,8 +237,9 @@ int Bench(uint64_t n, const std::string& path) {
     check += e.seq + e.wcs.size();
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("read %llu events in %.3f s: %.1f M events/s (checksum %llu)\n", static_cast<unsigned long long>(count),
-              secs, count / secs / 1e6, static_cast<unsigned long long>(check));
+  std::printf("read %llu events in %.3f s: %.1f M events/s (checksum %llu)\n",
+              static_cast<unsigned long long>(count), secs, count / secs / 1e6,
+              static_cast<unsigned long long>(check));
   return 0;
 }
 
@@ -242,7 +247,8 @@ int Bench(uint64_t n, const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "corpus") == 0) return Corpus(argv[2]);
-  if (argc == 4 && std::strcmp(argv[1], "bench") == 0) return Bench(std::strtoull(argv[2], nullptr, 10), argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "bench") == 0)
+    return Bench(std::strtoull(argv[2], nullptr, 10), argv[3]);
   std::fprintf(stderr, "usage: trace_synth corpus DIR | trace_synth bench N PATH\n");
   return 2;
 }

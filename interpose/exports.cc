@@ -41,8 +41,7 @@ using rdmasan::core::EventKind;
 #define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Resolves the real function once; `real` is null when libibverbs is absent.
-#define REAL(name, ver) \
-  static const auto real = reinterpret_cast<decltype(&::name)>(Real(#name, ver))
+#define REAL(name, ver) static const auto real = reinterpret_cast<decltype(&::name)>(Real(#name, ver))
 
 namespace {
 
@@ -79,7 +78,8 @@ std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
 // The destroy verbs: one Event (the object's id, taken before it goes),
 // the softnic or real call, then the shim forgets the object.
 template <typename Obj, typename SnFn, typename RealFn>
-int Destroy(EventKind kind, Obj* obj, rdmasan::core::StackId stack, const Reentry& re, SnFn sn_fn, RealFn real) {
+int Destroy(EventKind kind, Obj* obj, rdmasan::core::StackId stack, const Reentry& re, SnFn sn_fn,
+            RealFn real) {
   Event e = Ev(kind, stack);
   e.obj = ip::Id(obj);
   int rc = IsSn(obj->context) ? sn_fn(obj) : real ? real(obj) : ENOSYS;
@@ -377,7 +377,8 @@ RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, ui
                [&] { return real(pd, addr, length, iova, access); });
 }
 
-RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                        unsigned access) {
   REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
   Reentry re;
   const auto stack = CALLER_STACK();
@@ -442,7 +443,9 @@ RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
 RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   REAL(ibv_create_comp_channel, "IBVERBS_1.0");
   Reentry re;
-  ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context) : real ? real(context) : (errno = ENOSYS, nullptr);
+  ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context)
+                         : real        ? real(context)
+                                       : (errno = ENOSYS, nullptr);
   if (ch && re.outer()) ip::Assign(ch);
   return ch;
 }
@@ -454,8 +457,8 @@ RDMASAN_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   return rc;
 }
 
-RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
-                                     int comp_vector) {
+RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
+                                     ibv_comp_channel* channel, int comp_vector) {
   REAL(ibv_create_cq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
@@ -491,7 +494,9 @@ RDMASAN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void
     w.obj = ip::Id(channel);
     Done(w, 0);
   }
-  int rc = IsSn(channel->context) ? sn::GetCqEvent(channel, cq, cq_context) : real ? real(channel, cq, cq_context) : -1;
+  int rc = IsSn(channel->context) ? sn::GetCqEvent(channel, cq, cq_context)
+           : real                 ? real(channel, cq, cq_context)
+                                  : -1;
   if (watch) {
     Event e = Ev(EventKind::kGetCqEvent, stack);
     e.obj = rc == 0 ? ip::Id(*cq) : 0;
@@ -696,10 +701,10 @@ RDMASAN_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr
 
 // ------------------------------------------------- object-free helpers --
 
-#define PASS_STR(name, ver, type)                          \
-  RDMASAN_EXPORT const char* name(type v) {                \
-    REAL(name, ver);                                       \
-    return real ? real(v) : "unknown";                     \
+#define PASS_STR(name, ver, type)           \
+  RDMASAN_EXPORT const char* name(type v) { \
+    REAL(name, ver);                        \
+    return real ? real(v) : "unknown";      \
   }
 PASS_STR(ibv_wc_status_str, "IBVERBS_1.1", ibv_wc_status)
 PASS_STR(ibv_node_type_str, "IBVERBS_1.1", ibv_node_type)

@@ -138,7 +138,8 @@ void OpenTrace() {
   const std::string path = traces::ExpandTracePath(pattern, getpid());
   auto w = traces::TraceWriter::Open(path, h);
   if (!w.ok()) {
-    fprintf(stderr, "==%d==rdmasan: cannot record the trace: %s\n", getpid(), std::string(w.status().message()).c_str());
+    fprintf(stderr, "==%d==rdmasan: cannot record the trace: %s\n", getpid(),
+            std::string(w.status().message()).c_str());
     return;
   }
   g_trace.store(w->release(), std::memory_order_release);
@@ -178,8 +179,8 @@ void CloseTrace() {
 // reads the numbers, and one counter shared by every thread would be the
 // one cache line that threads on separate QPs still fight over.
 checkers::Engine& GetEngine() {
-  static checkers::Engine* e =
-      new checkers::Engine(/*assign_seq=*/!core::GlobalOptions().trace.empty(), core::GlobalReporter().checks());
+  static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/!core::GlobalOptions().trace.empty(),
+                                                    core::GlobalReporter().checks());
   return *e;
 }
 
@@ -322,7 +323,8 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
     const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
     w.sges.resize(n);
     core::Sge* g = w.sges.data();
-    for (int k = 0; k < n; ++k) g[k] = {wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0, 0};
+    for (int k = 0; k < n; ++k)
+      g[k] = {wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0, 0};
   }
   if (wrs.size() > i) wrs.erase(wrs.begin() + i, wrs.end());
 }
@@ -335,7 +337,8 @@ void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e
     w.wr_id = wr->wr_id;
     w.num_sge = wr->num_sge;
     const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
-    for (int k = 0; k < n; ++k) w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
+    for (int k = 0; k < n; ++k)
+      w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
     e->recv_wrs.push_back(std::move(w));
   }
 }

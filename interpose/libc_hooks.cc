@@ -135,7 +135,8 @@ rdmasan::core::StackId FreeCallerStack() {
   }
   uintptr_t pcs[rdmasan::core::kMaxStackFrames];
   size_t m = 0;
-  for (int i = first; i < n && m < rdmasan::core::kMaxStackFrames; ++i) pcs[m++] = reinterpret_cast<uintptr_t>(frames[i]);
+  for (int i = first; i < n && m < rdmasan::core::kMaxStackFrames; ++i)
+    pcs[m++] = reinterpret_cast<uintptr_t>(frames[i]);
   return rdmasan::core::InternStack(pcs, m);
 }
 

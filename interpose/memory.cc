@@ -18,7 +18,8 @@ namespace {
 
 // Registered ranges (virtual addresses) -> count of MRs over them.
 std::mutex g_ranges_mu;
-std::map<uintptr_t, std::pair<uintptr_t, int>>* g_ranges = new std::map<uintptr_t, std::pair<uintptr_t, int>>();
+std::map<uintptr_t, std::pair<uintptr_t, int>>* g_ranges =
+    new std::map<uintptr_t, std::pair<uintptr_t, int>>();
 std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
 std::atomic<uintptr_t> g_hi{0};
 // Bumped under g_ranges_mu by every change: each thread's cache of ranges
@@ -223,4 +224,3 @@ uint64_t HashPayload(uint64_t addr, uint32_t length) {
 }
 
 }  // namespace rdmasan::interpose
-

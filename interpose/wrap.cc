@@ -9,8 +9,8 @@
 #include <memory>
 #include <mutex>
 
-#include "absl/container/flat_hash_set.h"
 #include <mutex>
+#include "absl/container/flat_hash_set.h"
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -54,7 +54,9 @@ Counters g_counters;
 // Diagnostic counts of wrapped calls that were checked: a relaxed load and
 // store, not a locked add (concurrent bumps may lose a count; nothing
 // depends on exact totals under threads).  Pass-through counts nothing.
-inline void Bump(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+inline void Bump(std::atomic<uint64_t>& c) {
+  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
 
 // Opcodes whose local SGEs are read by the NIC (the payload sent).
 bool SourcesPayload(uint32_t op) {
@@ -95,7 +97,8 @@ thread_local ThreadEvents t_events;
 // written whenever the run is traced, and stay 0 otherwise); what a call
 // writes only sometimes (a failed post's bad_index, a failed poll's
 // stack), it resets itself.
-inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>& spare, core::EventKind kind) {
+inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>& spare,
+                               core::EventKind kind) {
   core::Event& e = t_events_gone ? *(spare = std::make_unique<core::Event>()) : reused;
   e.kind = kind;
   return e;
@@ -369,9 +372,8 @@ void EndPollEx(ibv_cq_ex* cq) {
 }
 
 void HookCqEx(ibv_cq_ex* cq) {
-  auto* h = new CqExHooks{cq->start_poll,   cq->next_poll,       cq->end_poll,
-                          cq->read_opcode,  cq->read_qp_num,     cq->read_byte_len,
-                          cq->read_vendor_err, core::Event()};
+  auto* h = new CqExHooks{cq->start_poll,  cq->next_poll,     cq->end_poll,        cq->read_opcode,
+                          cq->read_qp_num, cq->read_byte_len, cq->read_vendor_err, core::Event()};
   if (!h->start_poll || !h->next_poll || !h->end_poll || !g_cq_ex.Put(cq, reinterpret_cast<uint64_t>(h))) {
     delete h;
     return;
@@ -454,8 +456,10 @@ void ShSendImm(ibv_qp_ex* q, __be32 imm) {
 void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
-  if (op == IBV_WR_RDMA_WRITE) h->orig.wr_rdma_write(q, rkey, addr);
-  else h->orig.wr_rdma_read(q, rkey, addr);
+  if (op == IBV_WR_RDMA_WRITE)
+    h->orig.wr_rdma_write(q, rkey, addr);
+  else
+    h->orig.wr_rdma_read(q, rkey, addr);
   if (core::SendWr* w = NewShadowWr(h, q, op)) w->remote_addr = addr, w->rkey = rkey;
 }
 void ShWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_WRITE); }
@@ -464,7 +468,8 @@ void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_rdma_write_imm(q, rkey, addr, imm);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_RDMA_WRITE_WITH_IMM)) w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_RDMA_WRITE_WITH_IMM))
+    w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
 }
 void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
   WrHooks* h = WrHooksOf(q);
@@ -495,7 +500,8 @@ void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
   h->orig.wr_set_sge_list(q, n, list);
   if (core::SendWr* w = LastShadowWr(h)) {
     w->sges.clear();
-    for (size_t i = 0; list && i < n && i < 1024; ++i) w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
+    for (size_t i = 0; list && i < n && i < 1024; ++i)
+      w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
     w->num_sge = static_cast<int32_t>(n);
   }
 }
@@ -517,7 +523,8 @@ void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
     w->send_flags |= IBV_SEND_INLINE;
     w->sges.clear();
     for (size_t i = 0; bufs && i < n && i < 1024; ++i)
-      w->sges.push_back({reinterpret_cast<uint64_t>(bufs[i].addr), static_cast<uint32_t>(bufs[i].length), 0, 0, 0});
+      w->sges.push_back(
+          {reinterpret_cast<uint64_t>(bufs[i].addr), static_cast<uint32_t>(bufs[i].length), 0, 0, 0});
     w->num_sge = static_cast<int32_t>(n);
   }
 }
@@ -588,8 +595,8 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   if (!re.outer() || !Checking()) return s->create_qp_ex(ctx, attr);
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   ibv_qp* qp = s->create_qp_ex(ctx, attr);
-  OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type, attr->sq_sig_all,
-             stack);
+  OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type,
+             attr->sq_sig_all, stack);
   // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
   // the same address: qp_base is its first member).
   if (qp && s->shadow_wr && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))

@@ -31,8 +31,8 @@ struct Seg {
 // Validates a local scatter list against the MR table: every non-empty SGE
 // must name a live MR of `pd` owned by `proc`, lie inside it and have the
 // access `need`.  Translates to virtual addresses.
-inline bool ValidateSges(ShmHeader* h, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t n, uint32_t need,
-                         Seg* out, uint32_t* nout, uint64_t* total) {
+inline bool ValidateSges(ShmHeader* h, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t n,
+                         uint32_t need, Seg* out, uint32_t* nout, uint64_t* total) {
   *nout = 0;
   *total = 0;
   for (uint32_t i = 0; i < n; ++i) {
@@ -78,7 +78,8 @@ inline int Move(pid_t self, pid_t dst_pid, const Seg* dst, uint32_t ndst, pid_t 
     uint64_t doff = 0, soff = 0;
     while (di < ndst && si < nsrc) {
       uint64_t n = std::min<uint64_t>(dst[di].len - doff, src[si].len - soff);
-      memmove(reinterpret_cast<void*>(dst[di].va + doff), reinterpret_cast<const void*>(src[si].va + soff), n);
+      memmove(reinterpret_cast<void*>(dst[di].va + doff), reinterpret_cast<const void*>(src[si].va + soff),
+              n);
       doff += n;
       soff += n;
       if (doff == dst[di].len) ++di, doff = 0;
@@ -104,7 +105,8 @@ inline int Move(pid_t self, pid_t dst_pid, const Seg* dst, uint32_t ndst, pid_t 
   total = std::min(total, rtotal);
   if (total == 0) return 0;
   pid_t peer = write ? dst_pid : src_pid;
-  ssize_t n = write ? process_vm_writev(peer, liov, nl, riov, nr, 0) : process_vm_readv(peer, liov, nl, riov, nr, 0);
+  ssize_t n =
+      write ? process_vm_writev(peer, liov, nl, riov, nr, 0) : process_vm_readv(peer, liov, nl, riov, nr, 0);
   if (n < 0) return errno;
   return static_cast<uint64_t>(n) == total ? 0 : EFAULT;
 }

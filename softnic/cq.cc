@@ -74,8 +74,8 @@ int DestroyCompChannel(ibv_comp_channel* ibch) {
 
 namespace {
 
-ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ibch, uint32_t vector,
-                          uint64_t wc_flags) {
+ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ibch,
+                          uint32_t vector, uint64_t wc_flags) {
   Process* p = GetProcess();
   if (!p) return nullptr;
   if (cqe < 1 || cqe > static_cast<int>(kMaxCqe) || vector >= 1 || (ibch && ibch->context != ctx)) {

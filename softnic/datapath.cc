@@ -31,9 +31,9 @@ constexpr int kPending = -1;  // RNR: stays in the SQ
 
 // Responder's RNR NAK timer (IB spec table 45), in nanoseconds.
 uint64_t RnrTimerNs(uint32_t code) {
-  static constexpr uint32_t kUs[32] = {655360, 10,    20,    30,    40,    60,    80,     120,
-                                       160,    240,   320,   480,   640,   960,   1280,   1920,
-                                       2560,   3840,  5120,  7680,  10240, 15360, 20480,  30720,
+  static constexpr uint32_t kUs[32] = {655360, 10,    20,    30,     40,     60,     80,     120,
+                                       160,    240,   320,   480,    640,    960,    1280,   1920,
+                                       2560,   3840,  5120,  7680,   10240,  15360,  20480,  30720,
                                        40960,  61440, 81920, 122880, 163840, 245760, 327680, 491520};
   return uint64_t(kUs[code & 31]) * 1000;
 }
@@ -544,14 +544,15 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (wr->send_flags & IBV_SEND_INLINE) {
       uint64_t total = 0;
       for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
-      if (total > qp->max_inline || wr->opcode == IBV_WR_RDMA_READ || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-          wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      if (total > qp->max_inline || wr->opcode == IBV_WR_RDMA_READ ||
+          wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         rc = EINVAL;
         break;
       }
       uint32_t off = 0;
       for (int i = 0; i < wr->num_sge; ++i) {
-        memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
+        memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr->sg_list[i].addr),
+               wr->sg_list[i].length);
         off += wr->sg_list[i].length;
       }
       w.inline_len = off;
@@ -581,7 +582,8 @@ void ProgressCq(Process* p, SnCq* cq) {
     std::lock_guard<std::mutex> sq(qp->sq_mu);
     FabricLock lock(p->fab);
     ShmQp& s = *qp->shm;
-    if (check_peers && s.type == IBV_QPT_RC && s.state.load() != IBV_QPS_ERR && s.state.load() >= IBV_QPS_RTR) {
+    if (check_peers && s.type == IBV_QPT_RC && s.state.load() != IBV_QPS_ERR &&
+        s.state.load() >= IBV_QPS_RTR) {
       ShmQp* peer = FindQp(p->fab->hdr(), s.dest_qpn);
       if (!peer || !p->fab->ProcAlive(peer->proc)) {
         // The peer is gone: like a broken connection, the survivor's queues

@@ -325,7 +325,8 @@ int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* e
   return 0;
 }
 
-ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t entry_size) {
+ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags,
+                      size_t entry_size) {
   if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   if (max < kGidTableLen) return -EINVAL;
   for (uint32_t i = 0; i < kGidTableLen; ++i) {

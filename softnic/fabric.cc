@@ -38,7 +38,8 @@ uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 std::string SanitizeName(const std::string& in) {
   std::string out;
-  for (char c : in) out += (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  for (char c : in)
+    out += (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   if (out.empty()) out = "default";
   if (out.size() > 64) out.resize(64);
   return out;
@@ -129,7 +130,9 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
       for (int spin = 0; state->load() != 2 && spin < 20000; ++spin) usleep(100);
     }
     if (state->load() != 2 || hdr->magic != kFabricMagic || hdr->version != kFabricVersion) {
-      fprintf(stderr, "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); remove it or pick another softnic_fabric\n",
+      fprintf(stderr,
+              "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); "
+              "remove it or pick another softnic_fabric\n",
               getpid(), path.c_str());
       munmap(p, total);
       close(fd);

@@ -74,10 +74,10 @@ struct alignas(64) ShmCqe {
   uint16_t slid;
   uint8_t sl;
   uint8_t dlid_path_bits;
-  uint8_t is_send;      // a send-queue completion (retires SQ slots)
-  uint8_t stage_nsge;   // staged payload: scatter at poll time
-  uint32_t qp_slot;     // local QP slot, to retire queue slots at poll
-  uint32_t sq_index;    // for send completions: WQE counter retired
+  uint8_t is_send;     // a send-queue completion (retires SQ slots)
+  uint8_t stage_nsge;  // staged payload: scatter at poll time
+  uint32_t qp_slot;    // local QP slot, to retire queue slots at poll
+  uint32_t sq_index;   // for send completions: WQE counter retired
   uint32_t stage_len;
   uint64_t ts_ns;
   ShmSge stage_sge[kStageSges];
@@ -131,11 +131,11 @@ struct alignas(64) ShmCq {
   uint32_t cqe;     // reported capacity
   uint32_t nslots;  // ring slots (>= cqe)
   uint64_t ring_off;
-  uint64_t prod;           // under the fabric lock
-  uint32_t overrun;        // CQ_ERR raised
-  std::atomic<uint32_t> attention;  // bumped when a bound QP changed remotely
+  uint64_t prod;                           // under the fabric lock
+  uint32_t overrun;                        // CQ_ERR raised
+  std::atomic<uint32_t> attention;         // bumped when a bound QP changed remotely
   alignas(64) std::atomic<uint64_t> cons;  // owner's consumer index
-  std::atomic<uint32_t> armed;  // 0 no, 1 next completion, 2 solicited
+  std::atomic<uint32_t> armed;             // 0 no, 1 next completion, 2 solicited
 };
 
 struct ShmSrq {
@@ -169,7 +169,7 @@ struct alignas(64) ShmQp {
   uint32_t gen;
   uint32_t ctx;
   uint32_t pd;
-  uint32_t type;  // ibv_qp_type
+  uint32_t type;                // ibv_qp_type
   std::atomic<uint32_t> state;  // ibv_qp_state
   uint32_t send_cq;
   uint32_t recv_cq;
@@ -201,10 +201,10 @@ struct ShmHeader {
   pthread_mutex_t lock;  // robust, process-shared
   uint64_t heap_base;    // offset of the heap
   uint64_t heap_size;
-  uint64_t free_head;    // offset of first free block, 0 = none
+  uint64_t free_head;  // offset of first free block, 0 = none
   uint32_t next_pd;
   uint32_t pad;
-  uint64_t ops;          // liveness and statistics
+  uint64_t ops;  // liveness and statistics
   ShmProc procs[kMaxProcs];
   ShmContext ctxs[kMaxContexts];
   ShmChannel channels[kMaxChannels];
@@ -223,7 +223,9 @@ class Fabric {
   ShmHeader* hdr() const { return hdr_; }
   uint8_t* base() const { return base_; }
   template <typename T>
-  T* At(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  T* At(uint64_t off) const {
+    return reinterpret_cast<T*>(base_ + off);
+  }
 
   void Lock();
   void Unlock();

@@ -220,8 +220,8 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   ShmCqe& slot = ring[cq.prod & (cq.nslots - 1)];
   const bool solicited = (in.wc_flags & 0x80000000u) || in.status != IBV_WC_SUCCESS;
   // Copy everything but seq, then publish.
-  memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq), reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq),
-         offsetof(ShmCqe, stage) - sizeof(slot.seq));
+  memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq),
+         reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq), offsetof(ShmCqe, stage) - sizeof(slot.seq));
   if (in.stage_len) memcpy(slot.stage, in.stage, in.stage_len);
   slot.ts_ns = NowNs();
   slot.seq.store(cq.prod + 1, std::memory_order_release);

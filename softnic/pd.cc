@@ -56,9 +56,10 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
                                   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING |
                                   IBV_ACCESS_OPTIONAL_RANGE;
   if (access & ~kSupported) {
-    errno = (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB))
-                ? EOPNOTSUPP
-                : EINVAL;
+    errno =
+        (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB))
+            ? EOPNOTSUPP
+            : EINVAL;
     return nullptr;
   }
   // Remote write/atomic require local write (IB spec 10.6.3.1).

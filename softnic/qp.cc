@@ -64,7 +64,8 @@ bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int m
     case IBV_QPS_RTR:
       if (next != IBV_QPS_RTS) return false;
       tr.required[0] = tr.required[1] = IBV_QP_SQ_PSN;
-      tr.required[2] = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+      tr.required[2] =
+          IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
       tr.optional[0] = IBV_QP_CUR_STATE | IBV_QP_QKEY;
       tr.optional[1] = IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MIG_STATE;
       tr.optional[2] = tr.optional[1] | IBV_QP_MIN_RNR_TIMER;
@@ -74,11 +75,13 @@ bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int m
     case IBV_QPS_SQE:
       if (next != IBV_QPS_RTS && next != IBV_QPS_SQD) return false;
       if (cur == IBV_QPS_SQE && next != IBV_QPS_RTS) return false;
-      tr.optional[0] = IBV_QP_CUR_STATE | IBV_QP_QKEY | IBV_QP_SQ_PSN | IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
+      tr.optional[0] =
+          IBV_QP_CUR_STATE | IBV_QP_QKEY | IBV_QP_SQ_PSN | IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
       tr.optional[1] = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
                        IBV_QP_AV | IBV_QP_PKEY_INDEX | IBV_QP_EN_SQD_ASYNC_NOTIFY;
       tr.optional[2] = tr.optional[1] | IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MTU;
+                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC |
+                       IBV_QP_PATH_MTU;
       break;
     default:
       ok = false;
@@ -193,8 +196,8 @@ ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     return nullptr;
   }
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-    constexpr uint64_t kOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-                              IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+    constexpr uint64_t kOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
     if (attr->send_ops_flags & ~kOps) {
       errno = EOPNOTSUPP;
@@ -237,7 +240,8 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     if (!TransitionAllowed(cur, next, s.type, mask)) return EINVAL;
     if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
     if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0) return EINVAL;
-    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096)) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+      return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > 16) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > 16) return EINVAL;
     if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1) return EINVAL;

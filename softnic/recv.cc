@@ -10,11 +10,12 @@
 namespace rdmasan::softnic {
 namespace {
 
-int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr, uint32_t max_sge,
-                   ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp) {
+int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
+                   uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp) {
   FabricLock lock(p->fab);
   for (; wr; wr = wr->next) {
-    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge || (wr->num_sge > 0 && !wr->sg_list)) {
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge ||
+        (wr->num_sge > 0 && !wr->sg_list)) {
       *bad = wr;
       return EINVAL;
     }
@@ -25,11 +26,13 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
     auto* w = p->fab->At<ShmRecvWqe>(rq->ring_off + (rq->head % rq->nslots) * rq->stride);
     w->wr_id = wr->wr_id;
     w->num_sge = wr->num_sge;
-    for (int i = 0; i < wr->num_sge; ++i) w->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+    for (int i = 0; i < wr->num_sge; ++i)
+      w->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
     ++rq->head;
     outstanding->fetch_add(1, std::memory_order_relaxed);
   }
-  if (flush_qp && flush_qp->state.load(std::memory_order_relaxed) == IBV_QPS_ERR) MoveToErrorLocked(p, flush_qp);
+  if (flush_qp && flush_qp->state.load(std::memory_order_relaxed) == IBV_QPS_ERR)
+    MoveToErrorLocked(p, flush_qp);
   return 0;
 }
 
@@ -57,8 +60,8 @@ int PostSrqRecv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  return PostRecvCommon(p, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr, srq->shm->rq.max_sge, wr, bad,
-                        nullptr);
+  return PostRecvCommon(p, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr, srq->shm->rq.max_sge, wr,
+                        bad, nullptr);
 }
 
 }  // namespace rdmasan::softnic

@@ -36,7 +36,8 @@ int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr);
 int QueryGid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid);
 int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
                size_t entry_size);
-ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t entry_size);
+ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags,
+                      size_t entry_size);
 int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey);
 int GetPkeyIndex(ibv_context* ctx, uint8_t port, __be16 pkey);
 int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event);

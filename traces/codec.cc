@@ -20,38 +20,38 @@ enum Coding { kRaw, kZig, kDelta, kPlus1, kStack };
 // Bits 0..2 of the event mask: send_wrs, recv_wrs, wcs non-empty.
 // Fields every event sets.
 #define RDMASAN_TRACE_EVENT_COMMON_FIELDS(X) \
-  X(3, ret, kZig)                     \
-  X(4, obj, kDelta)                   \
-  X(5, stack, kStack)                 \
-  X(6, tid, kRaw)                     \
-  X(7, err, kZig)                     \
-  X(8, count, kRaw)                   \
+  X(3, ret, kZig)                            \
+  X(4, obj, kDelta)                          \
+  X(5, stack, kStack)                        \
+  X(6, tid, kRaw)                            \
+  X(7, err, kZig)                            \
+  X(8, count, kRaw)                          \
   X(9, bad_index, kPlus1)
 // Fields most events leave 0 (the encoder skips comparing them one by one
 // when all are 0 here and in the template).
 constexpr int kFirstRareBit = 10;
 #define RDMASAN_TRACE_EVENT_RARE_FIELDS(X) \
-  X(10, parent, kDelta)               \
-  X(11, send_cq, kDelta)              \
-  X(12, recv_cq, kDelta)              \
-  X(13, srq, kDelta)                  \
-  X(14, channel, kDelta)              \
-  X(15, addr, kDelta)                 \
-  X(16, length, kRaw)                 \
-  X(17, iova, kDelta)                 \
-  X(18, access, kRaw)                 \
-  X(19, lkey, kRaw)                   \
-  X(20, rkey, kRaw)                   \
-  X(21, qp_type, kRaw)                \
-  X(22, qp_num, kRaw)                 \
-  X(23, sq_sig_all, kRaw)             \
-  X(24, caps.max_send_wr, kRaw)       \
-  X(25, caps.max_recv_wr, kRaw)       \
-  X(26, caps.max_send_sge, kRaw)      \
-  X(27, caps.max_recv_sge, kRaw)      \
-  X(28, caps.max_inline_data, kRaw)   \
-  X(29, cqe, kZig)                    \
-  X(30, attr_mask, kRaw)              \
+  X(10, parent, kDelta)                    \
+  X(11, send_cq, kDelta)                   \
+  X(12, recv_cq, kDelta)                   \
+  X(13, srq, kDelta)                       \
+  X(14, channel, kDelta)                   \
+  X(15, addr, kDelta)                      \
+  X(16, length, kRaw)                      \
+  X(17, iova, kDelta)                      \
+  X(18, access, kRaw)                      \
+  X(19, lkey, kRaw)                        \
+  X(20, rkey, kRaw)                        \
+  X(21, qp_type, kRaw)                     \
+  X(22, qp_num, kRaw)                      \
+  X(23, sq_sig_all, kRaw)                  \
+  X(24, caps.max_send_wr, kRaw)            \
+  X(25, caps.max_recv_wr, kRaw)            \
+  X(26, caps.max_send_sge, kRaw)           \
+  X(27, caps.max_recv_sge, kRaw)           \
+  X(28, caps.max_inline_data, kRaw)        \
+  X(29, cqe, kZig)                         \
+  X(30, attr_mask, kRaw)                   \
   X(31, qp_state, kRaw)
 
 // Send and receive WRs: bit 0: wr_id != previous + 1; bit 1: number of
@@ -141,18 +141,18 @@ inline void Assign(T* field, uint64_t v) {
 // One codec per field table, so each table is walked by the same three
 // loops.  kStackBit: the kStack field's bit, 0 if none (slot 0 is never a
 // field's).
-#define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                        \
-  struct Name {                                                              \
-    static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;      \
-    static uint64_t Diff(const Type& o, const uint64_t* t) {                 \
-      uint64_t m = 0;                                                        \
-      FIELDS(RDMASAN_TRACE_DIFF)                                             \
-      return m;                                                              \
-    }                                                                        \
-    static uint8_t* Put(uint8_t* p, const Type& o, uint64_t m, uint64_t* t) { \
-      FIELDS(RDMASAN_TRACE_PUT)                                              \
-      return p;                                                              \
-    }                                                                        \
+#define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                                       \
+  struct Name {                                                                             \
+    static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;                     \
+    static uint64_t Diff(const Type& o, const uint64_t* t) {                                \
+      uint64_t m = 0;                                                                       \
+      FIELDS(RDMASAN_TRACE_DIFF)                                                            \
+      return m;                                                                             \
+    }                                                                                       \
+    static uint8_t* Put(uint8_t* p, const Type& o, uint64_t m, uint64_t* t) {               \
+      FIELDS(RDMASAN_TRACE_PUT)                                                             \
+      return p;                                                                             \
+    }                                                                                       \
     static void Get(Dec& d, Type* o, uint64_t m, uint64_t* t) { FIELDS(RDMASAN_TRACE_GET) } \
   };
 
@@ -302,9 +302,13 @@ absl::Status RecordError(uint64_t off, std::string_view what) {
 }
 
 // ---------------------------------------------------------------- decode --
-EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count,
-                                     const StackMap* stacks)
-    : stacks_(stacks), base_(payload), payload_off_(payload_off), d_{payload, payload + len}, remaining_(count) {
+EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len,
+                                     uint32_t count, const StackMap* stacks)
+    : stacks_(stacks),
+      base_(payload),
+      payload_off_(payload_off),
+      d_{payload, payload + len},
+      remaining_(count) {
   tpl_.Reset();
 }
 
@@ -408,7 +412,8 @@ absl::Status EventChunkDecoder::DecodeBody(Event* e) {
   EventCommonCodec::Get(d_, e, m, tp);
   EventRareCodec::Get(d_, e, m, tp);
   if (!d_.ok) return RecordError(head_off_, "truncated fields");
-  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[head_code_]); !s.ok())
+  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[head_code_]);
+      !s.ok())
     return s;
   e->stack = stack_local_[head_code_];
   e->send_wrs.clear();

@@ -81,7 +81,7 @@ int64_t NowNs() {
 
 // Lowercase hex of the NT_GNU_BUILD_ID note in a PT_NOTE segment, "" if
 // it has none.
-std::string BuildId(const dl_phdr_info* info, const ElfW(Phdr)& ph) {
+std::string BuildId(const dl_phdr_info* info, const ElfW(Phdr) & ph) {
   std::string id;
   const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
   const char* end = p + ph.p_memsz;
@@ -93,7 +93,8 @@ std::string BuildId(const dl_phdr_info* info, const ElfW(Phdr)& ph) {
     const char* next = desc + ((nh.n_descsz + 3) & ~3u);
     if (next > end) break;
     if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
-      for (uint32_t k = 0; k < nh.n_descsz; ++k) absl::StrAppendFormat(&id, "%02x", static_cast<uint8_t>(desc[k]));
+      for (uint32_t k = 0; k < nh.n_descsz; ++k)
+        absl::StrAppendFormat(&id, "%02x", static_cast<uint8_t>(desc[k]));
       break;
     }
     p = next;
@@ -154,15 +155,28 @@ absl::Status DecodeHeader(const uint8_t* p, size_t n, uint64_t off, TraceHeader*
     uint64_t tag_off = off + static_cast<uint64_t>(d.p - p);
     uint64_t tag = d.Varint();
     std::string v;
-    if (!d.Bytes(&v)) return absl::DataLossError(absl::StrFormat("header field at offset %d: truncated", tag_off));
+    if (!d.Bytes(&v))
+      return absl::DataLossError(absl::StrFormat("header field at offset %d: truncated", tag_off));
     Dec f = DecOf(v);
     switch (tag) {
-      case kTagToolVersion: h->tool_version = v; break;
-      case kTagPid: h->pid = static_cast<int64_t>(f.Varint()); break;
-      case kTagExecutable: h->executable = v; break;
-      case kTagArgc: h->argc = f.Varint(); break;
-      case kTagArg: h->argv.push_back(v); break;
-      case kTagStartTime: h->start_time_ns = static_cast<int64_t>(f.Varint()); break;
+      case kTagToolVersion:
+        h->tool_version = v;
+        break;
+      case kTagPid:
+        h->pid = static_cast<int64_t>(f.Varint());
+        break;
+      case kTagExecutable:
+        h->executable = v;
+        break;
+      case kTagArgc:
+        h->argc = f.Varint();
+        break;
+      case kTagArg:
+        h->argv.push_back(v);
+        break;
+      case kTagStartTime:
+        h->start_time_ns = static_cast<int64_t>(f.Varint());
+        break;
       case kTagDeviceAttr:
       case kTagProperty: {
         std::pair<std::string, std::string> kv;
@@ -176,9 +190,11 @@ absl::Status DecodeHeader(const uint8_t* p, size_t n, uint64_t off, TraceHeader*
         if (DecodeModuleBody(f, &m)) h->modules.push_back(std::move(m));
         break;
       }
-      default: break;  // a newer minor version's field
+      default:
+        break;  // a newer minor version's field
     }
-    if (!f.ok) return absl::DataLossError(absl::StrFormat("header field %d at offset %d: malformed", tag, tag_off));
+    if (!f.ok)
+      return absl::DataLossError(absl::StrFormat("header field %d at offset %d: malformed", tag, tag_off));
   }
   return absl::OkStatus();
 }

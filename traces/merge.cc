@@ -55,11 +55,13 @@ absl::Status TraceReader::OpenCursor(size_t i) {
       Event& e = cur->all.emplace_back();
       if (absl::Status s = cur->dec.DecodeBody(&e); !s.ok()) return s;
     }
-    std::stable_sort(cur->all.begin(), cur->all.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+    std::stable_sort(cur->all.begin(), cur->all.end(),
+                     [](const Event& a, const Event& b) { return a.seq < b.seq; });
   }
   if (cur->done()) return absl::OkStatus();
   cursors_.push_back(std::move(cur));
-  std::push_heap(cursors_.begin(), cursors_.end(), [](const auto& a, const auto& b) { return a->seq() > b->seq(); });
+  std::push_heap(cursors_.begin(), cursors_.end(),
+                 [](const auto& a, const auto& b) { return a->seq() > b->seq(); });
   return absl::OkStatus();
 }
 

@@ -35,10 +35,11 @@ absl::Status CheckPrologue(const uint8_t* data, TraceHeader* h) {
   std::memcpy(&h->format_major, data + 8, 2);
   std::memcpy(&h->format_minor, data + 10, 2);
   if (h->format_major > kFormatMajor || h->format_major == 0)
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "offset 8: trace format %d.%d is not readable by this rdmasan (reads format %d.x, up to %d.%d); use a newer "
-        "rdmasan",
-        h->format_major, h->format_minor, kFormatMajor, kFormatMajor, kFormatMinor));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("offset 8: trace format %d.%d is not readable by this rdmasan (reads format %d.x, up "
+                        "to %d.%d); use a newer "
+                        "rdmasan",
+                        h->format_major, h->format_minor, kFormatMajor, kFormatMajor, kFormatMinor));
   return absl::OkStatus();
 }
 
@@ -64,7 +65,8 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string
   ::close(fd);
   if (m == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("cannot map trace ", path));
   r->data_ = static_cast<const uint8_t*>(m);
-  if (absl::Status s = r->Scan(); !s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  if (absl::Status s = r->Scan(); !s.ok())
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   return r;
 }
 
@@ -75,13 +77,15 @@ absl::Status TraceReader::Scan() {
   while (true) {
     if (pos == size_) {
       truncated_ = true;
-      warning_ = absl::StrFormat("trace ends at offset %d without an end record (the writer did not finish)", pos);
+      warning_ =
+          absl::StrFormat("trace ends at offset %d without an end record (the writer did not finish)", pos);
       break;
     }
     if (size_ - pos < kChunkHeaderBytes) {
       truncated_ = true;
-      warning_ = absl::StrFormat("trace stops at offset %d inside a chunk header (%d of %d bytes): writer killed?", pos,
-                                 size_ - pos, kChunkHeaderBytes);
+      warning_ =
+          absl::StrFormat("trace stops at offset %d inside a chunk header (%d of %d bytes): writer killed?",
+                          pos, size_ - pos, kChunkHeaderBytes);
       break;
     }
     const uint8_t* h = data_ + pos;
@@ -91,13 +95,14 @@ absl::Status TraceReader::Scan() {
     if (len > kMaxChunkPayload) {
       // Could be a torn header at the very end too; a length this large is
       // corrupt either way.
-      return absl::DataLossError(absl::StrFormat("chunk at offset %d: length %d exceeds the limit %d", pos, len,
-                                                 kMaxChunkPayload));
+      return absl::DataLossError(
+          absl::StrFormat("chunk at offset %d: length %d exceeds the limit %d", pos, len, kMaxChunkPayload));
     }
     if (pos + kChunkHeaderBytes + len > size_) {
       truncated_ = true;
-      warning_ = absl::StrFormat("trace stops at offset %d inside a chunk (needs %d bytes, %d remain): writer killed?",
-                                 pos, kChunkHeaderBytes + len, size_ - pos);
+      warning_ = absl::StrFormat(
+          "trace stops at offset %d inside a chunk (needs %d bytes, %d remain): writer killed?", pos,
+          kChunkHeaderBytes + len, size_ - pos);
       break;
     }
     const uint8_t* payload = h + kChunkHeaderBytes;
@@ -108,14 +113,16 @@ absl::Status TraceReader::Scan() {
     if (crc != stored_crc) {
       if (pos + kChunkHeaderBytes + len == size_ && kind != kChunkEnd && !first) {
         truncated_ = true;
-        warning_ = absl::StrFormat("last chunk at offset %d fails its checksum (torn write); trace stops there", pos);
+        warning_ = absl::StrFormat(
+            "last chunk at offset %d fails its checksum (torn write); trace stops there", pos);
         break;
       }
-      return absl::DataLossError(absl::StrFormat("chunk at offset %d: checksum mismatch (stored %08x, computed %08x)",
-                                                 pos, stored_crc, crc));
+      return absl::DataLossError(absl::StrFormat(
+          "chunk at offset %d: checksum mismatch (stored %08x, computed %08x)", pos, stored_crc, crc));
     }
     if (first && kind != kChunkHeader)
-      return absl::DataLossError(absl::StrFormat("chunk at offset %d: the first chunk must be the header", pos));
+      return absl::DataLossError(
+          absl::StrFormat("chunk at offset %d: the first chunk must be the header", pos));
     first = false;
     switch (kind) {
       case kChunkHeader:
@@ -133,7 +140,8 @@ absl::Status TraceReader::Scan() {
       case kChunkEnd: {
         Dec d{payload, payload + len};
         end_events_ = d.Varint();
-        if (!d.ok) return absl::DataLossError(absl::StrFormat("chunk at offset %d: malformed end record", pos));
+        if (!d.ok)
+          return absl::DataLossError(absl::StrFormat("chunk at offset %d: malformed end record", pos));
         have_end_ = true;
         break;
       }
@@ -143,7 +151,8 @@ absl::Status TraceReader::Scan() {
     pos += kChunkHeaderBytes + len;
     if (have_end_) {
       if (pos != size_)
-        return absl::DataLossError(absl::StrFormat("offset %d: %d bytes after the end record", pos, size_ - pos));
+        return absl::DataLossError(
+            absl::StrFormat("offset %d: %d bytes after the end record", pos, size_ - pos));
       break;
     }
   }
@@ -179,8 +188,8 @@ absl::Status TraceReader::ParseMetaChunk(const uint8_t* p, size_t n, uint64_t of
     }
   }
   if (records != count)
-    return absl::DataLossError(
-        absl::StrFormat("chunk at offset %d: %d records, the header says %d", off - kChunkHeaderBytes, records, count));
+    return absl::DataLossError(absl::StrFormat("chunk at offset %d: %d records, the header says %d",
+                                               off - kChunkHeaderBytes, records, count));
   return absl::OkStatus();
 }
 

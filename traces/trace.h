@@ -81,12 +81,12 @@ struct TraceHeader {
   std::string tool_version;
   int64_t pid = 0;
   std::string executable;
-  uint64_t argc = 0;               // the real argument count
-  std::vector<std::string> argv;   // summary: first 32, each <= 256 bytes
-  int64_t start_time_ns = 0;       // CLOCK_REALTIME, ns since the epoch
+  uint64_t argc = 0;              // the real argument count
+  std::vector<std::string> argv;  // summary: first 32, each <= 256 bytes
+  int64_t start_time_ns = 0;      // CLOCK_REALTIME, ns since the epoch
   std::vector<std::pair<std::string, std::string>> device_attrs;
   std::vector<std::pair<std::string, std::string>> properties;  // free-form (options, host, ...)
-  std::vector<Module> modules;     // at Open; the reader adds later-loaded ones
+  std::vector<Module> modules;                                  // at Open; the reader adds later-loaded ones
 };
 
 // The running process: pid, /proc/self/exe, argv summary from
@@ -110,7 +110,8 @@ class TraceWriter {
  public:
   // Creates PATH.incomplete (truncating it) and writes the header.  The
   // file becomes PATH only when Close() succeeds.
-  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& path, const TraceHeader& header);
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& path,
+                                                           const TraceHeader& header);
   ~TraceWriter();  // Close()s, ignoring its status
 
   TraceWriter(const TraceWriter&) = delete;
@@ -180,8 +181,8 @@ class TraceWriter {
   std::mutex file_mu_;
   std::vector<char> pending_meta_;  // encoded stack/module records not yet written
   uint32_t pending_meta_records_ = 0;
-  std::vector<Module> modules_;     // already recorded
-  bool refresh_modules_ = false;    // the header describes this process
+  std::vector<Module> modules_;   // already recorded
+  bool refresh_modules_ = false;  // the header describes this process
   std::vector<Stream*> free_streams_;
   uint32_t next_stream_id_ = 1;
   Stream* overflow_ = nullptr;
@@ -255,7 +256,7 @@ class TraceReader {
   uint64_t size_ = 0;
   std::vector<ChunkRef> chunks_;  // event chunks, by min_seq
   size_t next_chunk_ = 0;
-  std::vector<std::unique_ptr<Cursor>> cursors_;  // heap by head seq
+  std::vector<std::unique_ptr<Cursor>> cursors_;         // heap by head seq
   absl::flat_hash_map<uint64_t, core::StackId> stacks_;  // trace id -> local id
   bool truncated_ = false;
   std::string warning_;

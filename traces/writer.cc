@@ -108,7 +108,8 @@ bool Acquire(TraceWriter::Stream* s, StreamState to, int spins) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path, const TraceHeader& header) {
+absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string& path,
+                                                               const TraceHeader& header) {
   std::unique_ptr<TraceWriter> w(new TraceWriter);
   w->path_ = path;
   w->tmp_path_ = path + ".incomplete";
@@ -122,11 +123,12 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   std::string payload = EncodeHeader(header);
   std::string chunk(kChunkHeaderBytes, '\0');
   chunk += payload;
-  FillChunkHeader(reinterpret_cast<uint8_t*>(chunk.data()), static_cast<uint32_t>(payload.size()), 0, kChunkHeader, 0,
-                  0, 0);
+  FillChunkHeader(reinterpret_cast<uint8_t*>(chunk.data()), static_cast<uint32_t>(payload.size()), 0,
+                  kChunkHeader, 0, 0, 0);
   {
     std::lock_guard<std::mutex> l(w->file_mu_);
-    if (!w->WriteAllLocked(prologue.data(), prologue.size()) || !w->WriteAllLocked(chunk.data(), chunk.size())) {
+    if (!w->WriteAllLocked(prologue.data(), prologue.size()) ||
+        !w->WriteAllLocked(chunk.data(), chunk.size())) {
       int err = errno;
       ::close(w->fd_);
       w->fd_ = -1;
@@ -175,7 +177,8 @@ void TraceWriter::WritePendingMetaLocked() {
   auto* h = reinterpret_cast<uint8_t*>(pending_meta_.data());
   uint32_t len = static_cast<uint32_t>(pending_meta_.size() - kChunkHeaderBytes);
   FillChunkHeader(h, len, pending_meta_records_, kChunkMeta, 0, 0, 0);
-  if (WriteAllLocked(pending_meta_.data(), pending_meta_.size())) chunks_.fetch_add(1, std::memory_order_relaxed);
+  if (WriteAllLocked(pending_meta_.data(), pending_meta_.size()))
+    chunks_.fetch_add(1, std::memory_order_relaxed);
   pending_meta_.resize(kChunkHeaderBytes);  // never frees
   pending_meta_records_ = 0;
 }
@@ -183,8 +186,8 @@ void TraceWriter::WritePendingMetaLocked() {
 void TraceWriter::WriteStreamChunkLocked(Stream* s) {
   WritePendingMetaLocked();
   if (s->records == 0) return;
-  FillChunkHeader(s->buf, static_cast<uint32_t>(s->used), s->records, kChunkEvents, s->sorted ? kFlagSorted : 0, s->id,
-                  s->min_seq);
+  FillChunkHeader(s->buf, static_cast<uint32_t>(s->used), s->records, kChunkEvents,
+                  s->sorted ? kFlagSorted : 0, s->id, s->min_seq);
   if (WriteAllLocked(reinterpret_cast<const char*>(s->buf), kChunkHeaderBytes + s->used)) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
     written_events_.fetch_add(s->records, std::memory_order_relaxed);
@@ -426,8 +429,8 @@ absl::Status TraceWriter::Close() {
   AppendVarint(&end, written_events_.load());
   AppendVarint(&end, stacks_.load());
   AppendVarint(&end, dropped_.load());
-  FillChunkHeader(reinterpret_cast<uint8_t*>(end.data()), static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 3,
-                  kChunkEnd, 0, 0, 0);
+  FillChunkHeader(reinterpret_cast<uint8_t*>(end.data()),
+                  static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 3, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(end.data(), end.size());
   if (ok) chunks_.fetch_add(1);
   if (ok && ::fsync(fd_) != 0) ok = false;

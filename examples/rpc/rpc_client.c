@@ -193,7 +193,8 @@ static int issue_rpc(struct client *c, uint32_t si, uint32_t id, uint32_t held) 
   memcpy(buf, &q, sizeof(q));
   rpc_fill(buf + sizeof(q), plen, id, 0);
   s->psum = rpc_hash(buf + sizeof(q), plen);
-  sge[i] = (struct ibv_sge){.addr = (uintptr_t)buf, .length = (uint32_t)sizeof(q) + plen, .lkey = c->ring_mr->lkey};
+  sge[i] = (struct ibv_sge){
+      .addr = (uintptr_t)buf, .length = (uint32_t)sizeof(q) + plen, .lkey = c->ring_mr->lkey};
   wr[i].wr_id = seq;
   wr[i].opcode = IBV_WR_SEND;
   wr[i].send_flags = sq_signal_flag(&c->sq, i, held, last);
@@ -301,20 +302,28 @@ int main(int argc, char **argv) {
   int port = 0;
   const char *devname = NULL;
   static const struct option opts[] = {
-      {"port", required_argument, 0, 'p'}, {"mode", required_argument, 0, 'm'}, {"iters", required_argument, 0, 'n'},
-      {"dev", required_argument, 0, 'd'},  {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+      {"port", required_argument, 0, 'p'},  {"mode", required_argument, 0, 'm'},
+      {"iters", required_argument, 0, 'n'}, {"dev", required_argument, 0, 'd'},
+      {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   for (int o; (o = getopt_long(argc, argv, "p:m:n:d:h", opts, NULL)) != -1;) {
     switch (o) {
-      case 'p': port = atoi(optarg); break;
-      case 'n': c->n = (uint32_t)strtoul(optarg, NULL, 0); break;
-      case 'd': devname = optarg; break;
+      case 'p':
+        port = atoi(optarg);
+        break;
+      case 'n':
+        c->n = (uint32_t)strtoul(optarg, NULL, 0);
+        break;
+      case 'd':
+        devname = optarg;
+        break;
       case 'm': {
         int m = rpc_parse_mode(optarg);
         if (m < 0) usage();
         c->mode = (enum rpc_mode)m;
         break;
       }
-      default: usage();
+      default:
+        usage();
     }
   }
   if (port <= 0 || optind != argc - 1 || c->n == 0) usage();
@@ -327,7 +336,8 @@ int main(int argc, char **argv) {
    * both, sized for the receives only. */
   const bool shared = c->mode == MODE_CQ_OVERRUN;
   if (rpc_dev_open(&c->d, devname, want_sq, RPC_RECVS, (int)want_sq, RPC_RECVS, shared)) return 1;
-  c->sq = (struct sq_credits){.depth = c->d.cap.max_send_wr, .per_rpc = RPC_CLIENT_WRS_PER_RPC, .mode = c->mode};
+  c->sq =
+      (struct sq_credits){.depth = c->d.cap.max_send_wr, .per_rpc = RPC_CLIENT_WRS_PER_RPC, .mode = c->mode};
   if (c->sq.depth < want_sq) {
     RPC_LOG(WHO, "max_send_wr %u < %u", c->sq.depth, want_sq);
     return 1;
@@ -378,7 +388,7 @@ int main(int argc, char **argv) {
     if (ibv_dereg_mr(c->ring_mr)) perror("ibv_dereg_mr");
     c->ring_mr = NULL;
   }
-  if (drain_sq(c)) return 1;                       /* 1. every WR retired */
+  if (drain_sq(c)) return 1; /* 1. every WR retired */
   uint8_t bye = 'B';
   if (write(c->tcp, &bye, 1) != 1) perror("write"); /* 2. the server may go */
   rpc_dev_destroy_qp(&c->d);                        /* 3. QP (and its posted receives), CQs */

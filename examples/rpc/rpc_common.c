@@ -105,8 +105,8 @@ void sq_retire(struct sq_credits *c, uint64_t wr_id) {
 
 /* ---- device and QP ----------------------------------------------------- */
 
-int rpc_dev_open(struct rpc_dev *d, const char *devname, uint32_t max_send_wr, uint32_t max_recv_wr, int scq_cqe,
-                 int rcq_cqe, bool shared_cq) {
+int rpc_dev_open(struct rpc_dev *d, const char *devname, uint32_t max_send_wr, uint32_t max_recv_wr,
+                 int scq_cqe, int rcq_cqe, bool shared_cq) {
   memset(d, 0, sizeof(*d));
   int n = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
@@ -331,7 +331,8 @@ int rpc_recv_info(int fd, struct rpc_conn_info *i, double timeout_s) {
   size_t off = 0;
   double end = rpc_now() + timeout_s;
   while (off < INFO_LEN) {
-    if (wait_fd(fd, POLLIN, end - rpc_now())) return fprintf(stderr, "no connection info from the peer\n"), -1;
+    if (wait_fd(fd, POLLIN, end - rpc_now()))
+      return fprintf(stderr, "no connection info from the peer\n"), -1;
     ssize_t r = read(fd, buf + off, INFO_LEN - off);
     if (r == 0) return fprintf(stderr, "peer closed the socket during the exchange\n"), -1;
     if (r < 0) {

@@ -15,21 +15,21 @@
 #include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <infiniband/verbs.h>
 
 /* ---- sizes ------------------------------------------------------------- */
 
-#define RPC_SLOTS 8         /* RPCs the client may have executing at once */
-#define RPC_RECV_SLACK 4    /* receives posted beyond one per slot */
+#define RPC_SLOTS 8      /* RPCs the client may have executing at once */
+#define RPC_RECV_SLACK 4 /* receives posted beyond one per slot */
 #define RPC_RECVS (RPC_SLOTS + RPC_RECV_SLACK)
-#define RPC_MSG_MAX 512     /* largest SEND (header + inline payload) */
+#define RPC_MSG_MAX 512 /* largest SEND (header + inline payload) */
 #define RPC_PAYLOAD_MAX (RPC_MSG_MAX - (int)sizeof(struct rpc_req))
-#define RPC_WRITE_MAX 4096  /* largest RDMA WRITE payload, one region per slot */
-#define RPC_WRITE_EVERY 4   /* every 4th RPC writes its bulk data first */
-#define RPC_WAIT_S 5.0      /* no wait in these programs lasts longer */
+#define RPC_WRITE_MAX 4096 /* largest RDMA WRITE payload, one region per slot */
+#define RPC_WRITE_EVERY 4  /* every 4th RPC writes its bulk data first */
+#define RPC_WAIT_S 5.0     /* no wait in these programs lasts longer */
 
 /* Most SQEs one RPC can use (docs/RULES.md, SQ credit; step 1): client: RDMA WRITE + SEND;
  * server: the reply SEND. */
@@ -44,13 +44,13 @@
 
 struct rpc_req {
   uint32_t magic;
-  uint32_t id;     /* RPC number, 0..n-1 */
-  uint16_t slot;   /* client slot; also selects the server's write region */
-  uint16_t flags;  /* RPC_FLAG_* */
-  uint32_t len;    /* inline payload bytes following this header */
-  uint32_t wlen;   /* bytes RDMA-written into the slot's region before this SEND */
+  uint32_t id;    /* RPC number, 0..n-1 */
+  uint16_t slot;  /* client slot; also selects the server's write region */
+  uint16_t flags; /* RPC_FLAG_* */
+  uint32_t len;   /* inline payload bytes following this header */
+  uint32_t wlen;  /* bytes RDMA-written into the slot's region before this SEND */
   uint32_t pad;
-  uint64_t wsum;   /* hash of those bytes, as the client wrote them */
+  uint64_t wsum; /* hash of those bytes, as the client wrote them */
 };
 
 struct rpc_rep {
@@ -59,8 +59,8 @@ struct rpc_rep {
   uint16_t slot;
   uint16_t status; /* 0 ok, else RPC_ST_* */
   uint32_t pad;
-  uint64_t psum;   /* hash of the inline payload the server received */
-  uint64_t wsum;   /* hash of the slot's write region as the server read it */
+  uint64_t psum; /* hash of the inline payload the server received */
+  uint64_t wsum; /* hash of the slot's write region as the server read it */
 };
 
 enum { RPC_ST_OK = 0, RPC_ST_BAD_HEADER = 1, RPC_ST_BAD_WRITE = 2 };
@@ -94,12 +94,12 @@ int rpc_parse_mode(const char *s); /* -1 if unknown */
  * the SQ is strongly ordered, a signaled completion for WR k retires k and
  * every earlier WR, signaled or not. */
 struct sq_credits {
-  uint32_t depth;      /* max_send_wr as ibv_create_qp RETURNED it */
-  uint32_t per_rpc;    /* N: most SQEs one RPC can use */
-  uint64_t posted;     /* WRs posted; the next WR's number */
-  uint64_t retired;    /* WRs whose completion (own or later) was polled */
-  uint32_t reserved;   /* credits held by slots handed to the upper layer */
-  uint32_t unsignaled; /* unsignaled WRs posted since the last signaled one */
+  uint32_t depth;        /* max_send_wr as ibv_create_qp RETURNED it */
+  uint32_t per_rpc;      /* N: most SQEs one RPC can use */
+  uint64_t posted;       /* WRs posted; the next WR's number */
+  uint64_t retired;      /* WRs whose completion (own or later) was polled */
+  uint32_t reserved;     /* credits held by slots handed to the upper layer */
+  uint32_t unsignaled;   /* unsignaled WRs posted since the last signaled one */
   uint64_t signaled_end; /* number of the last signaled WR posted, plus one */
   enum rpc_mode mode;
 };
@@ -145,8 +145,8 @@ struct rpc_conn_info {
 struct rpc_dev {
   struct ibv_context *ctx;
   struct ibv_pd *pd;
-  struct ibv_cq *scq;  /* send completions */
-  struct ibv_cq *rcq;  /* receive completions (== scq in cq-overrun mode) */
+  struct ibv_cq *scq; /* send completions */
+  struct ibv_cq *rcq; /* receive completions (== scq in cq-overrun mode) */
   struct ibv_qp *qp;
   struct ibv_qp_cap cap; /* what create_qp returned */
   uint16_t lid;
@@ -156,8 +156,8 @@ struct rpc_dev {
 
 /* Open the device (NULL: the first one), make a PD, the CQs and an RC QP.
  * `scq_cqe`/`rcq_cqe` as given; if `shared_cq`, one CQ of `rcq_cqe`. */
-int rpc_dev_open(struct rpc_dev *d, const char *devname, uint32_t max_send_wr, uint32_t max_recv_wr, int scq_cqe,
-                 int rcq_cqe, bool shared_cq);
+int rpc_dev_open(struct rpc_dev *d, const char *devname, uint32_t max_send_wr, uint32_t max_recv_wr,
+                 int scq_cqe, int rcq_cqe, bool shared_cq);
 int rpc_dev_connect(struct rpc_dev *d, const struct rpc_conn_info *remote);
 void rpc_dev_local_info(const struct rpc_dev *d, struct rpc_conn_info *out);
 /* Destroys the QP and the CQs (not the PD: MRs may still need it). */

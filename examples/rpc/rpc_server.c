@@ -191,21 +191,28 @@ int main(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   for (int o; (o = getopt_long(argc, argv, "p:m:d:h", opts, NULL)) != -1;) {
     switch (o) {
-      case 'p': port = atoi(optarg); break;
-      case 'd': devname = optarg; break;
+      case 'p':
+        port = atoi(optarg);
+        break;
+      case 'd':
+        devname = optarg;
+        break;
       case 'm':
         if (rpc_parse_mode(optarg) < 0) usage(); /* the server always runs correctly */
         break;
-      default: usage();
+      default:
+        usage();
     }
   }
   if (port <= 0 || optind != argc) usage();
 
   int lfd = rpc_tcp_listen(port);
   if (lfd < 0) return 1;
-  const uint32_t want_sq = 2 * RPC_SERVER_WRS_PER_RPC * RPC_SLOTS; /* 2*N*slots, as the linux-rdma advice sizes it */
+  const uint32_t want_sq =
+      2 * RPC_SERVER_WRS_PER_RPC * RPC_SLOTS; /* 2*N*slots, as the linux-rdma advice sizes it */
   if (rpc_dev_open(&s->d, devname, want_sq, RPC_RECVS, (int)want_sq, RPC_RECVS, false)) return 1;
-  s->sq = (struct sq_credits){.depth = s->d.cap.max_send_wr, .per_rpc = RPC_SERVER_WRS_PER_RPC, .mode = MODE_CORRECT};
+  s->sq = (struct sq_credits){
+      .depth = s->d.cap.max_send_wr, .per_rpc = RPC_SERVER_WRS_PER_RPC, .mode = MODE_CORRECT};
   if (s->d.scq->cqe < (int)s->sq.depth) return RPC_LOG(WHO, "send CQ smaller than the SQ"), 1;
 
   const size_t ring_len = (size_t)s->sq.depth * RPC_MSG_MAX, rlen = (size_t)RPC_RECVS * RPC_MSG_MAX,
@@ -248,7 +255,7 @@ int main(int argc, char **argv) {
   /* Retire every reply (bounded).  A client that went away may never
    * acknowledge the last ones; destroying the QP below halts them. */
   if (drain_sq(s) && rc == 0) status = 1;
-  if (rc == 0 && status == 0) {  /* the client says when it is done with our replies */
+  if (rc == 0 && status == 0) { /* the client says when it is done with our replies */
     uint8_t b;
     if (rpc_recv_byte(s->tcp, &b, 10.0) < 0) RPC_LOG(WHO, "no goodbye from the client");
   }

@@ -4,13 +4,13 @@
 // the test.
 #include <infiniband/verbs.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -91,7 +91,8 @@ Completion Wc(uint32_t qpn, uint64_t wr_id, uint32_t status = IBV_WC_SUCCESS, ui
   return c;
 }
 
-QpCaps Caps(uint32_t send, uint32_t recv = 16, uint32_t send_sge = 4, uint32_t recv_sge = 4, uint32_t inl = 64) {
+QpCaps Caps(uint32_t send, uint32_t recv = 16, uint32_t send_sge = 4, uint32_t recv_sge = 4,
+            uint32_t inl = 64) {
   QpCaps c;
   c.max_send_wr = send;
   c.max_recv_wr = recv;
@@ -509,7 +510,8 @@ TEST(CheckersUnsignaledRun, OddDepth) {
   Basic b(5);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(0, false), Wr(1, false), Wr(2, true)}), kNone);
   EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 2)}), kNone);
-  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, false), Wr(4, false), Wr(5, false), Wr(6, true)}), Ids{"unsignaled-run"});
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, false), Wr(4, false), Wr(5, false), Wr(6, true)}),
+            Ids{"unsignaled-run"});
 }
 
 // ========================================================= rq-overflow ==
@@ -687,7 +689,8 @@ TEST(CheckersDeregInFlight, UnsignaledWhoseRetiringCompletionIsNotPolledYet) {
   ObjId cq = f.CreateCq(16);
   ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
   f.ToRts(qp);
-  EXPECT_EQ(f.PostSend(qp, {Wr(1, false, {Sg(0x10000, 8, 0x11)}), Wr(2, true, {Sg(0x20000, 8, 0x22)})}), kNone);
+  EXPECT_EQ(f.PostSend(qp, {Wr(1, false, {Sg(0x10000, 8, 0x11)}), Wr(2, true, {Sg(0x20000, 8, 0x22)})}),
+            kNone);
   EXPECT_EQ(f.DeregMr(mr1), Ids{"dereg-in-flight"});
   (void)mr2;
 }
@@ -825,8 +828,9 @@ TEST(CheckersErrorCompletion, OncePerQpWithTheFailedWrStack) {
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}, /*stack=*/501), kNone);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true)}, /*stack=*/502), kNone);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(3, true), Wr(4, true)}, /*stack=*/503), kNone);
-  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1), Wc(b.qpn, 2, IBV_WC_REM_ACCESS_ERR), Wc(b.qpn, 3, IBV_WC_WR_FLUSH_ERR)}),
-            Ids{"error-completion"});
+  EXPECT_EQ(
+      b.f.Poll(b.cq, {Wc(b.qpn, 1), Wc(b.qpn, 2, IBV_WC_REM_ACCESS_ERR), Wc(b.qpn, 3, IBV_WC_WR_FLUSH_ERR)}),
+      Ids{"error-completion"});
   ASSERT_EQ(b.f.last.size(), 1u);
   bool found = false;
   for (const auto& r : b.f.last[0].related) found |= r.stack == 502;
@@ -938,7 +942,8 @@ TEST(CheckersNotifyWithoutPoll, RcPingpongEventModeIsSilent) {
     EXPECT_EQ(s.f.Ack(s.cq, 1), kNone) << iter;
     EXPECT_EQ(s.f.ReqNotify(s.cq), kNone) << iter;
     // The poll after arming: the send completion and one receive.
-    EXPECT_EQ(s.f.Poll(s.cq, {Wc(s.qpn, 1 + iter), Wc(s.qpn, 100 + iter, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone)
+    EXPECT_EQ(s.f.Poll(s.cq, {Wc(s.qpn, 1 + iter), Wc(s.qpn, 100 + iter, IBV_WC_SUCCESS, IBV_WC_RECV)}),
+              kNone)
         << iter;
     EXPECT_EQ(s.f.PostRecv(s.qp, {Rwr(next_recv++, {s.sg(0)})}), kNone) << iter;
     EXPECT_EQ(s.f.PostSend(s.qp, {Wr(2 + iter, true, {s.sg(0x1000)})}), kNone) << iter;
@@ -1146,7 +1151,8 @@ TEST(CheckersSgeRules, SgeCount) {
 
 TEST(CheckersInlineTooLarge, OverAndAtTheLimit) {
   Basic b(8);  // max_inline_data 64
-  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg(0, 32), b.sg(64, 32)}, IBV_WR_SEND, IBV_SEND_INLINE)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {b.sg(0, 32), b.sg(64, 32)}, IBV_WR_SEND, IBV_SEND_INLINE)}),
+            kNone);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, {b.sg(0, 32), b.sg(64, 33)}, IBV_WR_SEND, IBV_SEND_INLINE)}),
             Ids{"inline-too-large"});
   // Not inline: no limit but the MR.
@@ -1184,7 +1190,7 @@ TEST(CheckersWrIdDuplicate, NearMisses) {
   Basic b(8);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), kNone);
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, false)}), kNone);  // unsignaled: no completion to confuse
-  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 5)}), kNone);  // retires the first (and nothing later)
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 5)}), kNone);      // retires the first (and nothing later)
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), kNone);
 }
 
@@ -1240,9 +1246,10 @@ TEST(CheckersBufferModifiedInFlight, RetiredWrsAreHandedBackForRehashing) {
   // u u S with hashed SGEs: the S completion retires all three, and the
   // engine hands all three back (oldest first); an unhashed WR is not.
   Basic b(8);
-  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, false, {Hashed(0x10000, 8, 0x11, 0xa1)}),
-                                Wr(2, false, {Hashed(0x10040, 8, 0x11, 0xa2)}),
-                                Wr(3, true, {Hashed(0x10080, 8, 0x11, 0xa3)}), Wr(4, true, {b.sg()})},
+  EXPECT_EQ(b.f.PostSend(b.qp,
+                         {Wr(1, false, {Hashed(0x10000, 8, 0x11, 0xa1)}),
+                          Wr(2, false, {Hashed(0x10040, 8, 0x11, 0xa2)}),
+                          Wr(3, true, {Hashed(0x10080, 8, 0x11, 0xa3)}), Wr(4, true, {b.sg()})},
                          /*stack=*/600),
             kNone);
   EXPECT_TRUE(b.f.eng.TakeRetired().empty());
@@ -1359,18 +1366,20 @@ std::vector<Event> RichTrace() {
   }
   // Every QP sends from MR 0 and from its own MR.
   for (int i = 0; i < 12; ++i)
-    f.PostSend(qps[i], {Wr(1, true, {Sg(0x100000, 8, 0x100)}), Wr(2, true, {Sg(0x100000 * (i + 1), 8, 0x100 + i)})},
+    f.PostSend(qps[i],
+               {Wr(1, true, {Sg(0x100000, 8, 0x100)}), Wr(2, true, {Sg(0x100000 * (i + 1), 8, 0x100 + i)})},
                1000 + i);
   for (ObjId cq : cqs) f.ReqNotify(cq);
-  f.Wait(ch);                 // notify-without-poll: which CQ?
-  f.DeregMr(mrs[0]);          // dereg-in-flight: which QP is the example?
-  FreeRange(f, 0x100000, 8);  // free-in-flight: which QP?
-  f.Fork();                   // fork-with-mrs: which MR?
-  f.DestroyCq(cqs[1]);        // destroy-in-use: which QP?
-  f.DeallocPd(pd);            // destroy-in-use: which MR?
+  f.Wait(ch);                                                   // notify-without-poll: which CQ?
+  f.DeregMr(mrs[0]);                                            // dereg-in-flight: which QP is the example?
+  FreeRange(f, 0x100000, 8);                                    // free-in-flight: which QP?
+  f.Fork();                                                     // fork-with-mrs: which MR?
+  f.DestroyCq(cqs[1]);                                          // destroy-in-use: which QP?
+  f.DeallocPd(pd);                                              // destroy-in-use: which MR?
   f.PostSend(qps[0], {Wr(3, true), Wr(4, true), Wr(5, true)});  // sq-overflow, cq-overrun
   for (int i = 0; i < 12; ++i)
-    f.Poll(cqs[i % 4], {Wc(Fx::Qpn(qps[i]), 1, IBV_WC_REM_ACCESS_ERR), Wc(Fx::Qpn(qps[i]), 2, IBV_WC_WR_FLUSH_ERR)});
+    f.Poll(cqs[i % 4],
+           {Wc(Fx::Qpn(qps[i]), 1, IBV_WC_REM_ACCESS_ERR), Wc(Fx::Qpn(qps[i]), 2, IBV_WC_WR_FLUSH_ERR)});
   return f.log;
 }
 
@@ -1394,8 +1403,9 @@ TEST(CheckersDeterminism, SameEventsSameFindingsInFreshEngines) {
   for (int k = 0; k < 8; ++k) {
     // Half of them as a replay builds them (one thread, no locks), half as
     // the live pipeline does (locking, numbering): the same findings.
-    engines.push_back(k % 2 ? std::make_unique<Engine>(/*assign_seq=*/false, core::CheckSet::All(), /*one_thread=*/true)
-                            : std::make_unique<Engine>(/*assign_seq=*/true));
+    engines.push_back(
+        k % 2 ? std::make_unique<Engine>(/*assign_seq=*/false, core::CheckSet::All(), /*one_thread=*/true)
+              : std::make_unique<Engine>(/*assign_seq=*/true));
     spacers.push_back(std::make_unique<char[]>(4096 * (k + 1)));
     std::vector<Finding> all;
     for (const auto& e : events) {
@@ -1411,8 +1421,9 @@ TEST(CheckersDeterminism, SameEventsSameFindingsInFreshEngines) {
     std::vector<std::string> a = absl::StrSplit(outputs[0], '\n'), b = absl::StrSplit(outputs[k], '\n');
     size_t i = 0;
     while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    ADD_FAILURE() << "engine " << k << " differs from engine 0 at finding " << i << ":\n  engine 0: "
-                  << (i < a.size() ? a[i] : "<none>") << "\n  engine " << k << ": " << (i < b.size() ? b[i] : "<none>");
+    ADD_FAILURE() << "engine " << k << " differs from engine 0 at finding " << i
+                  << ":\n  engine 0: " << (i < a.size() ? a[i] : "<none>") << "\n  engine " << k << ": "
+                  << (i < b.size() ? b[i] : "<none>");
     break;
   }
 }
@@ -1425,8 +1436,8 @@ TEST(CheckersDeterminism, RichTraceRaisesTheExpectedChecks) {
     Ids got = Names(eng.OnEvent(e));
     all.insert(all.end(), got.begin(), got.end());
   }
-  Ids want = {"notify-without-poll", "dereg-in-flight", "free-in-flight", "fork-with-mrs", "destroy-in-use", "destroy-in-use",
-              "sq-overflow", "cq-overrun"};
+  Ids want = {"notify-without-poll", "dereg-in-flight", "free-in-flight", "fork-with-mrs",
+              "destroy-in-use",      "destroy-in-use",  "sq-overflow",    "cq-overrun"};
   want.insert(want.end(), 12, std::string("error-completion"));
   EXPECT_EQ(all, want);
 }
@@ -1450,7 +1461,9 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
   // third often, a third in between (a post that no check speaks about
   // must be common, or the filters' "quiet" answer goes untested).
   const int chaos = static_cast<int>(seed % 3);
-  auto fault = [&](int percent) { return chance(chaos == 0 ? percent / 4 : chaos == 1 ? percent : 3 * percent); };
+  auto fault = [&](int percent) {
+    return chance(chaos == 0 ? percent / 4 : chaos == 1 ? percent : 3 * percent);
+  };
   Fx f;
   ObjId pd = f.AllocPd(), other_pd = f.AllocPd();
   struct Mr {
@@ -1461,7 +1474,8 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
   std::vector<Mr> mrs;
   for (uint32_t i = 0; i < 4; ++i) {
     const uint64_t addr = 0x100000 * (i + 1);
-    const uint32_t access = i == 2 ? uint32_t{IBV_ACCESS_REMOTE_READ} : kAllAccess;  // one without local write
+    const uint32_t access =
+        i == 2 ? uint32_t{IBV_ACCESS_REMOTE_READ} : kAllAccess;  // one without local write
     mrs.push_back({addr, 0x100 + i, f.RegMr(i == 3 ? other_pd : pd, addr, 0x1000, 0x100 + i, access)});
   }
   std::vector<ObjId> cqs;
@@ -1487,9 +1501,13 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
     }
     return v;
   };
-  static constexpr uint32_t kOpcodes[] = {IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
-                                          IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_FETCH_AND_ADD,
-                                          IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM};
+  static constexpr uint32_t kOpcodes[] = {IBV_WR_SEND,
+                                          IBV_WR_RDMA_WRITE,
+                                          IBV_WR_RDMA_READ,
+                                          IBV_WR_ATOMIC_CMP_AND_SWP,
+                                          IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                          IBV_WR_SEND_WITH_IMM,
+                                          IBV_WR_RDMA_WRITE_WITH_IMM};
   for (int i = 0; i < n_events; ++i) {
     const ObjId qp = qps[pick(qps.size())];
     const StackId stack = 1 + pick(6);  // repeats: reports deduplicate per (check, stack)
@@ -1500,7 +1518,8 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
       for (uint32_t k = 0, n = 1 + pick(3); k < n; ++k) {
         const uint32_t op = kOpcodes[fault(30) ? pick(7) : pick(2)];
         const bool atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-        SendWr w = Wr(fault(10) ? pick(6) : next_wr_id++, chance(50), sges(atomic), op, fault(10) ? IBV_SEND_INLINE : 0);
+        SendWr w = Wr(fault(10) ? pick(6) : next_wr_id++, chance(50), sges(atomic), op,
+                      fault(10) ? IBV_SEND_INLINE : 0);
         if (fault(3)) w.num_sge = 7;
         w.remote_addr = 0x5000 + (fault(10) ? 1 + pick(7) : 8 * pick(8));
         wrs.push_back(w);
@@ -1525,7 +1544,9 @@ std::vector<Event> RandomDataPath(uint32_t seed, int n_events) {
       uint64_t wr_id = pick(6);
       if (send && !q.sq.empty()) wr_id = q.sq[pick(q.sq.size())].wr_id;
       if (!send && !q.rq.empty()) wr_id = q.rq.front().wr_id;
-      const uint32_t status = !fault(5) ? IBV_WC_SUCCESS : chance(50) ? IBV_WC_WR_FLUSH_ERR : IBV_WC_REM_ACCESS_ERR;
+      const uint32_t status = !fault(5)    ? IBV_WC_SUCCESS
+                              : chance(50) ? IBV_WC_WR_FLUSH_ERR
+                                           : IBV_WC_REM_ACCESS_ERR;
       wcs.push_back(Wc(Fx::Qpn(qp), wr_id, status, send ? IBV_WC_RDMA_WRITE : IBV_WC_RECV));
       f.Poll(send ? q.send_cq : q.recv_cq, wcs);
     } else if (action < 93) {
@@ -1554,7 +1575,9 @@ TEST(CheckersQuietFilters, SameFindingsWithAndWithoutThem) {
       const std::string a = Render(filtered.OnEvent(events[i])), b = Render(full.OnEvent(events[i]));
       if (a != b) {
         ADD_FAILURE() << "seed " << seed << ", event " << i << " (" << core::EventKindName(events[i].kind)
-                      << "):\n  with the filters:\n" << a << "  without:\n" << b;
+                      << "):\n  with the filters:\n"
+                      << a << "  without:\n"
+                      << b;
         return;
       }
       for (absl::string_view line : absl::StrSplit(b, '\n', absl::SkipEmpty()))
@@ -1568,10 +1591,10 @@ TEST(CheckersQuietFilters, SameFindingsWithAndWithoutThem) {
   }
   // The streams reach every check the filters stand in for, and plenty of
   // posts that none of them speaks about.
-  for (const char* id : {"post-bad-qp-state", "post-after-error", "sq-overflow", "unsignaled-deadlock",
-                         "unsignaled-run", "cq-overrun", "sge-count", "invalid-lkey", "sge-out-of-bounds",
-                         "mr-access", "inline-too-large", "atomic-misaligned", "wr-id-duplicate", "rq-overflow",
-                         "error-completion"})
+  for (const char* id :
+       {"post-bad-qp-state", "post-after-error", "sq-overflow", "unsignaled-deadlock", "unsignaled-run",
+        "cq-overrun", "sge-count", "invalid-lkey", "sge-out-of-bounds", "mr-access", "inline-too-large",
+        "atomic-misaligned", "wr-id-duplicate", "rq-overflow", "error-completion"})
     EXPECT_GT(fired[id], 0) << id;
   EXPECT_GT(silent_posts, posts / 4) << silent_posts << " of " << posts;
 }
@@ -1789,7 +1812,9 @@ TEST(CheckersDomains, DataPathRacesControlPathSafely) {
         e.length = 4096;
         e.lkey = 0x900 + round % 16;
       });
-      for (auto [k, o] : {std::pair{EventKind::kDeregMr, mr}, {EventKind::kDestroyQp, q}, {EventKind::kDestroyCq, a},
+      for (auto [k, o] : {std::pair{EventKind::kDeregMr, mr},
+                          {EventKind::kDestroyQp, q},
+                          {EventKind::kDestroyCq, a},
                           {EventKind::kDestroyCq, b}}) {
         Event d;
         d.kind = k;

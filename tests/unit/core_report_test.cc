@@ -47,8 +47,10 @@ std::vector<Frame> PostFrames() {
 }
 
 Finding DeregFinding(StackId stack = 101) {
-  return Finding{CheckId::kDeregInFlight, "MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11",
-                 stack, {{"outstanding WR wr_id=0x2a RDMA_WRITE posted at", 102}}};
+  return Finding{CheckId::kDeregInFlight,
+                 "MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11",
+                 stack,
+                 {{"outstanding WR wr_id=0x2a RDMA_WRITE posted at", 102}}};
 }
 
 struct Captured {
@@ -85,7 +87,8 @@ TEST(Checks, NamesAndProperties) {
   EXPECT_NE(std::string(CheckDescription(CheckId::kCqOverrun)).find("cqe"), std::string::npos);
   EXPECT_EQ(CheckByName("free-in-flight"), CheckId::kFreeInFlight);
   EXPECT_EQ(CheckByName("nope"), std::nullopt);
-  for (size_t i = 0; i < kNumChecks; ++i) EXPECT_EQ(CheckByName(CheckName(static_cast<CheckId>(i))), static_cast<CheckId>(i));
+  for (size_t i = 0; i < kNumChecks; ++i)
+    EXPECT_EQ(CheckByName(CheckName(static_cast<CheckId>(i))), static_cast<CheckId>(i));
 }
 
 TEST(Checks, ParseCheckSets) {
@@ -119,7 +122,8 @@ TEST(Checks, NewOptionsParse) {
   EXPECT_EQ(o.exitcode, 66);
   EXPECT_FALSE(o.halt_on_error);
   EXPECT_EQ(o.report_format, "text");
-  absl::Status status = ParseOptions("halt_on_error=1:exitcode=3:report_format=json:checks=all;-wr-id-duplicate", &o);
+  absl::Status status =
+      ParseOptions("halt_on_error=1:exitcode=3:report_format=json:checks=all;-wr-id-duplicate", &o);
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_TRUE(o.halt_on_error);
   EXPECT_EQ(o.exitcode, 3);
@@ -133,7 +137,8 @@ TEST(Render, TextHasTheSanitizerShape) {
   Finding f = DeregFinding();
   std::string text = RenderText(f, MainFrames(), {PostFrames()}, 4242);
   EXPECT_EQ(text,
-            "==4242==ERROR: rdmasan: dereg-in-flight: MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11\n"
+            "==4242==ERROR: rdmasan: dereg-in-flight: MR 0x7 (lkey 0x1207) deregistered with 1 outstanding "
+            "WR on QP 0x11\n"
             "    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"
             "    #1 0x55d0c0a1b400 in main /src/app/client.c:120\n"
             "  outstanding WR wr_id=0x2a RDMA_WRITE posted at:\n"
@@ -173,13 +178,17 @@ TEST(Render, JsonIsOneObjectPerLine) {
   EXPECT_EQ(CountOf(json, "["), CountOf(json, "]"));
   EXPECT_NE(json.find("\"check\":\"dereg-in-flight\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"severity\":\"error\""), std::string::npos);
-  EXPECT_NE(json.find("\"message\":\"quote \\\" and backslash \\\\ and\\nnewline\""), std::string::npos) << json;
-  EXPECT_NE(json.find("{\"pc\":\"0x55d0c0a1b2c3\",\"function\":\"teardown\",\"file\":\"/src/app/client.c\",\"line\":88,"
-                      "\"module\":\"/usr/bin/client\",\"offset\":\"0x12c3\"}"),
-            std::string::npos)
+  EXPECT_NE(json.find("\"message\":\"quote \\\" and backslash \\\\ and\\nnewline\""), std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"stack\":[{"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(
+          "{\"pc\":\"0x55d0c0a1b2c3\",\"function\":\"teardown\",\"file\":\"/src/app/client.c\",\"line\":88,"
+          "\"module\":\"/usr/bin/client\",\"offset\":\"0x12c3\"}"),
+      std::string::npos)
+      << json;
+  EXPECT_NE(
+      json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"stack\":[{"),
+      std::string::npos)
       << json;
 }
 
@@ -209,7 +218,8 @@ TEST(Render, SarifLog) {
   EXPECT_EQ(result["level"], "error");
   EXPECT_EQ(result["message"]["text"], DeregFinding().message);
   EXPECT_EQ(result["locations"][0]["physicalLocation"],
-            nlohmann::json::parse(R"({"artifactLocation":{"uri":"file:///src/app/client.c"},"region":{"startLine":88}})"))
+            nlohmann::json::parse(
+                R"({"artifactLocation":{"uri":"file:///src/app/client.c"},"region":{"startLine":88}})"))
       << sarif;
   EXPECT_EQ(result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"], "teardown");
   ASSERT_EQ(result["relatedLocations"].size(), 1u);
@@ -238,7 +248,8 @@ TEST(Render, SarifFrameWithModuleOnly) {
   const nlohmann::json result = nlohmann::json::parse(RenderSarif(findings))["runs"][0]["results"][0];
   EXPECT_EQ(result["level"], "warning");
   EXPECT_EQ(result["locations"][0]["physicalLocation"],
-            nlohmann::json::parse(R"({"artifactLocation":{"uri":"file:///lib/libx.so"},"address":{"relativeAddress":4096}})"));
+            nlohmann::json::parse(
+                R"({"artifactLocation":{"uri":"file:///lib/libx.so"},"address":{"relativeAddress":4096}})"));
   EXPECT_FALSE(result["locations"][0].contains("logicalLocations"));
   EXPECT_FALSE(result.contains("relatedLocations"));
 }
@@ -247,7 +258,8 @@ TEST(Render, SarifFrameWithModuleOnly) {
 // characters and UTF-8 (here "é" and "→").
 const char kOddFunction[] = "ns::op\"()\\ \t\x01 caf\xc3\xa9";
 const char kOddFile[] = "/src/dir \"q\"\\x/\xe2\x86\x92\n.c";
-const char kOddMessage[] = "quote \" backslash \\ newline\n tab\t ctl\x01\x1f del\x7f utf8 \xc3\xa9\xe2\x86\x92";
+const char kOddMessage[] =
+    "quote \" backslash \\ newline\n tab\t ctl\x01\x1f del\x7f utf8 \xc3\xa9\xe2\x86\x92";
 const char kOddLabel[] = "label \"x\"\r\n";
 
 Finding OddFinding() { return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{kOddLabel, 8}}}; }
@@ -294,7 +306,8 @@ TEST(Render, SarifEscapesWhatTheProgramControls) {
   EXPECT_EQ(result["message"]["text"], kOddMessage);
   const nlohmann::json& loc = result["locations"][0];
   EXPECT_EQ(loc["logicalLocations"][0]["fullyQualifiedName"], kOddFunction);
-  EXPECT_EQ(PercentDecode(loc["physicalLocation"]["artifactLocation"]["uri"]), std::string("file://") + kOddFile);
+  EXPECT_EQ(PercentDecode(loc["physicalLocation"]["artifactLocation"]["uri"]),
+            std::string("file://") + kOddFile);
   EXPECT_EQ(result["relatedLocations"][0]["message"]["text"], kOddLabel);
   EXPECT_EQ(result["stacks"][0]["message"]["text"], kOddMessage);
   EXPECT_EQ(result["stacks"][1]["message"]["text"], kOddLabel);
@@ -323,7 +336,8 @@ TEST(Render, InvalidUtf8DoesNotThrow) {
   for (const std::string& got :
        {j["message"].get<std::string>(), j["stack"][0]["function"].get<std::string>(),
         s["runs"][0]["results"][0]["message"]["text"].get<std::string>(),
-        s["runs"][0]["results"][0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"].get<std::string>()}) {
+        s["runs"][0]["results"][0]["locations"][0]["logicalLocations"][0]["fullyQualifiedName"]
+            .get<std::string>()}) {
     EXPECT_EQ(got.rfind("bad", 0), 0u) << got;
     EXPECT_NE(got.find(replacement + " name "), std::string::npos) << got;
   }
@@ -451,7 +465,8 @@ TEST(Reporter, JsonFormatWritesOneLinePerFindingAndASummary) {
   r.Finish();
   EXPECT_EQ(CountOf(out.text, "\n"), 3u) << out.text;
   EXPECT_EQ(CountOf(out.text, "\n{"), 2u);
-  EXPECT_NE(out.text.find("\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2}"), std::string::npos)
+  EXPECT_NE(out.text.find("\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2}"),
+            std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find(absl::StrCat("{\"pid\":", getpid(),
                                        ",\"summary\":{\"findings\":2,\"counts\":{\"dereg-in-flight\":2},"
@@ -469,7 +484,8 @@ TEST(Reporter, FinishPrintsCountsAndReturnsExitcode) {
   r.ReportSymbolized(DeregFinding(2), MainFrames(), {});
   r.ReportSymbolized(DeregFinding(3), MainFrames(), {});
   EXPECT_EQ(r.Finish(), 42);
-  EXPECT_NE(out.text.find(absl::StrCat("==", getpid(), "==rdmasan: 3 findings: sq-overflow 1, dereg-in-flight 2\n")),
+  EXPECT_NE(out.text.find(
+                absl::StrCat("==", getpid(), "==rdmasan: 3 findings: sq-overflow 1, dereg-in-flight 2\n")),
             std::string::npos)
       << out.text;
   size_t len = out.text.size();
@@ -533,12 +549,14 @@ TEST(Reporter, HidesInlinedVerbsHeaderFrames) {
   Finding f{CheckId::kSqOverflow, "full", 9, {}};
   ASSERT_TRUE(r.ReportSymbolized(f, frames, {}));
   EXPECT_EQ(out.text.find("verbs.h"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"), std::string::npos)
+      << out.text;
   EXPECT_NE(out.text.find("SUMMARY: rdmasan: sq-overflow client.c:88 in teardown"), std::string::npos);
 }
 
 __attribute__((noinline)) StackId PostSomething(int* line) {
-  *line = __LINE__; StackId id = CaptureStack();
+  *line = __LINE__;
+  StackId id = CaptureStack();
   asm volatile("" ::: "memory");
   return id;
 }
@@ -555,8 +573,9 @@ TEST(Reporter, ReportSymbolizesRealStacks) {
             std::string::npos)
       << out.text;
   EXPECT_NE(out.text.find(absl::StrCat("core_report_test.cc:", line, "\n")), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find(absl::StrCat("SUMMARY: rdmasan: sge-out-of-bounds core_report_test.cc:", line, " in ")),
-            std::string::npos)
+  EXPECT_NE(
+      out.text.find(absl::StrCat("SUMMARY: rdmasan: sge-out-of-bounds core_report_test.cc:", line, " in ")),
+      std::string::npos)
       << out.text;
 }
 
@@ -566,7 +585,8 @@ TEST(Reporter, NestedReportFromTheSameThreadIsDroppedNotDeadlocked) {
   std::string text;
   Reporter r(Options{}, [&](absl::string_view s) {
     text.append(s.data(), s.size());
-    if (nested_printed < 0 && self) nested_printed = self->ReportSymbolized(DeregFinding(999), MainFrames(), {});
+    if (nested_printed < 0 && self)
+      nested_printed = self->ReportSymbolized(DeregFinding(999), MainFrames(), {});
   });
   self = &r;
   EXPECT_TRUE(r.ReportSymbolized(DeregFinding(1), MainFrames(), {}));
@@ -579,7 +599,8 @@ TEST(Reporter, ConcurrentReports) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&r, t] {
-      for (int i = 0; i < 50; ++i) r.ReportSymbolized(DeregFinding(1000 + (t * 50 + i) % 100), MainFrames(), {});
+      for (int i = 0; i < 50; ++i)
+        r.ReportSymbolized(DeregFinding(1000 + (t * 50 + i) % 100), MainFrames(), {});
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(r.TotalCount(), 100u);
@@ -599,9 +620,10 @@ TEST(ReporterDeathTest, HaltOnErrorExitsWithExitcode) {
         std::fprintf(stderr, "not reached\n");
         std::exit(0);
       },
-      ::testing::ExitedWithCode(66), "WARNING: rdmasan: unsignaled-run(.|\n)*ERROR: rdmasan: dereg-in-flight(.|\n)*"
-                                     "SUMMARY: rdmasan: dereg-in-flight client.c:88 in teardown\n(.|\n)*"
-                                     "2 findings: unsignaled-run 1, dereg-in-flight 1");
+      ::testing::ExitedWithCode(66),
+      "WARNING: rdmasan: unsignaled-run(.|\n)*ERROR: rdmasan: dereg-in-flight(.|\n)*"
+      "SUMMARY: rdmasan: dereg-in-flight client.c:88 in teardown\n(.|\n)*"
+      "2 findings: unsignaled-run 1, dereg-in-flight 1");
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // Captures at a known line; the asm keeps the call from being a tail call.
 __attribute__((noinline)) KEEP_FP StackId CaptureHere(int* line) {
-  *line = __LINE__; StackId id = CaptureStack();
+  *line = __LINE__;
+  StackId id = CaptureStack();
   asm volatile("" ::: "memory");
   return id;
 }
@@ -40,24 +41,28 @@ __attribute__((noinline)) StackId EntryPoint() {
 }
 
 __attribute__((always_inline)) inline StackId InlinedCapture(int* line) {
-  *line = __LINE__; StackId id = CaptureStack();
+  *line = __LINE__;
+  StackId id = CaptureStack();
   return id;
 }
 
 __attribute__((noinline)) StackId OuterOfInlined(int* inner_line, int* call_line) {
-  *call_line = __LINE__; StackId id = InlinedCapture(inner_line);
+  *call_line = __LINE__;
+  StackId id = InlinedCapture(inner_line);
   asm volatile("" ::: "memory");
   return id;
 }
 
 __attribute__((noinline)) KEEP_FP StackId ViaA(int* line, int* here) {
-  *line = __LINE__; StackId id = CaptureHere(here);
+  *line = __LINE__;
+  StackId id = CaptureHere(here);
   asm volatile("" ::: "memory");
   return id;
 }
 
 __attribute__((noinline)) KEEP_FP StackId ViaB(int* line, int* here) {
-  *line = __LINE__; StackId id = CaptureHere(here);
+  *line = __LINE__;
+  StackId id = CaptureHere(here);
   asm volatile("" ::: "memory");
   return id;
 }
@@ -98,7 +103,8 @@ TEST(Stack, FrameZeroIsTheCallSite) {
 }
 
 TEST(Stack, CallerStackStartsAtTheCallerOfTheEntryPoint) {
-  int line = __LINE__; StackId id = EntryPoint();
+  int line = __LINE__;
+  StackId id = EntryPoint();
   std::vector<Frame> frames = SymbolizeStack(id);
   ASSERT_FALSE(frames.empty());
   EXPECT_TRUE(EndsWith(frames[0].file, "core_stack_test.cc")) << frames[0].file;
@@ -252,7 +258,8 @@ TEST(Stack, CaptureIsCheap) {
     int l;
     CaptureHere(&l);
   }
-  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / kIters;
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / kIters;
   std::printf("capture+intern: %.1f ns\n", ns);
   EXPECT_LT(ns, 20000.0);  // sanity only; benchmarks live in bench/
 }

@@ -12,7 +12,8 @@ namespace {
 
 TEST(Options, ParsesKnownAndReportsBad) {
   Options o;
-  absl::Status status = ParseOptions("softnic=on:softnic_fabric=abc verbosity=2:checks=all,-wr-id-duplicate", &o);
+  absl::Status status =
+      ParseOptions("softnic=on:softnic_fabric=abc verbosity=2:checks=all,-wr-id-duplicate", &o);
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(o.softnic, "on");
   EXPECT_EQ(o.softnic_fabric, "abc");

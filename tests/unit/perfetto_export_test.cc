@@ -129,7 +129,8 @@ TEST(PerfettoExport, Structure) {
   ASSERT_NE(post, nullptr) << events;
   EXPECT_EQ((*post)["cat"], "post");
   EXPECT_EQ((*post)["ts"], 7.0);
-  EXPECT_EQ((*post)["args"], nlohmann::json::parse(R"({"wrs":1,"first_wr_id":"0x2a","ret":0,"signaled":true})"));
+  EXPECT_EQ((*post)["args"],
+            nlohmann::json::parse(R"({"wrs":1,"first_wr_id":"0x2a","ret":0,"signaled":true})"));
   const nlohmann::json* done = Find(events, "i", "completion");
   ASSERT_NE(done, nullptr) << events;
   EXPECT_EQ((*done)["tid"], 3);

@@ -35,7 +35,8 @@ struct QpOptions {
   uint8_t rnr_retry = 7;
   uint8_t min_rnr_timer = 1;  // 10 us
   int sq_sig_all = 0;
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  int access =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 };
 
 class SoftnicPair : public ::testing::Test {
@@ -152,8 +153,9 @@ class SoftnicPair : public ::testing::Test {
   }
 
   // Posts one WR from `side` with one SGE over its buffer.
-  int Post(int side, ibv_wr_opcode op, uint64_t wr_id, uint64_t offset, uint32_t len, int flags = IBV_SEND_SIGNALED,
-           uint64_t remote_offset = 0, uint32_t lkey = 0, uint32_t rkey = 0, ibv_send_wr** bad_out = nullptr) {
+  int Post(int side, ibv_wr_opcode op, uint64_t wr_id, uint64_t offset, uint32_t len,
+           int flags = IBV_SEND_SIGNALED, uint64_t remote_offset = 0, uint32_t lkey = 0, uint32_t rkey = 0,
+           ibv_send_wr** bad_out = nullptr) {
     ibv_sge sge{reinterpret_cast<uint64_t>(buf_[side].data() + offset), len, lkey ? lkey : mr_[side]->lkey};
     ibv_send_wr wr{};
     wr.wr_id = wr_id;

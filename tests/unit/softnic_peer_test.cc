@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <string>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,9 +43,9 @@ bool MakeSide(Side* s) {
   s->pd = ibv_alloc_pd(s->ctx);
   s->buf = static_cast<uint8_t*>(aligned_alloc(4096, kBuf));
   std::memset(s->buf, 0, kBuf);
-  s->mr = ibv_reg_mr(s->pd, s->buf, kBuf,
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC);
+  s->mr = ibv_reg_mr(
+      s->pd, s->buf, kBuf,
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
   for (int i = 0; i < 2; ++i) {
     s->cq[i] = ibv_create_cq(s->ctx, 64, nullptr, nullptr, 0);
     ibv_qp_init_attr a{};

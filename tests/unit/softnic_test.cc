@@ -203,7 +203,8 @@ TEST_F(SoftnicPair, OverPostingReturnsEnomemWithBadWr) {
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].wr_id, 15u);
   // The signaled completion retired all 16 slots.
-  for (int i = 0; i < 16; ++i) ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 100 + i, 0, 8, IBV_SEND_SIGNALED), 0) << i;
+  for (int i = 0; i < 16; ++i)
+    ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 100 + i, 0, 8, IBV_SEND_SIGNALED), 0) << i;
   EXPECT_EQ(Poll(0, 16).size(), 16u);
 
   // Receive side: 16 fit, the 17th is ENOMEM with bad_wr.
@@ -662,8 +663,8 @@ void RunThreads(int kThreads, int kIters) {
         a.qp_state = IBV_QPS_RTS;
         a.rnr_retry = 7;
         if (ibv_modify_qp(qp[i], &a,
-                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                              IBV_QP_MAX_QP_RD_ATOMIC))
+                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                              IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
           ++failures;
       }
       int sent = 0, recvd = 0;

@@ -111,7 +111,8 @@ void ExpectEventEq(const Event& a, const Event& b) {
     EXPECT_EQ(a.recv_wrs[i].wr_id, b.recv_wrs[i].wr_id);
     EXPECT_EQ(a.recv_wrs[i].num_sge, b.recv_wrs[i].num_sge);
     ASSERT_EQ(a.recv_wrs[i].sges.size(), b.recv_wrs[i].sges.size());
-    for (size_t k = 0; k < a.recv_wrs[i].sges.size(); ++k) ExpectSgeEq(a.recv_wrs[i].sges[k], b.recv_wrs[i].sges[k]);
+    for (size_t k = 0; k < a.recv_wrs[i].sges.size(); ++k)
+      ExpectSgeEq(a.recv_wrs[i].sges[k], b.recv_wrs[i].sges[k]);
   }
   ASSERT_EQ(a.wcs.size(), b.wcs.size());
   for (size_t i = 0; i < a.wcs.size(); ++i) {
@@ -180,8 +181,8 @@ Event FullEvent(EventKind k, uint64_t seq, std::mt19937_64& rng) {
     int nsge = static_cast<int>(rng() % 4);
     w.num_sge = (rng() % 5 == 0) ? -3 : nsge;
     for (int s = 0; s < nsge; ++s)
-      w.sges.push_back({rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), rng() % 3 ? rng() : 0,
-                        rng() % 2 ? rng() : 0});
+      w.sges.push_back({rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+                        rng() % 3 ? rng() : 0, rng() % 2 ? rng() : 0});
     e.send_wrs.push_back(w);
   }
   int nrecv = static_cast<int>(rng() % 3);
@@ -190,13 +191,15 @@ Event FullEvent(EventKind k, uint64_t seq, std::mt19937_64& rng) {
     w.wr_id = rng();
     int nsge = static_cast<int>(rng() % 3);
     w.num_sge = nsge + static_cast<int>(rng() % 2);
-    for (int s = 0; s < nsge; ++s) w.sges.push_back({rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())});
+    for (int s = 0; s < nsge; ++s)
+      w.sges.push_back({rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())});
     e.recv_wrs.push_back(w);
   }
   int nwc = static_cast<int>(rng() % 6);
   for (int i = 0; i < nwc; ++i)
     e.wcs.push_back({rng(), static_cast<uint32_t>(rng() % 22), static_cast<uint32_t>(rng() % 130),
-                     static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())});
+                     static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+                     static_cast<uint32_t>(rng())});
   return e;
 }
 

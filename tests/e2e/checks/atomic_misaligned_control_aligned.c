@@ -9,8 +9,12 @@ int main(void) {
   struct ibv_mr *lmr = rig_reg(&r, result, sizeof result, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr *rmr = rig_reg(&r, remote, sizeof remote, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(lmr, &result[1], 8);
-  struct ibv_send_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
-                           .send_flags = IBV_SEND_SIGNALED}, *bad;
+  struct ibv_send_wr wr = {.wr_id = 1,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
   wr.wr.atomic.remote_addr = (uintptr_t)&remote[1];
   wr.wr.atomic.rkey = rmr->rkey;
   wr.wr.atomic.compare_add = 2;

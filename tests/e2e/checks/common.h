@@ -20,44 +20,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#define DIE(...)                                                   \
-  do {                                                             \
-    fprintf(stderr, "FATAL %s:%d: ", __FILE__, __LINE__);          \
-    fprintf(stderr, __VA_ARGS__);                                  \
-    fputc('\n', stderr);                                           \
-    exit(3);                                                       \
+#define DIE(...)                                          \
+  do {                                                    \
+    fprintf(stderr, "FATAL %s:%d: ", __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__);                         \
+    fputc('\n', stderr);                                  \
+    exit(3);                                              \
   } while (0)
 
 /* Access every MR and QP in these tests may need. */
-#define RIG_ALL_ACCESS                                                  \
-  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
-   IBV_ACCESS_REMOTE_ATOMIC)
+#define RIG_ALL_ACCESS \
+  (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
 struct rig_opts {
-  int cqe;           /* CQ size requested for each QP's CQ (default 64) */
-  int max_send_wr;   /* default 16 */
-  int max_recv_wr;   /* default 16 */
-  int max_send_sge;  /* default 2 */
-  int max_recv_sge;  /* default 2 */
-  int max_inline;    /* default 0 */
-  int sq_sig_all;    /* default 0 */
-  int channel;       /* give the CQs a completion channel */
-  int qp0_init_only; /* leave qp[0] in INIT (qp[1] still goes to RTS) */
+  int cqe;                   /* CQ size requested for each QP's CQ (default 64) */
+  int max_send_wr;           /* default 16 */
+  int max_recv_wr;           /* default 16 */
+  int max_send_sge;          /* default 2 */
+  int max_recv_sge;          /* default 2 */
+  int max_inline;            /* default 0 */
+  int sq_sig_all;            /* default 0 */
+  int channel;               /* give the CQs a completion channel */
+  int qp0_init_only;         /* leave qp[0] in INIT (qp[1] still goes to RTS) */
   int block_buffered_stdout; /* keep stdio's default buffering of stdout */
 };
 
 struct rig {
   struct ibv_context *ctx;
   struct ibv_pd *pd;
-  struct ibv_comp_channel *ch;  /* NULL unless opts.channel */
-  struct ibv_cq *cq[2];         /* cq[i]: send and receive CQ of qp[i] */
+  struct ibv_comp_channel *ch; /* NULL unless opts.channel */
+  struct ibv_cq *cq[2];        /* cq[i]: send and receive CQ of qp[i] */
   struct ibv_qp *qp[2];
-  struct ibv_qp_cap cap[2];     /* the capabilities create_qp returned */
+  struct ibv_qp_cap cap[2]; /* the capabilities create_qp returned */
   uint16_t lid;
 };
 
@@ -176,8 +175,8 @@ static inline struct ibv_sge rig_sge(const struct ibv_mr *mr, const void *addr, 
 }
 
 /* An RDMA WRITE of one SGE to (raddr, rkey); the caller posts it. */
-static inline struct ibv_send_wr rig_write_wr(uint64_t wr_id, struct ibv_sge *sge, uint64_t raddr, uint32_t rkey,
-                                              int signaled) {
+static inline struct ibv_send_wr rig_write_wr(uint64_t wr_id, struct ibv_sge *sge, uint64_t raddr,
+                                              uint32_t rkey, int signaled) {
   struct ibv_send_wr wr;
   memset(&wr, 0, sizeof wr);
   wr.wr_id = wr_id;
@@ -224,8 +223,7 @@ static inline void rig_poll_ok(struct ibv_cq *cq, int n) {
 static inline void rig_drain(struct rig *r) {
   struct ibv_wc wc[16];
   for (int i = 0; i < 2; ++i)
-    while (ibv_poll_cq(r->cq[i], 16, wc) > 0) {
-    }
+    while (ibv_poll_cq(r->cq[i], 16, wc) > 0) {}
 }
 
 /* Destroys the QPs only, e.g. so that MRs their receives still use can be

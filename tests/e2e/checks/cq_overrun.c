@@ -17,7 +17,7 @@ int main(void) {
     if (ibv_post_recv(r.qp[0], &rwr, &rbad)) DIE("receive %d failed", i);
   struct ibv_sge sge = rig_sge(smr, src, 8);
   struct ibv_send_wr wr = rig_write_wr(2, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
-  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("first write failed"); /* cqe pending: full */
+  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("first write failed");   /* cqe pending: full */
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("second write failed");  // CHECK: cq-overrun
   rig_poll_ok(r.cq[0], 2);
   rig_destroy_qps(&r);

@@ -15,7 +15,7 @@ int main(void) {
   struct ibv_sge sge = rig_sge(smr, src, 8);
   struct ibv_send_wr wr = rig_write_wr(0x2a, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // CHECK-ALSO: dereg-in-flight
-  if (ibv_dereg_mr(smr)) DIE("dereg failed");  // CHECK: dereg-in-flight
+  if (ibv_dereg_mr(smr)) DIE("dereg failed");                 // CHECK: dereg-in-flight
   struct ibv_wc wc;
   rig_poll_n(r.cq[0], &wc, 1); /* success or LOC_PROT_ERR: either is fine here */
   ibv_dereg_mr(dmr);

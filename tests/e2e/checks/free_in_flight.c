@@ -16,7 +16,7 @@ int main(void) {
   struct ibv_send_wr wr = rig_write_wr(7, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // CHECK-ALSO: free-in-flight
   usleep(10000); /* let softnic move the data; the completion stays unpolled */
-  free(src);  // CHECK: free-in-flight
+  free(src);     // CHECK: free-in-flight
   struct ibv_wc wc;
   rig_poll_n(r.cq[0], &wc, 1);
   ibv_dereg_mr(smr);

@@ -12,9 +12,9 @@ int main(void) {
   if (map == MAP_FAILED) DIE("mmap failed");
   struct ibv_mr *mr = rig_reg(&r, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr *mmr = rig_reg(&r, map + 4096, 4096, IBV_ACCESS_LOCAL_WRITE); /* middle page only */
-  free(other);                              /* not registered */
-  if (munmap(map + 2 * 4096, 4096)) DIE("munmap failed"); /* the page after the MR */
-  if (munmap(map, 4096)) DIE("munmap failed");            /* the page before it */
+  free(other);                                                                /* not registered */
+  if (munmap(map + 2 * 4096, 4096)) DIE("munmap failed");                     /* the page after the MR */
+  if (munmap(map, 4096)) DIE("munmap failed");                                /* the page before it */
   if (ibv_dereg_mr(mr) || ibv_dereg_mr(mmr)) DIE("dereg failed");
   free(buf);
   if (munmap(map + 4096, 4096)) DIE("munmap failed");

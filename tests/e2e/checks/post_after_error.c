@@ -18,7 +18,8 @@ int main(void) {
   if (wc.status == IBV_WC_SUCCESS) DIE("a bad rkey succeeded");
   wr = rig_write_wr(2, &sge, (uintptr_t)dst, dmr->rkey, 1);
   int ret = ibv_post_send(r.qp[0], &wr, &bad);  // CHECK: post-after-error
-  if (ret == 0 && rig_poll_n(r.cq[0], &wc, 1) == 1) printf("second completion: %s\n", ibv_wc_status_str(wc.status));
+  if (ret == 0 && rig_poll_n(r.cq[0], &wc, 1) == 1)
+    printf("second completion: %s\n", ibv_wc_status_str(wc.status));
   rig_drain(&r);
   ibv_dereg_mr(smr);
   ibv_dereg_mr(dmr);

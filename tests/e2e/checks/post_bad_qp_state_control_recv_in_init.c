@@ -14,20 +14,30 @@ int main(void) {
   if (ibv_post_recv(r.qp[0], &rwr, &rbad)) DIE("post_recv in INIT failed");
   /* INIT -> RTR -> RTS: rig_connect_qp starts with RESET -> INIT, so do the
    * rest by hand. */
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = r.qp[1]->qp_num,
-                          .max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR,
+                          .path_mtu = IBV_MTU_1024,
+                          .dest_qp_num = r.qp[1]->qp_num,
+                          .max_dest_rd_atomic = 1,
+                          .min_rnr_timer = 12};
   a.ah_attr.dlid = r.lid;
   a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(r.qp[0], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (ibv_modify_qp(r.qp[0], &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     DIE("RTR failed");
-  struct ibv_qp_attr b = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
-  if (ibv_modify_qp(r.qp[0], &b, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+  struct ibv_qp_attr b = {
+      .qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .max_rd_atomic = 1};
+  if (ibv_modify_qp(r.qp[0], &b,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC))
     DIE("RTS failed");
   struct ibv_sge ssge = rig_sge(smr, msg, sizeof msg);
-  struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                            .send_flags = IBV_SEND_SIGNALED}, *sbad;
+  struct ibv_send_wr swr = {.wr_id = 2,
+                            .sg_list = &ssge,
+                            .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED},
+                     *sbad;
   if (ibv_post_send(r.qp[1], &swr, &sbad)) DIE("send failed");
   rig_poll_ok(r.cq[1], 1);
   rig_poll_ok(r.cq[0], 1);

@@ -15,8 +15,12 @@ int main(void) {
   for (int i = 0; i < depth; ++i)
     if (ibv_post_recv(r.qp[1], &wr, &bad)) DIE("receive %d of %d failed", i, depth);
   struct ibv_sge ssge = rig_sge(smr, msg, sizeof msg);
-  struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                            .send_flags = IBV_SEND_SIGNALED}, *sbad;
+  struct ibv_send_wr swr = {.wr_id = 2,
+                            .sg_list = &ssge,
+                            .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED},
+                     *sbad;
   if (ibv_post_send(r.qp[0], &swr, &sbad)) DIE("send failed");
   rig_poll_ok(r.cq[0], 1);
   rig_poll_ok(r.cq[1], 1);

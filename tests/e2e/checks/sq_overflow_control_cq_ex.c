@@ -54,7 +54,8 @@ int main(void) {
     for (int i = 0; i < depth; ++i) {
       const int half = depth / 2;
       struct ibv_send_wr wr = rig_write_wr((uint64_t)(round * depth + i), &sge, (uintptr_t)dst, dmr->rkey,
-                                           i % half == half - 1), *bad;
+                                           i % half == half - 1),
+                         *bad;
       if (ibv_post_send(qp[0], &wr, &bad)) DIE("post %d of round %d failed", i, round);
     }
     poll_ex(cq, 2);
