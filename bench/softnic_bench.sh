@@ -29,20 +29,8 @@ for f in "$build/rdmasan" "$build/memcpy_bw"; do
   [[ -x $f ]] || { echo "bench: $f not found; build first (cmake --build build)" >&2; exit 1; }
 done
 
-listening() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
-                    END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$(( 20000 + RANDOM % 20000 ))
-    listening "$p" || { echo "$p"; return 0; }
-  done
-  return 1
-}
+# shellcheck source=bench/ports.sh
+source "$repo/bench/ports.sh"
 
 runner_opts=()
 for o in ${RDMASAN_BENCH_OPTS:-}; do runner_opts+=(--opt "${o#--}"); done

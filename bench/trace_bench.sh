@@ -18,19 +18,8 @@ out=$build/bench-out/trace
 mkdir -p "$out"
 rm -f "$out"/*.trace "$out"/*.incomplete
 
-listening() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
-                    END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$(( 20000 + RANDOM % 20000 ))
-    if ! listening "$p"; then echo "$p"; return; fi
-  done
-}
+# shellcheck source=bench/ports.sh
+source "$repo/bench/ports.sh"
 
 # Runs one ib_send_bw -s 8 pair; prints the client's MsgRate[Mpps].
 run_send_bw() {

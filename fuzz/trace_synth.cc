@@ -46,53 +46,42 @@ rdmasan::core::StackId Stack(uintptr_t base, int n) {
   return rdmasan::core::InternStack(pcs, n);
 }
 
+// The next event of one synthetic thread: kind, sequence number, thread,
+// object and stack.  (The corpus in fuzz/corpus depends on every field of
+// every event below: change them and regenerate it.)
+Event& Next(std::vector<Event>* out, EventKind kind, uint64_t* seq, uint32_t tid, uint64_t obj,
+            rdmasan::core::StackId stack) {
+  Event& e = out->emplace_back();
+  e.kind = kind;
+  e.seq = (*seq)++;
+  e.tid = tid;
+  e.obj = obj;
+  e.stack = stack;
+  return e;
+}
+
 // One ping-pong iteration's events.
 void PingPong(std::vector<Event>* out, uint64_t* seq, uint64_t wr, uint32_t tid) {
   const auto post = Stack(0x555555555000, 4), poll = Stack(0x555555556000, 3);
-  Event r;
-  r.kind = EventKind::kPostRecv;
-  r.seq = (*seq)++;
-  r.tid = tid;
-  r.obj = 7;
-  r.stack = post;
+  Event& r = Next(out, EventKind::kPostRecv, seq, tid, 7, post);
   rdmasan::core::RecvWr& posted = r.recv_wrs.emplace_back();
   posted.wr_id = wr;
   posted.num_sge = 1;
   posted.sges.push_back({0x7f0000200000 + (wr % 16) * 4096, 4096, 0x1234});
-  out->push_back(r);
-  Event s;
-  s.kind = EventKind::kPostSend;
-  s.seq = (*seq)++;
-  s.tid = tid;
-  s.obj = 7;
-  s.stack = post;
   rdmasan::core::SendWr w;
   w.wr_id = wr;
   w.opcode = 2;
   w.send_flags = 2;
   w.num_sge = 1;
   w.sges = {{0x7f0000100000 + (wr % 16) * 4096, 64, 0x5678, wr * 0x9e3779b97f4a7c15ull, 0}};
-  s.send_wrs.push_back(w);
-  out->push_back(s);
-  Event p;
-  p.kind = EventKind::kPollCq;
-  p.seq = (*seq)++;
-  p.tid = tid;
-  p.obj = 3;
-  p.stack = poll;
+  Next(out, EventKind::kPostSend, seq, tid, 7, post).send_wrs.push_back(w);
+  Event& p = Next(out, EventKind::kPollCq, seq, tid, 3, poll);
   p.count = 16;
   p.ret = 2;
   p.wcs = {{wr, 0, 0, 0x11, 64, 0}, {wr, 0, 128, 0x11, 64, 0}};
-  out->push_back(p);
-  Event t;
-  t.kind = EventKind::kRetire;
-  t.seq = (*seq)++;
-  t.tid = tid;
-  t.obj = 7;
   w.posted_at = post;
   w.sges[0].hash_now = w.sges[0].hash;
-  t.send_wrs.push_back(w);
-  out->push_back(t);
+  Next(out, EventKind::kRetire, seq, tid, 7, rdmasan::core::StackId{}).send_wrs.push_back(w);
 }
 
 bool Write(const std::string& path, const std::vector<Event>& events, bool close = true) {

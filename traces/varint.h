@@ -46,8 +46,11 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
 }
 
 inline void AppendVarint(std::string* s, uint64_t v) {
-  uint8_t b[10];
-  s->append(reinterpret_cast<char*>(b), PutVarint(b, v) - b);
+  while (v >= 0x80) {
+    s->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  s->push_back(static_cast<char>(v));
 }
 // A string: varint length, then the bytes.
 inline void AppendBytes(std::string* s, std::string_view v) {
