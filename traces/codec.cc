@@ -143,7 +143,7 @@ inline void Assign(T* field, uint64_t v) {
 // field's).
 #define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                                       \
   struct Name {                                                                             \
-    static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;                     \
+    [[maybe_unused]] static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;    \
     static uint64_t Diff(const Type& o, const uint64_t* t) {                                \
       uint64_t m = 0;                                                                       \
       FIELDS(RDMASAN_TRACE_DIFF)                                                            \
