@@ -555,7 +555,7 @@ TEST(Reporter, HidesInlinedVerbsHeaderFrames) {
 }
 
 __attribute__((noinline)) StackId PostSomething(int* line) {
-  *line = __LINE__;
+  *line = __LINE__ + 1;  // the next line
   StackId id = CaptureStack();
   asm volatile("" ::: "memory");
   return id;

@@ -27,7 +27,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 // Captures at a known line; the asm keeps the call from being a tail call.
 __attribute__((noinline)) KEEP_FP StackId CaptureHere(int* line) {
-  *line = __LINE__;
+  *line = __LINE__ + 1;  // the next line
   StackId id = CaptureStack();
   asm volatile("" ::: "memory");
   return id;
@@ -41,27 +41,27 @@ __attribute__((noinline)) StackId EntryPoint() {
 }
 
 __attribute__((always_inline)) inline StackId InlinedCapture(int* line) {
-  *line = __LINE__;
+  *line = __LINE__ + 1;  // the next line
   StackId id = CaptureStack();
   return id;
 }
 
 __attribute__((noinline)) StackId OuterOfInlined(int* inner_line, int* call_line) {
-  *call_line = __LINE__;
+  *call_line = __LINE__ + 1;  // the next line
   StackId id = InlinedCapture(inner_line);
   asm volatile("" ::: "memory");
   return id;
 }
 
 __attribute__((noinline)) KEEP_FP StackId ViaA(int* line, int* here) {
-  *line = __LINE__;
+  *line = __LINE__ + 1;  // the next line
   StackId id = CaptureHere(here);
   asm volatile("" ::: "memory");
   return id;
 }
 
 __attribute__((noinline)) KEEP_FP StackId ViaB(int* line, int* here) {
-  *line = __LINE__;
+  *line = __LINE__ + 1;  // the next line
   StackId id = CaptureHere(here);
   asm volatile("" ::: "memory");
   return id;
@@ -103,7 +103,7 @@ TEST(Stack, FrameZeroIsTheCallSite) {
 }
 
 TEST(Stack, CallerStackStartsAtTheCallerOfTheEntryPoint) {
-  int line = __LINE__;
+  int line = __LINE__ + 1;  // the next line
   StackId id = EntryPoint();
   std::vector<Frame> frames = SymbolizeStack(id);
   ASSERT_FALSE(frames.empty());
