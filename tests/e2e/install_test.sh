@@ -62,7 +62,7 @@ for name in $options $checks; do
   grep -Fq "\\fB$name\\fR" <<<"$man_src" || fail "rdmasan.1 does not describe '$name'"
 done
 if command -v groff >/dev/null; then
-  warnings=$(groff -man -Tutf8 -ww -z "$root/share/man/man1/rdmasan.1" 2>&1) || fail "groff: $warnings"
+  warnings=$(env -u LD_PRELOAD groff -man -Tutf8 -ww -z "$root/share/man/man1/rdmasan.1" 2>&1) || fail "groff: $warnings"
   [[ -z $warnings ]] || fail "groff warns about rdmasan.1: $warnings"
 fi
 
