@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/compiler.h"
 #include "core/spin_lock.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -42,7 +43,7 @@ uint64_t NewToken();
 }  // namespace bias_internal
 
 // This thread's token: nonzero, never reused within the process.
-inline uint64_t ThreadToken() {
+RDMASAN_TLS_ACCESSOR inline uint64_t ThreadToken() {
   uint64_t t = bias_internal::t_token;
   return t ? t : bias_internal::NewToken();
 }

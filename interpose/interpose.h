@@ -22,6 +22,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/compiler.h"
+
 namespace rdmasan::interpose {
 
 // The real libibverbs function `name` at `version`, or nullptr.
@@ -53,8 +55,8 @@ Counters& GetCounters();
 // land in the shim again; only the outermost call is the application's.
 class Reentry {
  public:
-  Reentry() : outer_(depth_++ == 0) {}
-  ~Reentry() { --depth_; }
+  RDMASAN_TLS_ACCESSOR Reentry() : outer_(depth_++ == 0) {}
+  RDMASAN_TLS_ACCESSOR ~Reentry() { --depth_; }
   bool outer() const { return outer_; }
 
  private:
