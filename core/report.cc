@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/file.h"
 #include "core/status.h"
 
 namespace rdmasan::core {
@@ -366,7 +367,7 @@ void Reporter::Write(absl::string_view text) {
     if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
       if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
       std::string path = absl::StrCat(log_path_, ".", pid);
-      log_fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      log_fd_ = CreateForWrite(path, CreateMode::kAppend);
       log_pid_ = pid;
     }
     if (log_fd_ >= 0) fd = log_fd_;
@@ -498,7 +499,7 @@ int Reporter::FinishLocked() {
   if (format_ == Format::kSarif) {
     std::string path = SarifPath();
     std::string sarif = RenderSarif(sarif_);
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = CreateForWrite(path, CreateMode::kTruncate);
     if (fd >= 0) {
       WriteAll(fd, sarif);
       close(fd);

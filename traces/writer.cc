@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/file.h"
 #include "core/spin_lock.h"
 #include "traces/codec.h"
 #include "traces/format.h"
@@ -113,7 +114,10 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   std::unique_ptr<TraceWriter> w(new TraceWriter);
   w->path_ = path;
   w->tmp_path_ = path + ".incomplete";
-  w->fd_ = ::open(w->tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Never through a symlink someone planted at the path, never into a file
+  // that is not ours (core/file.h); the final rename replaces a link at
+  // PATH itself, not what it points to.
+  w->fd_ = core::CreateForWrite(w->tmp_path_, core::CreateMode::kFresh);
   if (w->fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create trace ", w->tmp_path_));
   std::string prologue(kMagic, sizeof(kMagic));
   uint16_t major = kFormatMajor, minor = kFormatMinor;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -526,6 +527,34 @@ TEST(Reporter, LogPathGetsPidSuffix) {
   std::string log = Slurp(absl::StrCat(dir, "/rdmasan.", getpid()));
   EXPECT_NE(log.find("ERROR: rdmasan: dereg-in-flight"), std::string::npos) << log;
   EXPECT_NE(log.find("1 finding: dereg-in-flight 1"), std::string::npos) << log;
+}
+
+// Another user's symlink planted where the log and the SARIF log will be
+// created: neither is followed, the victim's file is untouched, and the
+// report still reaches the user (the log falls back to stderr).
+TEST(Reporter, LogAndSarifNeverFollowAPlantedSymlink) {
+  std::string dir = TempDir();
+  const std::string victim = dir + "/victim";
+  {
+    std::ofstream f(victim);
+    f << "precious\n";
+  }
+  Options o;
+  o.report_format = "sarif";
+  o.log_path = dir + "/planted";
+  const std::string log = absl::StrCat(o.log_path, ".", getpid());
+  ASSERT_EQ(symlink(victim.c_str(), log.c_str()), 0);
+  Captured out;
+  Reporter r(o);  // writes to the log path, not a sink
+  ASSERT_EQ(symlink(victim.c_str(), r.SarifPath().c_str()), 0);
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(), MainFrames(), {PostFrames()}));
+  r.Finish();
+  EXPECT_EQ(Slurp(victim), "precious\n");
+  struct stat st;
+  ASSERT_EQ(lstat(log.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  ASSERT_EQ(lstat(r.SarifPath().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
 TEST(Reporter, StripPathPrefix) {

@@ -3,6 +3,7 @@
 #include "traces/trace.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -263,6 +264,37 @@ TEST(Traces, RoundTripsEveryKindWithAllFields) {
   for (size_t i = 0; i < read.size(); ++i) ExpectEventEq(written[i], read[i]);
   EXPECT_FALSE((*r)->truncated());
   EXPECT_EQ((*r)->warning(), "");
+}
+
+// Symlinks planted at PATH.incomplete and at PATH (another user's, in a
+// shared folder): the writer follows neither, the victim's file keeps its
+// bytes, and the trace ends up a regular file at PATH.  A stale
+// PATH.incomplete of our own (a killed run) is replaced.
+TEST(Traces, WriterNeverFollowsAPlantedSymlink) {
+  const std::string victim = TempPath("victim"), path = TempPath("planted.trace");
+  WriteFile(victim, "precious");
+  ASSERT_EQ(symlink(victim.c_str(), (path + ".incomplete").c_str()), 0);
+  EXPECT_FALSE(TraceWriter::Open(path, TraceHeader{}).ok());
+  EXPECT_EQ(ReadFile(victim), "precious");
+  unlink((path + ".incomplete").c_str());
+
+  WriteFile(path + ".incomplete", "stale bytes of a killed run");
+  ASSERT_EQ(symlink(victim.c_str(), path.c_str()), 0);
+  auto w = TraceWriter::Open(path, TraceHeader{});
+  ASSERT_TRUE(w.ok()) << w.status();
+  Event e;
+  e.kind = EventKind::kAllocPd;
+  e.seq = 1;
+  (*w)->Append(e);
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_EQ(ReadFile(victim), "precious");
+  struct stat st;
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  unlink(path.c_str());
+  unlink(victim.c_str());
 }
 
 TEST(Traces, LargeChainGetsItsOwnChunk) {
