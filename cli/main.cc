@@ -179,6 +179,15 @@ std::string FindPreloadLibrary() {
 bool PrepareEnvironment(const CommandLine& cl) {
   std::string lib = FindPreloadLibrary();
   if (lib.empty()) return false;
+  // The command line's options are checked already; the environment's
+  // would stop the program at start (interpose/init.cc): say so here.
+  if (const char* env = getenv("RDMASAN_OPTIONS"); env != nullptr) {
+    rdmasan::core::Options scratch;
+    if (absl::Status s = rdmasan::core::ParseOptions(env, &scratch); !s.ok()) {
+      for (const std::string& e : rdmasan::core::ErrorMessages(s)) Error("RDMASAN_OPTIONS: %s", e);
+      return false;
+    }
+  }
 
   if (!cl.options.empty()) {
     std::string opts;

@@ -454,6 +454,9 @@ int Replay(int argc, char** argv) {
   if (!r) return kExitBadTrace;
   core::Options opts = OptionsFrom(cl, r->header());
   core::Reporter reporter(opts);
+  // Options recorded on another machine (a suppressions file left there)
+  // must not stop the replay: say what does not apply, and go on.
+  for (const std::string& e : reporter.config_errors()) reporter.Message(e);
   reporter.SetReportPid(static_cast<int>(r->header().pid));
   checkers::Engine engine(/*assign_seq=*/false, reporter.checks(), /*one_thread=*/true);
   // Decoding and checking overlap: a thread decodes batches of events

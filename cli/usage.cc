@@ -6,6 +6,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "core/options.h"
 
 namespace rdmasan::cli {
 namespace {
@@ -26,11 +27,12 @@ struct OptionRow {
   const char* name;
   const char* type;
   const char* default_value;  // as written in the table: "auto", 0, false
+  const char* allowed;        // "a|b", "lo..hi", "<checks>", "<name>", "<path>" or ""
   const char* description;
 };
 
 constexpr OptionRow kOptions[] = {
-#define RDMASAN_OPTION(type, name, dflt, description) {#name, #type, #dflt, description},
+#define RDMASAN_OPTION(type, name, dflt, allowed, description) {#name, #type, #dflt, allowed, description},
 #include "core/options.inc"
 #undef RDMASAN_OPTION
 };
@@ -78,6 +80,11 @@ std::string DefaultValue(absl::string_view v) {
   return v.empty() ? "(empty)" : std::string(v);
 }
 
+std::string AllowedValues(absl::string_view allowed) {
+  std::string what = rdmasan::core::DescribeAllowed(allowed);
+  return what.empty() ? "" : absl::StrCat("; ", what);
+}
+
 std::string ManOptions() {
   std::string out =
       ".SH OPTIONS\nRuntime options, given as \\fB\\-\\-name=value\\fR to \\fBrun\\fR, "
@@ -85,7 +92,8 @@ std::string ManOptions() {
   for (const OptionRow& o : kOptions) {
     absl::StrAppend(&out, ".TP\n\\fB", Roff(o.name), "\\fR=\\fI",
                     o.type == absl::string_view("std::string") ? "string" : o.type,
-                    "\\fR (default: ", Roff(DefaultValue(o.default_value)), ")\n", Roff(o.description), "\n");
+                    "\\fR (default: ", Roff(DefaultValue(o.default_value)), AllowedValues(o.allowed), ")\n",
+                    Roff(o.description), "\n");
   }
   return out;
 }

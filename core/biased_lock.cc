@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "core/report.h"
+
 namespace rdmasan::core {
 namespace bias_internal {
 
@@ -67,9 +69,7 @@ void BiasedLock::SlowLock(bool may_own) {
     // Registered at the bias, so this cannot fail while the bias exists;
     // if the kernel says otherwise, say so (the books may race).
     static std::atomic<bool> said{false};
-    if (!said.exchange(true))
-      fprintf(stderr, "==%d==rdmasan: membarrier failed: a lock's bias was revoked without a barrier\n",
-              getpid());
+    if (!said.exchange(true)) Diag("membarrier failed: a lock's bias was revoked without a barrier");
   }
   for (int spins = 0; busy_.load(std::memory_order_acquire); ++spins) SpinWait(spins);
 }

@@ -351,7 +351,31 @@ Reporter::Reporter(const Options& options, Sink sink)
   }
   std::lock_guard<std::mutex> lock(mu_);
   suppression_hits_.assign(suppressions_.size(), 0);
-  for (const std::string& e : errors) Write(absl::StrFormat("==%d==rdmasan: %s\n", getpid(), e));
+  config_errors_ = std::move(errors);
+}
+
+int Reporter::LogFdLocked() {
+  int pid = getpid();
+  if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
+    if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
+    std::string path = absl::StrCat(log_path_, ".", pid);
+    log_fd_ = CreateForWrite(path, CreateMode::kAppend);
+    log_pid_ = pid;
+  }
+  return log_fd_;
+}
+
+std::string Reporter::OpenLog() {
+  if (sink_ || log_path_.empty() || log_path_ == "stderr" || log_path_ == "stdout") return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (LogFdLocked() >= 0) return "";
+  return absl::StrCat("log_path: cannot create '", log_path_, ".", getpid(), "': ", std::strerror(errno));
+}
+
+void Reporter::Message(absl::string_view text) {
+  std::string line = absl::StrFormat("==%d==rdmasan: %s\n", getpid(), text);
+  std::lock_guard<std::mutex> lock(mu_);
+  Write(line);
 }
 
 void Reporter::Write(absl::string_view text) {
@@ -363,14 +387,13 @@ void Reporter::Write(absl::string_view text) {
   if (log_path_ == "stdout") {
     fd = 1;
   } else if (!log_path_.empty() && log_path_ != "stderr") {
-    int pid = getpid();
-    if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
-      if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
-      std::string path = absl::StrCat(log_path_, ".", pid);
-      log_fd_ = CreateForWrite(path, CreateMode::kAppend);
-      log_pid_ = pid;
+    if (LogFdLocked() >= 0) {
+      fd = log_fd_;
+    } else if (!log_failed_said_) {
+      log_failed_said_ = true;
+      WriteAll(2, absl::StrFormat("==%d==rdmasan: log_path: cannot create '%s.%d' (%s); writing to stderr\n",
+                                  getpid(), log_path_, getpid(), std::strerror(errno)));
     }
-    if (log_fd_ >= 0) fd = log_fd_;
   }
   WriteAll(fd, text);
 }
@@ -546,5 +569,15 @@ Reporter& GlobalReporter() {
   static Reporter* reporter = new Reporter(GlobalOptions());
   return *reporter;
 }
+
+std::vector<std::string> StartupErrors() {
+  std::vector<std::string> errors = GlobalOptionErrors();
+  Reporter& r = GlobalReporter();
+  errors.insert(errors.end(), r.config_errors().begin(), r.config_errors().end());
+  if (std::string e = r.OpenLog(); !e.empty()) errors.push_back(std::move(e));
+  return errors;
+}
+
+void Diag(absl::string_view text) { GlobalReporter().Message(text); }
 
 }  // namespace rdmasan::core

@@ -106,8 +106,10 @@ class Reporter {
 
   // Uses options.checks, suppressions, report_format, halt_on_error,
   // exitcode, verbosity, strip_path_prefix, log_path.  A null sink writes to
-  // log_path.<pid> (opened lazily, reopened after fork) or stderr.  Option
-  // errors (bad checks=, unreadable suppressions) are printed once.
+  // log_path.<pid> (opened lazily, reopened after fork) or stderr.  What is
+  // wrong with the options (bad checks=, report_format=, an unreadable
+  // suppressions file) is kept in config_errors(), not printed: the caller
+  // decides (the preloaded library stops the program at start).
   explicit Reporter(const Options& options, Sink sink = nullptr);
   Reporter(const Reporter&) = delete;
   Reporter& operator=(const Reporter&) = delete;
@@ -133,6 +135,13 @@ class Reporter {
   int Finish();
 
   bool HadErrors() const;
+  const std::vector<std::string>& config_errors() const { return config_errors_; }
+  // Opens log_path.<pid> now; "" if it is open (or no log_path is set),
+  // else what failed.  Write() opens it lazily and again after fork; where
+  // that later fails it says so once on stderr and writes there.
+  std::string OpenLog();
+  // One line of rdmasan's own ("==PID==rdmasan: <text>\n") where reports go.
+  void Message(absl::string_view text);
   // Reports name this pid instead of the reporting process's (replay names
   // the recorded process, as the live run did).
   void SetReportPid(int pid) { report_pid_ = pid; }
@@ -149,6 +158,8 @@ class Reporter {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Write(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fd of log_path.<pid> (opened now if needed), or -1 with errno.
+  int LogFdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StripPaths(std::vector<Frame>* frames) const;
   uint64_t DedupKey(const Finding& finding) const;
 
@@ -164,12 +175,14 @@ class Reporter {
   Format format_ = Format::kText;
   CheckSet checks_;
   Suppressions suppressions_;
+  std::vector<std::string> config_errors_;
 
   // std::mutex, not absl::Mutex: TSan sees pthread locks, while Debian's
   // libabsl is not instrumented (its locks look like no locks to TSan).
   mutable std::mutex mu_;
   int log_fd_ ABSL_GUARDED_BY(mu_) = -1;
   int log_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  bool log_failed_said_ ABSL_GUARDED_BY(mu_) = false;
   // Dedup key -> index of the suppression that hid it, or -1 if printed.
   absl::flat_hash_map<uint64_t, int> seen_ ABSL_GUARDED_BY(mu_);
   std::array<size_t, kNumChecks> counts_ ABSL_GUARDED_BY(mu_) = {};
@@ -187,6 +200,15 @@ void SetBeforeHaltHook(void (*hook)());
 // The process-wide reporter, built from GlobalOptions() on first use and
 // never destroyed.
 Reporter& GlobalReporter();
+
+// What is wrong with the process-wide options, as the preloaded library
+// checks them at start: bad values (GlobalOptionErrors()), the reporter's
+// config_errors(), and a log_path whose file cannot be created.
+std::vector<std::string> StartupErrors();
+
+// Every diagnostic of the library that is not a finding goes through here:
+// one line "==PID==rdmasan: <text>" to log_path.<pid> or stderr.
+void Diag(absl::string_view text);
 
 }  // namespace rdmasan::core
 

@@ -138,8 +138,7 @@ void OpenTrace() {
   const std::string path = traces::ExpandTracePath(pattern, getpid());
   auto w = traces::TraceWriter::Open(path, h);
   if (!w.ok()) {
-    fprintf(stderr, "==%d==rdmasan: cannot record the trace: %s\n", getpid(),
-            std::string(w.status().message()).c_str());
+    core::Diag(absl::StrCat("cannot record the trace: ", w.status().message()));
     return;
   }
   g_trace.store(w->release(), std::memory_order_release);
@@ -170,7 +169,7 @@ void CloseTrace() {
   traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel);
   if (!w) return;
   absl::Status st = w->Close();
-  if (!st.ok()) fprintf(stderr, "==%d==rdmasan: trace: %s\n", getpid(), std::string(st.message()).c_str());
+  if (!st.ok()) core::Diag(absl::StrCat("trace: ", st.message()));
   // The writer is not deleted: a thread still inside Append may touch it.
 }
 

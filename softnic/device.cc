@@ -22,7 +22,9 @@
 #include <cstring>
 #include <new>
 
+#include "absl/strings/str_cat.h"
 #include "core/options.h"
+#include "core/report.h"
 #include "softnic/internal.h"
 
 namespace rdmasan::softnic {
@@ -129,8 +131,8 @@ Process* GetProcess() {
     p->fab = Fabric::Attach(core::GlobalOptions().softnic_fabric);
     if (!p->fab) {
       g_process_errno = errno;
-      fprintf(stderr, "==%d==rdmasan: softnic: cannot attach fabric '%s': %s\n", getpid(),
-              core::GlobalOptions().softnic_fabric.c_str(), strerror(errno));
+      core::Diag(absl::StrCat("softnic: cannot attach fabric '", core::GlobalOptions().softnic_fabric,
+                              "': ", strerror(errno)));
       delete p;
       return;
     }

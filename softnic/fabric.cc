@@ -14,6 +14,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "core/report.h"
 #include "core/spin_lock.h"
 
 namespace rdmasan::softnic {
@@ -130,10 +131,9 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
       for (int spin = 0; state->load() != 2 && spin < 20000; ++spin) usleep(100);
     }
     if (state->load() != 2 || hdr->magic != kFabricMagic || hdr->version != kFabricVersion) {
-      fprintf(stderr,
-              "==%d==rdmasan: softnic fabric %s is unusable (another layout or a crashed initializer); "
-              "remove it or pick another softnic_fabric\n",
-              getpid(), path.c_str());
+      core::Diag(absl::StrCat("softnic fabric ", path,
+                              " is unusable (another layout or a crashed initializer); "
+                              "remove it or pick another softnic_fabric"));
       munmap(p, total);
       close(fd);
       errno = EPROTO;

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/checks.h"
 #include "core/options.h"
 #include "core/stack.h"
@@ -445,15 +447,36 @@ TEST(Reporter, BadSuppressionsAndOptionsAreReported) {
   o.checks = "all,-bogus";
   o.report_format = "xml";
   Reporter r(o, out.Sink());
-  EXPECT_NE(out.text.find("unknown check id 'no-such-check'"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("line 2"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("'bogus'"), std::string::npos) << out.text;
-  EXPECT_NE(out.text.find("report_format"), std::string::npos) << out.text;
+  std::string errors = absl::StrJoin(r.config_errors(), "\n");
+  EXPECT_NE(errors.find("unknown check id 'no-such-check'"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("line 2"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("'bogus'"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("report_format"), std::string::npos) << errors;
+  EXPECT_EQ(out.text, "") << "the caller decides what to do with them";
   Captured out2;
   o.suppressions = dir + "/does-not-exist";
   o.checks = "default";
+  o.report_format = "text";
   Reporter r2(o, out2.Sink());
-  EXPECT_NE(out2.text.find("cannot read"), std::string::npos) << out2.text;
+  ASSERT_EQ(r2.config_errors().size(), 1u);
+  EXPECT_NE(r2.config_errors()[0].find("cannot read"), std::string::npos) << r2.config_errors()[0];
+}
+
+TEST(Reporter, OpenLogSaysWhyALogPathCannotBeCreated) {
+  Options o;
+  o.log_path = TempDir() + "/no-such-folder/log";
+  Reporter r(o);
+  std::string e = r.OpenLog();
+  EXPECT_NE(e.find("log_path: cannot create"), std::string::npos) << e;
+  EXPECT_NE(e.find("No such file or directory"), std::string::npos) << e;
+  o.log_path = TempDir() + "/log";
+  Reporter ok(o);
+  EXPECT_EQ(ok.OpenLog(), "");
+  ok.Message("a note");
+  std::ifstream f(absl::StrCat(o.log_path, ".", getpid()));
+  std::string line;
+  std::getline(f, line);
+  EXPECT_EQ(line, absl::StrCat("==", getpid(), "==rdmasan: a note"));
 }
 
 TEST(Reporter, JsonFormatWritesOneLinePerFindingAndASummary) {
