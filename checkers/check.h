@@ -139,6 +139,7 @@ void CheckForkWithMrs(CheckContext&);
 void CheckBufferModifiedInFlight(CheckContext&);
 void CheckFreeInFlight(CheckContext&);
 void CheckFreeRegistered(CheckContext&);
+void CheckUseAfterDestroy(CheckContext&);
 
 // Deterministic choice among several candidates: hash-map iteration order
 // differs between engines (and so between a live run and its replay), so

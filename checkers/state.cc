@@ -385,8 +385,46 @@ void State::ApplyAsyncEvent(const Event& e) {
   if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
 }
 
+void State::NoteDestroyed(const Event& e) {
+  DestroyedObj d;
+  d.destroyed = e.stack;
+  auto created = [](const auto* books) { return books ? books->stack : StackId{0}; };
+  switch (e.kind) {
+    case EventKind::kDestroyQp:
+      d = {"QP", created(Qp(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroyCq:
+      d = {"CQ", created(Cq(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroySrq:
+      d = {"SRQ", created(Srq(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroyAh:
+      d = {"AH", created(Ah(e.obj)), e.stack};
+      break;
+    case EventKind::kDeallocPd:
+      d = {"PD", created(Pd(e.obj)), e.stack};
+      break;
+    case EventKind::kDeregMr:
+      d = {"MR", created(Mr(e.obj)), e.stack};
+      break;
+    case EventKind::kCloseDevice:
+      d = {"device context", 0, e.stack};
+      break;
+    default:
+      return;
+  }
+  if (!e.obj || !destroyed_.emplace(e.obj, d).second) return;
+  destroyed_order_.push_back(e.obj);
+  if (destroyed_order_.size() > kMaxDestroyed) {
+    destroyed_.erase(destroyed_order_.front());
+    destroyed_order_.pop_front();
+  }
+}
+
 void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) {
   const bool ok = e.ret == 0;
+  if (ok) NoteDestroyed(e);
   switch (e.kind) {
     case EventKind::kPostSend:
       if (QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj)) ApplyPostSend(e, q);

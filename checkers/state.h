@@ -14,6 +14,7 @@
 #define RDMASAN_CHECKERS_STATE_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -168,6 +169,14 @@ struct RetiredWr {
   OutstandingWr wr;
 };
 
+// An object the program destroyed (a successful destroy, dealloc, dereg or
+// close): what it was, where it was made and where it went.  The interposer
+// keeps using its id for later calls on the stale handle (use-after-destroy).
+struct DestroyedObj {
+  const char* what = "";  // "QP", "CQ", "SRQ", "AH", "PD", "MR", "device context"
+  StackId created = 0, destroyed = 0;
+};
+
 class State {
  public:
   // Applies an event to the books (after the checks of that event ran).
@@ -222,6 +231,9 @@ class State {
     return best;
   }
   bool fork_initialized() const { return fork_init_; }
+  // A destroyed object (the last kMaxDestroyed of them), or null.
+  static constexpr size_t kMaxDestroyed = 4096;
+  const DestroyedObj* Destroyed(ObjId id) const { return Find(destroyed_, id); }
 
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.
@@ -262,6 +274,9 @@ class State {
   void ApplyModifyQp(const core::Event& e);
   void ApplyDestroyQp(const core::Event& e);
   void ApplyAsyncEvent(const core::Event& e);
+  // Remembers the object a successful destroy event removes (before the
+  // books of the object go).
+  void NoteDestroyed(const core::Event& e);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
   static void AdjustPending(CqState* cq, int64_t delta);
@@ -280,6 +295,8 @@ class State {
   uint64_t mr_generation_ = 1;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
+  absl::flat_hash_map<ObjId, DestroyedObj> destroyed_;
+  std::deque<ObjId> destroyed_order_;  // oldest first, at most kMaxDestroyed
 };
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).

@@ -1,6 +1,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
+#include "interpose/destroyed.h"
 #include "interpose/ptr_table.h"
 
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -28,14 +30,30 @@
 namespace rdmasan::interpose {
 namespace {
 
-// Object pointer -> id, read on every data-path call without a lock.
+// Object pointer -> id and the object's scatter-list limits, read on every
+// data-path call without a lock.  One 64-bit value per object: the id in
+// the low 40 bits, the QP's or SRQ's max send SGE and max receive SGE
+// (as the provider returned them at creation, capped at kMaxLimit) above.
 class Registry {
  public:
-  core::ObjId Assign(const void* obj) {
+  static constexpr int kIdBits = 40, kLimitBits = 12;
+  static constexpr uint64_t kIdMask = (uint64_t{1} << kIdBits) - 1;
+  static constexpr uint32_t kMaxLimit = (1u << kLimitBits) - 1;
+
+  core::ObjId Assign(const void* obj, uint32_t send_sge, uint32_t recv_sge) {
     core::ObjId id = next_.fetch_add(1, std::memory_order_relaxed);
-    return table_.Put(obj, id) ? id : 0;  // full: the object goes untracked
+    const uint64_t v = id | uint64_t{std::min(send_sge, kMaxLimit)} << kIdBits |
+                       uint64_t{std::min(recv_sge, kMaxLimit)} << (kIdBits + kLimitBits);
+    return table_.Put(obj, v) ? id : 0;  // full: the object goes untracked
   }
-  core::ObjId Find(const void* obj) const {
+  core::ObjId Find(const void* obj) const { return FindValue(obj) & kIdMask; }
+  ObjLimits Limits(const void* obj) const {
+    const uint64_t v = FindValue(obj);
+    return {static_cast<uint32_t>(v >> kIdBits) & kMaxLimit,
+            static_cast<uint32_t>(v >> (kIdBits + kLimitBits)) & kMaxLimit};
+  }
+  // The whole value (0 if unknown).
+  uint64_t FindValue(const void* obj) const {
     // Each thread remembers the last few objects it named (a data path
     // names the same QP and CQ over and over), good until any object is
     // forgotten: an address may then be reused by another object.
@@ -43,18 +61,18 @@ class Registry {
     const uint64_t gen = forgotten_.load(std::memory_order_acquire);
     if (c.gen == gen) {
       for (size_t i = 0; i < Cache::kWays; ++i)
-        if (c.obj[i] == obj) return c.id[i];
+        if (c.obj[i] == obj) return c.value[i];
     } else {
       c = Cache();
       c.gen = gen;
     }
-    const core::ObjId id = table_.Get(obj);
-    if (id) {
+    const uint64_t v = table_.Get(obj);
+    if (v) {
       c.obj[c.next] = obj;
-      c.id[c.next] = id;
+      c.value[c.next] = v;
       c.next = (c.next + 1) % Cache::kWays;
     }
-    return id;
+    return v;
   }
   void Forget(const void* obj) {
     table_.Erase(obj);
@@ -66,7 +84,7 @@ class Registry {
     static constexpr size_t kWays = 4;
     uint64_t gen = 0;
     const void* obj[kWays] = {};
-    core::ObjId id[kWays] = {};
+    uint64_t value[kWays] = {};
     size_t next = 0;
   };
   static thread_local Cache t_cache;
@@ -222,9 +240,14 @@ bool Checking() {
 
 void SetChecking(bool on) { g_checking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-core::ObjId Assign(const void* obj) { return Objects().Assign(obj); }
+core::ObjId Assign(const void* obj, uint32_t send_sge, uint32_t recv_sge) {
+  ForgetDestroyed(obj);  // a new object at a destroyed one's address
+  return Objects().Assign(obj, send_sge, recv_sge);
+}
 
 core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
+
+ObjLimits Limits(const void* obj) { return obj ? Objects().Limits(obj) : ObjLimits{}; }
 
 void Forget(const void* obj) { Objects().Forget(obj); }
 
@@ -279,18 +302,34 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
   e.sq_sig_all = sq_sig_all;
   e.caps = {cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data};
   if (qp) {
-    e.obj = Assign(qp);
+    e.obj = Assign(qp, cap.max_send_sge, cap.max_recv_sge);
     e.qp_num = qp->qp_num;
   }
   Emit(e);
 }
 
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud) {
+namespace {
+
+// How many SGEs of a WR may be read: num_sge of them when that is within
+// the object's limit, else none.  A larger num_sge is the program's bug,
+// which a provider refuses before it reads any entry (the list may end
+// after one entry, as in `num_sge = 1000` with a one-element array); the
+// event keeps num_sge as given for sge-count.  Never more than an event
+// keeps, and nothing of a null list.
+int ReadableSges(const void* sg_list, int num_sge, uint32_t max_sge) {
+  if (!sg_list || num_sge <= 0 || static_cast<uint32_t>(num_sge) > max_sge) return 0;
+  return static_cast<int>(std::min<uint32_t>(static_cast<uint32_t>(num_sge), kMaxCopiedSges));
+}
+
+}  // namespace
+
+uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud,
+                       uint32_t max_sge, uint32_t max_wrs) {
   // Into the WRs the event already holds where it has them (a reused event
   // keeps its elements and their SGE storage): every field is written.
   auto& wrs = e->send_wrs;
   uint32_t i = 0;
-  for (; wr && i < 4096; wr = wr->next, ++i) {
+  for (; wr && i < max_wrs; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
     core::SendWr& w = i < wrs.size() ? wrs[i] : wrs.emplace_back();
     w.wr_id = wr->wr_id;
@@ -318,29 +357,30 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
       w.ah = 0;
       w.remote_qpn = 0;
     }
-    // A null sg_list with num_sge > 0 is the program's bug: copy no SGE
-    // (the provider rejects or crashes on it; the shim must not).
-    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    const int n = ReadableSges(wr->sg_list, wr->num_sge, max_sge);
     w.sges.resize(n);
     core::Sge* g = w.sges.data();
     for (int k = 0; k < n; ++k)
       g[k] = {wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0, 0};
   }
   if (wrs.size() > i) wrs.erase(wrs.begin() + i, wrs.end());
+  return i;
 }
 
-void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e) {
+uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e, uint32_t max_sge,
+                       uint32_t max_wrs) {
   uint32_t i = 0;
-  for (; wr && i < 65536; wr = wr->next, ++i) {
+  for (; wr && i < max_wrs; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
     core::RecvWr w;
     w.wr_id = wr->wr_id;
     w.num_sge = wr->num_sge;
-    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    const int n = ReadableSges(wr->sg_list, wr->num_sge, max_sge);
     for (int k = 0; k < n; ++k)
       w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
     e->recv_wrs.push_back(std::move(w));
   }
+  return i;
 }
 
 }  // namespace rdmasan::interpose

@@ -26,10 +26,16 @@ namespace rdmasan::interpose {
 bool Checking();
 void SetChecking(bool on);
 
-// Object ids.  Assign() gives a new id to a created object; Id() looks one
-// up (0 if unknown); Forget() drops it after destruction.
-core::ObjId Assign(const void* obj);
+// Object ids.  Assign() gives a new id to a created object (a QP or SRQ
+// with the max SGE counts the provider returned: the chain copies read no
+// more SGEs of a WR than that); Id() looks one up (0 if unknown); Forget()
+// drops it after destruction.
+struct ObjLimits {
+  uint32_t max_send_sge = 0, max_recv_sge = 0;  // 0: unknown object, read no SGE
+};
+core::ObjId Assign(const void* obj, uint32_t send_sge = 0, uint32_t recv_sge = 0);
 core::ObjId Id(const void* obj);
+ObjLimits Limits(const void* obj);
 void Forget(const void* obj);
 
 // Fills tid (and seq when the run is traced), runs the checkers and reports.  With `retired`, also
@@ -45,10 +51,16 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
 // In a forked child: let go of the parent's trace without touching it.
 void AfterForkInChild();
 
-// Copies of the verbs arguments.
+// Copies of the verbs arguments: at most `max_wrs` WRs of the chain, and of
+// each WR its num_sge SGEs if num_sge <= max_sge (at most kMaxCopiedSges),
+// else none: a WR over the limit is refused by the provider, and its list
+// may be shorter than num_sge (num_sge itself is kept as given).  Return the number of WRs copied.
 // `ud`: the chain was posted to a UD QP (its WRs name AHs).
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud);
-void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e);
+constexpr uint32_t kMaxCopiedSges = 1024;
+uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud,
+                       uint32_t max_sge, uint32_t max_wrs = 4096);
+uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e, uint32_t max_sge,
+                       uint32_t max_wrs = 65536);
 
 }  // namespace rdmasan::interpose
 

@@ -12,7 +12,11 @@
 // chains to the provider's value.
 //
 // May not: crash or change the result of a verb (wrappers return exactly
-// what the provider returned, errno included), throw across the C ABI,
+// what the provider returned, errno included; the one exception is a call
+// on a handle the program already destroyed, which is refused with EINVAL
+// before the provider could touch freed memory: interpose/destroyed.h),
+// read more of a WR's scatter list than a valid num_sge names (hooks.h),
+// throw across the C ABI,
 // allocate on the data path, or take a global lock on the data path.
 #ifndef RDMASAN_INTERPOSE_INTERPOSE_H_
 #define RDMASAN_INTERPOSE_INTERPOSE_H_

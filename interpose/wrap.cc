@@ -12,6 +12,7 @@
 #include <mutex>
 #include "absl/container/flat_hash_set.h"
 #include "core/stack.h"
+#include "interpose/destroyed.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -104,6 +105,32 @@ inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>
   return e;
 }
 
+// A data-path call on a destroyed QP, SRQ or CQ (its block held back by
+// the destroy, interpose/destroyed.h): an event naming the id it had, for
+// use-after-destroy, and the call refused; the provider is not called.
+// `fill` completes the event (the WR chain of a post).  False for a live
+// or unknown object (one lookup in the thread's cache of objects).
+template <typename Fill>
+[[gnu::noinline]] bool RefusedAsDestroyed(const void* obj, core::EventKind kind, uintptr_t pc,
+                                          uintptr_t frame, Fill fill) {
+  const core::ObjId old = DestroyedId(obj);
+  if (!old) return false;
+  core::Event e;
+  e.kind = kind;
+  e.obj = old;
+  e.ret = kind == core::EventKind::kPollCq ? -1 : EINVAL;
+  e.err = EINVAL;
+  e.stack = core::CaptureStackFrom(pc, frame);
+  fill(e);
+  Emit(e);
+  errno = EINVAL;
+  return true;
+}
+#define RDMASAN_REFUSE_DESTROYED(obj, kind, fill)                                          \
+  (AnyDestroyed() && Id(obj) == 0 &&                                                       \
+   RefusedAsDestroyed(obj, kind, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
+                      reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), fill))
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   if (!s) {
@@ -114,6 +141,13 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Bump(g_counters.post_send);
   Reentry re;
   if (!re.outer()) return s->post_send(qp, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostSend, [&](core::Event& e) {
+        e.bad_index = 0;
+        CopySendChain(wr, nullptr, &e, false, 0);
+      })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
@@ -122,7 +156,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.bad_index = UINT32_MAX;
   e.obj = Id(qp);
   e.stack = stack;
-  CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
+  CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, Limits(qp).max_send_sge);
   HashSendPayloads(&e);
   int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
@@ -144,7 +178,7 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
   e.ret = rc;
   e.err = rc;
   e.stack = stack;
-  CopyRecvChain(wr, rc ? *bad : nullptr, &e);
+  CopyRecvChain(wr, rc ? *bad : nullptr, &e, Limits(obj).max_recv_sge);
   Emit(e);
   return rc;
 }
@@ -159,6 +193,11 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Bump(g_counters.post_recv);
   Reentry re;
   if (!re.outer()) return s->post_recv(qp, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostRecv,
+                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad, s->post_recv(qp, wr, bad), stack);
 }
@@ -172,6 +211,11 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   }
   Reentry re;
   if (!re.outer() || !Checking()) return s->post_srq_recv(srq, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(srq, core::EventKind::kPostSrqRecv,
+                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad, s->post_srq_recv(srq, wr, bad), stack);
 }
@@ -224,6 +268,9 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (!Checking()) return s->poll_cq(cq, n, wc);
   Bump(g_counters.poll_cq);
   Reentry re;
+  if (re.outer() &&
+      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kPollCq, [&](core::Event& e) { e.count = n; }))
+    return -1;
   int got = s->poll_cq(cq, n, wc);
   if (!re.outer()) return got;
   if (got <= 0) {
@@ -268,6 +315,10 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   Bump(g_counters.req_notify_cq);
   if (!s) return ENODEV;
   Reentry re;
+  if (re.outer() && Checking() &&
+      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kReqNotifyCq,
+                               [&](core::Event& e) { e.count = solicited_only; }))
+    return EINVAL;
   int rc = s->req_notify_cq(cq, solicited_only);
   if (!re.outer() || !Checking()) return rc;
   if (rc == 0) {
@@ -500,7 +551,10 @@ void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
   h->orig.wr_set_sge_list(q, n, list);
   if (core::SendWr* w = LastShadowWr(h)) {
     w->sges.clear();
-    for (size_t i = 0; list && i < n && i < 1024; ++i)
+    // None of a list longer than the QP allows: it is refused, and the
+    // list may be shorter than n.
+    const size_t readable = n <= Limits(&q->qp_base).max_send_sge ? std::min<size_t>(n, kMaxCopiedSges) : 0;
+    for (size_t i = 0; list && i < readable; ++i)
       w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
     w->num_sge = static_cast<int32_t>(n);
   }
