@@ -5,6 +5,8 @@
 // The interposer recognizes the stale handle, refuses the call (EINVAL, the
 // provider is not called with freed memory) and names the object by the id
 // it had; this check reports it with the stack of its destruction.
+#include <errno.h>
+
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -28,7 +30,9 @@ void CheckUseAfterDestroy(CheckContext& c) {
   // Creation verbs name the destroyed object as their parent.
   const bool create = e.kind == core::EventKind::kAllocPd || e.kind == core::EventKind::kCreateCq;
   const core::ObjId id = create ? e.parent : e.obj;
-  if (!id || e.ret == 0) return;  // the interposer refuses every such call
+  // The interposer refuses every such call with EINVAL before the provider
+  // sees it; only its events name a destroyed object.
+  if (!id || e.ret == 0 || e.err != EINVAL) return;
   if (const DestroyedObj* d = c.s.Destroyed(id)) ReportUseAfterDestroy(c, id, *d, create);
 }
 

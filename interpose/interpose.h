@@ -33,9 +33,10 @@ namespace rdmasan::interpose {
 // The real libibverbs function `name` at `version`, or nullptr.
 void* Real(const char* name, const char* version);
 
-// Swaps the data-path pointers of a context; idempotent.  For a real
-// provider's context the ibv_qp_ex setters of its QPs are shadowed too
-// (softnic turns wr_* batches into post_send calls, seen anyway).
+// Swaps the data-path pointers of a context; idempotent.  The ibv_qp_ex
+// setters of its QPs are shadowed too, on every provider (softnic's
+// included: it refuses some batches before they reach post_send), so each
+// ibv_wr_* batch is one event as the application built it.
 void WrapContext(ibv_context* ctx, bool softnic);
 void WrapRealContext(ibv_context* ctx);
 // Drops the qp_ex shadow of a QP before it is destroyed.

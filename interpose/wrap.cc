@@ -34,10 +34,6 @@ struct Saved {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
   ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
-  // softnic builds ibv_wr_* batches into ops.post_send calls (already seen
-  // by the post_send wrapper); real providers write WQEs directly, so their
-  // qp_ex setters are shadowed.
-  bool shadow_wr = true;
 };
 
 constexpr int kSlots = 64;
@@ -457,10 +453,16 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
 }
 
 // ---------------------------------------------------- ibv_qp_ex shadows --
-// A real provider's ibv_wr_* calls write its WQEs directly: each setter is
-// wrapped to build a copy of the batch, which becomes one kPostSend event at
-// ibv_wr_complete (with the payload hashes taken there, before the provider
-// rings the doorbell).  One batch per QP at a time, as the API requires.
+// A provider's ibv_wr_* calls build its batch on their own terms (a real
+// one writes WQEs directly; softnic refuses a WR past max_send_wr or an
+// inline payload past its limit, and fails the whole batch at complete):
+// on every provider each setter is wrapped to build a copy of the batch as
+// the application built it, which becomes one kPostSend event at
+// ibv_wr_complete, with the stack of that call and the payload hashes taken
+// there, before the provider rings the doorbell.  Every entry holds the
+// re-entry guard: what the provider does inside (softnic posts the batch
+// through ops.post_send) is not the application's call.  One batch per QP
+// at a time, as the API requires.
 struct WrHooks {
   ibv_qp_ex orig;  // the provider's function pointers
   core::Event batch;
@@ -485,26 +487,29 @@ core::SendWr* LastShadowWr(WrHooks* h) {
 }
 
 void ShStart(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_start(q);
   h->batch = core::Event();
   h->batch.kind = core::EventKind::kPostSend;
   h->batch.obj = Id(&q->qp_base);
-  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  h->open = Checking();
+  h->open = Checking() && re.outer();
 }
 
 void ShSend(ibv_qp_ex* q) {
+  Reentry re;
   if (WrHooks* h = WrHooksOf(q)) h->orig.wr_send(q), NewShadowWr(h, q, IBV_WR_SEND);
 }
 void ShSendImm(ibv_qp_ex* q, __be32 imm) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_send_imm(q, imm);
   if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_IMM)) w->imm_data = imm;
 }
 void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   if (op == IBV_WR_RDMA_WRITE)
@@ -516,6 +521,7 @@ void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
 void ShWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_WRITE); }
 void ShRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_READ); }
 void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_rdma_write_imm(q, rkey, addr, imm);
@@ -523,6 +529,7 @@ void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
     w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
 }
 void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_atomic_cmp_swp(q, rkey, addr, compare, swap);
@@ -530,6 +537,7 @@ void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_
     w->remote_addr = addr, w->rkey = rkey, w->compare_add = compare, w->swap = swap;
 }
 void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_atomic_fetch_add(q, rkey, addr, add);
@@ -537,6 +545,7 @@ void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
     w->remote_addr = addr, w->rkey = rkey, w->compare_add = add;
 }
 void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_sge(q, lkey, addr, length);
@@ -546,6 +555,7 @@ void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
   }
 }
 void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_sge_list(q, n, list);
@@ -560,6 +570,7 @@ void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
   }
 }
 void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_inline_data(q, addr, length);
@@ -570,6 +581,7 @@ void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
   }
 }
 void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_inline_data_list(q, n, bufs);
@@ -583,20 +595,21 @@ void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
   }
 }
 void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
   if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
 }
 int ShComplete(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return EINVAL;
   if (!h->open) return h->orig.wr_complete(q);
   h->open = false;
-  Reentry re;
+  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
   HashSendPayloads(&h->batch);
   int rc = h->orig.wr_complete(q);
-  if (!re.outer()) return rc;
   h->batch.ret = rc;
   h->batch.err = rc;
   if (rc) h->batch.bad_index = 0;  // wr_complete posts all or nothing
@@ -605,6 +618,7 @@ int ShComplete(ibv_qp_ex* q) {
   return rc;
 }
 void ShAbort(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_abort(q);
@@ -653,8 +667,7 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
              attr->sq_sig_all, stack);
   // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
   // the same address: qp_base is its first member).
-  if (qp && s->shadow_wr && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-    HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
+  if (qp && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
   return qp;
 }
 
@@ -692,7 +705,7 @@ void ForgetQp(ibv_qp* qp) {
   delete h;
 }
 
-void WrapContext(ibv_context* ctx, bool softnic) {
+void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (!ctx) return;
   std::lock_guard<std::mutex> g(g_mu);
   if (Find(ctx)) return;
@@ -712,7 +725,6 @@ void WrapContext(ibv_context* ctx, bool softnic) {
   s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
   s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
   s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
-  s->shadow_wr = !softnic;
   s->ctx.store(ctx, std::memory_order_release);
   if (s->post_send) ctx->ops.post_send = PostSend;
   if (s->post_recv) ctx->ops.post_recv = PostRecv;
