@@ -386,6 +386,16 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
 }
 
+bool Engine::LkeyInFlight(uint32_t lkey) {
+  std::lock_guard<std::mutex> control(control_mu_);
+  std::vector<Domain*> held;
+  if (!one_thread_) held = live_;
+  for (Domain* d : held) d->mu.lock();
+  const bool r = state_.LkeyInFlight(lkey);
+  for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
+  return r;
+}
+
 void Engine::OnEvent(core::Event& e, std::vector<core::Finding>* findings, std::vector<RetiredWr>* retired) {
   Run(e, assign_seq_ ? &e.seq : nullptr, findings, retired);
 }

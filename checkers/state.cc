@@ -219,7 +219,7 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
 
 void State::ApplyPostSend(const Event& e, QpState* qp) {
   QpState& q = *qp;
-  const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.send_wrs.size(), q.sq.size(), q.caps.max_send_wr);
   const core::SendWr* wrs = e.send_wrs.data();
   int64_t signaled = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -239,13 +239,13 @@ void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* ret
 }
 
 void State::ApplyPostRecv(const Event& e, QpState* q) {
-  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
   for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
   AdjustPending(q->rcq, static_cast<int64_t>(n));
 }
 
 void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
-  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
   for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
 }
 
@@ -383,6 +383,22 @@ void State::ApplyAckCqEvents(const Event& e) {
 void State::ApplyAsyncEvent(const Event& e) {
   auto it = qps_.find(e.obj);
   if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
+}
+
+bool State::LkeyInFlight(uint32_t lkey) const {
+  auto uses = [lkey](const Ring<OutstandingWr>& q) {
+    for (const auto& w : q) {
+      if (w.is_inline) continue;
+      for (const auto& g : w.sges)
+        if (g.lkey == lkey && g.length) return true;
+    }
+    return false;
+  };
+  for (const auto& [id, q] : qps_)
+    if (uses(q.sq) || uses(q.rq)) return true;
+  for (const auto& [id, s] : srqs_)
+    if (uses(s.rq)) return true;
+  return false;
 }
 
 void State::NoteDestroyed(const Event& e) {

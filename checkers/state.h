@@ -13,6 +13,7 @@
 #ifndef RDMASAN_CHECKERS_STATE_H_
 #define RDMASAN_CHECKERS_STATE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -235,6 +236,10 @@ class State {
   static constexpr size_t kMaxDestroyed = 4096;
   const DestroyedObj* Destroyed(ObjId id) const { return Find(destroyed_, id); }
 
+  // True if an outstanding WR (of any QP or SRQ) has a non-empty SGE with
+  // this lkey.
+  bool LkeyInFlight(uint32_t lkey) const;
+
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.
   uint64_t PendingOn(ObjId cq) const;
@@ -298,6 +303,17 @@ class State {
   absl::flat_hash_map<ObjId, DestroyedObj> destroyed_;
   std::deque<ObjId> destroyed_order_;  // oldest first, at most kMaxDestroyed
 };
+
+// How many WRs of a post's chain (`chain` of them in the event) the queue
+// took: those before *bad_wr, and, when the post failed, never more than
+// the room the queue had: a provider places WRs until the queue is full and
+// refuses the next, so a cyclic chain (a WR's next pointing back, whose
+// bad_wr the interposer cannot place) is counted as what fit.
+inline size_t AcceptedWrs(const core::Event& e, size_t chain, size_t outstanding, uint32_t capacity) {
+  size_t n = std::min<size_t>(chain, e.bad_index);
+  if (e.ret != 0) n = std::min<size_t>(n, capacity > outstanding ? capacity - outstanding : 0);
+  return n;
+}
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).
 bool WritesLocal(uint32_t wr_opcode);

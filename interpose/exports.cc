@@ -472,8 +472,11 @@ RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   int rc = DestroyHolding(mr, e.obj, [&] {
     return IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
   });
-  if (!rc && tracked) ip::NoteDeregistered(addr, length);
   if (Watch(re)) Done(e, rc);
+  // The memory of WRs still in flight stays watched (free-in-flight) after
+  // their MR is gone (dereg-in-flight was just reported): the NIC may still
+  // use it until the retiring completion.  Its free then drops it.
+  if (!rc && tracked && !(re.outer() && ip::LkeyInFlight(e.lkey))) ip::NoteDeregistered(addr, length);
   if (!rc) ip::Forget(mr);
   return rc;
 }
@@ -588,7 +591,7 @@ RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_a
     e.parent = ip::Id(pd);
     e.caps.max_recv_wr = srq_init_attr->attr.max_wr;
     e.caps.max_recv_sge = srq_init_attr->attr.max_sge;
-    if (srq) e.obj = ip::Assign(srq, 0, srq_init_attr->attr.max_sge);
+    if (srq) e.obj = ip::Assign(srq, {0, srq_init_attr->attr.max_sge, 0, srq_init_attr->attr.max_wr});
     Done(e, srq ? 0 : -1);
   }
   return srq;

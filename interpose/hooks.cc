@@ -30,27 +30,34 @@
 namespace rdmasan::interpose {
 namespace {
 
-// Object pointer -> id and the object's scatter-list limits, read on every
+// Object pointer -> id and the object's queue limits, read on every
 // data-path call without a lock.  One 64-bit value per object: the id in
-// the low 40 bits, the QP's or SRQ's max send SGE and max receive SGE
-// (as the provider returned them at creation, capped at kMaxLimit) above.
+// the low kIdBits, then the QP's or SRQ's max send SGE and max receive SGE
+// as the provider returned them at creation (capped at kMaxSge), then its
+// send and receive queue depths, each as the exponent of the next power of
+// two (plus one; 0: unknown): a bound of the WRs a post can place.
 class Registry {
  public:
-  static constexpr int kIdBits = 40, kLimitBits = 12;
+  static constexpr int kIdBits = 36, kSgeBits = 9, kWrBits = 5;
   static constexpr uint64_t kIdMask = (uint64_t{1} << kIdBits) - 1;
-  static constexpr uint32_t kMaxLimit = (1u << kLimitBits) - 1;
+  static constexpr uint32_t kMaxSge = (1u << kSgeBits) - 1;
 
-  core::ObjId Assign(const void* obj, uint32_t send_sge, uint32_t recv_sge) {
+  core::ObjId Assign(const void* obj, const ObjLimits& l) {
     core::ObjId id = next_.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t v = id | uint64_t{std::min(send_sge, kMaxLimit)} << kIdBits |
-                       uint64_t{std::min(recv_sge, kMaxLimit)} << (kIdBits + kLimitBits);
+    if (id > kIdMask) return 0;  // ids exhausted: the object goes untracked
+    const uint64_t v = id | uint64_t{std::min(l.max_send_sge, kMaxSge)} << kIdBits |
+                       uint64_t{std::min(l.max_recv_sge, kMaxSge)} << (kIdBits + kSgeBits) |
+                       uint64_t{WrCode(l.max_send_wr)} << (kIdBits + 2 * kSgeBits) |
+                       uint64_t{WrCode(l.max_recv_wr)} << (kIdBits + 2 * kSgeBits + kWrBits);
     return table_.Put(obj, v) ? id : 0;  // full: the object goes untracked
   }
   core::ObjId Find(const void* obj) const { return FindValue(obj) & kIdMask; }
   ObjLimits Limits(const void* obj) const {
     const uint64_t v = FindValue(obj);
-    return {static_cast<uint32_t>(v >> kIdBits) & kMaxLimit,
-            static_cast<uint32_t>(v >> (kIdBits + kLimitBits)) & kMaxLimit};
+    return {static_cast<uint32_t>(v >> kIdBits) & kMaxSge,
+            static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
+            WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits)) & ((1u << kWrBits) - 1)),
+            WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits + kWrBits)) & ((1u << kWrBits) - 1))};
   }
   // The whole value (0 if unknown).
   uint64_t FindValue(const void* obj) const {
@@ -87,6 +94,15 @@ class Registry {
     uint64_t value[kWays] = {};
     size_t next = 0;
   };
+  // A queue depth as 1 + the exponent of the next power of two; 0 unknown.
+  static uint32_t WrCode(uint32_t max_wr) {
+    if (!max_wr) return 0;
+    uint32_t e = 0;
+    while (e < 30 && (1u << e) < max_wr) ++e;
+    return e + 1;
+  }
+  static uint32_t WrBound(uint32_t code) { return code ? 1u << (code - 1) : 0; }
+
   static thread_local Cache t_cache;
   std::atomic<core::ObjId> next_{1};
   std::atomic<uint64_t> forgotten_{1};  // bumped by every Forget
@@ -240,9 +256,9 @@ bool Checking() {
 
 void SetChecking(bool on) { g_checking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-core::ObjId Assign(const void* obj, uint32_t send_sge, uint32_t recv_sge) {
+core::ObjId Assign(const void* obj, const ObjLimits& limits) {
   ForgetDestroyed(obj);  // a new object at a destroyed one's address
-  return Objects().Assign(obj, send_sge, recv_sge);
+  return Objects().Assign(obj, limits);
 }
 
 core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
@@ -271,6 +287,8 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   }
   for (const auto& f : findings) core::GlobalReporter().Report(f);
 }
+
+bool LkeyInFlight(uint32_t lkey) { return Checking() && GetEngine().LkeyInFlight(lkey); }
 
 void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::StackId stack) {
   core::Event e;
@@ -302,7 +320,7 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
   e.sq_sig_all = sq_sig_all;
   e.caps = {cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data};
   if (qp) {
-    e.obj = Assign(qp, cap.max_send_sge, cap.max_recv_sge);
+    e.obj = Assign(qp, {cap.max_send_sge, cap.max_recv_sge, cap.max_send_wr, cap.max_recv_wr});
     e.qp_num = qp->qp_num;
   }
   Emit(e);

@@ -27,13 +27,16 @@ bool Checking();
 void SetChecking(bool on);
 
 // Object ids.  Assign() gives a new id to a created object (a QP or SRQ
-// with the max SGE counts the provider returned: the chain copies read no
-// more SGEs of a WR than that); Id() looks one up (0 if unknown); Forget()
-// drops it after destruction.
+// with the limits the provider returned: the chain copies read no more SGEs
+// of a WR, and no more WRs of a chain, than those allow); Id() looks one up
+// (0 if unknown); Forget() drops it after destruction.
 struct ObjLimits {
   uint32_t max_send_sge = 0, max_recv_sge = 0;  // 0: unknown object, read no SGE
+  // Queue depths; Limits() gives a bound >= the depth (a power of two), 0
+  // when unknown.
+  uint32_t max_send_wr = 0, max_recv_wr = 0;
 };
-core::ObjId Assign(const void* obj, uint32_t send_sge = 0, uint32_t recv_sge = 0);
+core::ObjId Assign(const void* obj, const ObjLimits& limits = {});
 core::ObjId Id(const void* obj);
 ObjLimits Limits(const void* obj);
 void Forget(const void* obj);
@@ -48,8 +51,18 @@ void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::S
 void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
                 ibv_qp_type type, int sq_sig_all, core::StackId stack);
 
+// Whether an outstanding WR still uses the MR with this lkey (false when
+// checking is off).
+bool LkeyInFlight(uint32_t lkey);
+
 // In a forked child: let go of the parent's trace without touching it.
 void AfterForkInChild();
+
+// The most WRs of a chain worth copying for a queue of depth bound `max_wr`
+// (0: unknown, `fallback`): a provider places at most that many and refuses
+// the next, so one more shows every overflow, and a cyclic chain (a WR's
+// next pointing back) is walked no further.
+inline uint32_t ChainBound(uint32_t max_wr, uint32_t fallback) { return max_wr ? max_wr + 1 : fallback; }
 
 // Copies of the verbs arguments: at most `max_wrs` WRs of the chain, and of
 // each WR its num_sge SGEs if num_sge <= max_sge (at most kMaxCopiedSges),

@@ -127,6 +127,16 @@ template <typename Fill>
    RefusedAsDestroyed(obj, kind, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
                       reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), fill))
 
+// The index of `bad` among the first `n` WRs of a chain (its last
+// occurrence: in a cyclic chain the provider refuses the WR only after it
+// placed what fit), or n if it is not among them.
+uint32_t BadIndex(const ibv_send_wr* wr, const ibv_send_wr* bad, uint32_t n) {
+  uint32_t at = n, i = 0;
+  for (; wr && i < n; wr = wr->next, ++i)
+    if (wr == bad) at = i;
+  return at;
+}
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   if (!s) {
@@ -152,16 +162,14 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.bad_index = UINT32_MAX;
   e.obj = Id(qp);
   e.stack = stack;
-  CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, Limits(qp).max_send_sge);
+  const ObjLimits lim = Limits(qp);
+  const uint32_t copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
+                                        ChainBound(lim.max_send_wr, 4096));
   HashSendPayloads(&e);
   int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
   e.err = rc;
-  if (rc) {
-    uint32_t i = 0;
-    for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++i;
-    e.bad_index = i;
-  }
+  if (rc) e.bad_index = BadIndex(wr, *bad, copied);
   Emit(e);
   return rc;
 }
@@ -174,7 +182,8 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
   e.ret = rc;
   e.err = rc;
   e.stack = stack;
-  CopyRecvChain(wr, rc ? *bad : nullptr, &e, Limits(obj).max_recv_sge);
+  const ObjLimits lim = Limits(obj);
+  CopyRecvChain(wr, rc ? *bad : nullptr, &e, lim.max_recv_sge, ChainBound(lim.max_recv_wr, 65536));
   Emit(e);
   return rc;
 }

@@ -1032,6 +1032,31 @@ TEST(CheckersUnackedCqEvents, OverAckIsReportedAtTheAck) {
   EXPECT_EQ(f.DestroyCq(cq), kNone);
 }
 
+// A cyclic receive chain: the interposer copies one WR more than the queue
+// holds and cannot tell which occurrence the provider refused; the books
+// count what fit, not the chain (no phantom pending completions).
+TEST(CheckersRqOverflow, CyclicChainCountsWhatFit) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  QpCaps caps = Caps(8);
+  caps.max_recv_wr = 16;
+  ObjId qp = f.CreateQp(pd, cq, cq, caps);
+  f.ToRts(qp);
+  Event e;
+  e.kind = EventKind::kPostRecv;
+  e.obj = qp;
+  e.ret = ENOMEM;
+  e.err = ENOMEM;
+  e.bad_index = 17;  // the refused WR is not among the 17 copied
+  for (int i = 0; i < 17; ++i) e.recv_wrs.push_back(Rwr(1, {Sg(0x10000, 64, 0x11)}));
+  // 16 fit: no cq-overrun on the 16-entry CQ.
+  EXPECT_EQ(f.Feed(e), Ids{"rq-overflow"});
+  EXPECT_EQ(f.eng.state().Qp(qp)->rq.size(), 16u);
+  (void)mr;
+}
+
 // =================================================== use-after-destroy ==
 
 // A call the interposer refused because its handle was destroyed: the
