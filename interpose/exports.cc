@@ -285,6 +285,7 @@ RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
 
 RDMASAN_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   REAL(ibv_get_async_event, "IBVERBS_1.1");
+  ip::FlushTraceBeforeBlocking();
   if (IsSn(context)) return sn::GetAsyncEvent(context, event);
   return real ? real(context, event) : -1;
 }
@@ -549,6 +550,7 @@ RDMASAN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void
     w.obj = ip::Id(channel);
     Done(w, 0);
   }
+  ip::FlushTraceBeforeBlocking();
   int rc = IsSn(channel->context) ? sn::GetCqEvent(channel, cq, cq_context)
            : real                 ? real(channel, cq, cq_context)
                                   : -1;

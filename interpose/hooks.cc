@@ -16,9 +16,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "checkers/engine.h"
@@ -120,16 +122,49 @@ Registry& Objects() {
 std::atomic<traces::TraceWriter*> g_trace{nullptr};
 std::once_flag g_trace_once;
 
-int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT};
-struct sigaction g_old_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
+// Signals whose default action ends the process, and which the shim
+// handles where the program left that default.  A crash (kCrashSignals)
+// leaves the trace's valid prefix as PATH.incomplete, recognisable; any
+// other (SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGUSR1, real-time signals, ...)
+// is how a CI job or a user stops a program: its trace is closed properly.
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+constexpr int kTerminationSignals[] = {SIGTERM, SIGINT,  SIGQUIT, SIGHUP,    SIGALRM,
+                                       SIGUSR1, SIGUSR2, SIGPIPE, SIGVTALRM, SIGPROF,
+                                       SIGXCPU, SIGXFSZ, SIGIO,   SIGPWR,    SIGSTKFLT};
+struct sigaction g_old_actions[NSIG];
+std::atomic<bool> g_handled[NSIG];
 
-// A fatal signal: write what the trace holds (its valid prefix), then let
-// the program's previous disposition run.
+bool IsCrashSignal(int sig) {
+  for (int c : kCrashSignals)
+    if (c == sig) return true;
+  return false;
+}
+
+// The signal that ends the process: write what the trace holds (and close
+// it, unless the process crashed), then let the program's previous
+// disposition (the default) run.
 void OnFatalSignal(int sig) {
-  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->FlushFromSignalHandler();
-  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
-    if (kFatalSignals[i] == sig) sigaction(sig, &g_old_actions[i], nullptr);
+  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) {
+    if (IsCrashSignal(sig))
+      w->FlushFromSignalHandler();
+    else
+      w->CloseFromSignalHandler();
+  }
+  if (sig > 0 && sig < NSIG) sigaction(sig, &g_old_actions[sig], nullptr);
   raise(sig);
+}
+
+// Installs OnFatalSignal for `sig` if the program left it at the default.
+void HandleIfDefault(int sig) {
+  struct sigaction old;
+  if (sig <= 0 || sig >= NSIG || sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return;
+  struct sigaction sa = {};
+  sa.sa_handler = OnFatalSignal;
+  sigemptyset(&sa.sa_mask);
+  g_old_actions[sig] = old;
+  if (sigaction(sig, &sa, nullptr) == 0) g_handled[sig].store(true, std::memory_order_relaxed);
 }
 
 void CloseTrace();
@@ -162,6 +197,38 @@ std::pair<std::string, std::string> ClockProperty(std::vector<std::pair<std::str
 }
 #endif
 
+// Serializes the flushes of the trace outside signal handlers (the periodic
+// flusher, before a blocking call) with its Close at exit.
+std::mutex g_flush_mu;
+
+// The periodic flusher: events are never older than kFlushEvery in a
+// thread's buffer, so a program killed with SIGKILL (or hung and killed by
+// CI) leaves a trace with its events but the last moment's.  A detached
+// thread started with the trace; a forked child has none (its parent's
+// trace is not its own).
+constexpr auto kFlushEvery = std::chrono::milliseconds(200);
+
+void FlushIfUnwritten(uint64_t* flushed_events) {
+  std::lock_guard<std::mutex> l(g_flush_mu);
+  traces::TraceWriter* w = g_trace.load(std::memory_order_acquire);
+  if (!w) return;
+  const uint64_t events = w->stats().events;
+  if (events == *flushed_events) return;
+  *flushed_events = events;
+  (void)w->Flush();
+}
+
+void StartPeriodicFlush() {
+  std::thread([] {
+    Reentry re;  // what it frees is rdmasan's own
+    uint64_t flushed = 0;
+    for (;;) {
+      std::this_thread::sleep_for(kFlushEvery);
+      FlushIfUnwritten(&flushed);
+    }
+  }).detach();
+}
+
 void OpenTrace() {
   Reentry re;
   const std::string& pattern = core::GlobalOptions().trace;
@@ -179,18 +246,19 @@ void OpenTrace() {
   g_trace.store(w->release(), std::memory_order_release);
   core::SetBeforeHaltHook(CloseTrace);
   // Only where the program left the default: its own handlers stay its own.
-  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i) {
-    struct sigaction old;
-    if (sigaction(kFatalSignals[i], nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-    struct sigaction sa = {};
-    sa.sa_handler = OnFatalSignal;
-    sigemptyset(&sa.sa_mask);
-    g_old_actions[i] = old;
-    sigaction(kFatalSignals[i], &sa, nullptr);
-  }
+  for (int sig : kCrashSignals) HandleIfDefault(sig);
+  for (int sig : kTerminationSignals) HandleIfDefault(sig);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) HandleIfDefault(sig);
+  StartPeriodicFlush();
 }
 
 }  // namespace
+
+void FlushTraceBeforeBlocking() {
+  if (!g_trace.load(std::memory_order_acquire)) return;
+  uint64_t unknown = UINT64_MAX;
+  FlushIfUnwritten(&unknown);
+}
 
 void AfterForkInChild() {
   core::BiasAfterFork();
@@ -201,6 +269,7 @@ void AfterForkInChild() {
 namespace {
 
 void CloseTrace() {
+  std::lock_guard<std::mutex> l(g_flush_mu);
   traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel);
   if (!w) return;
   absl::Status st = w->Close();

@@ -5,6 +5,12 @@
 // to the reporter.  Entry points call Emit() after the real call returns
 // (or, for ibv_get_cq_event, also before it blocks).
 //
+// The trace (option trace=PATH) opens at the first event.  Its buffered
+// events are written every 200 ms by a detached thread, before a verb that
+// can block, and by the handler of every signal whose default action ends
+// the process (installed only where the program left that default): a
+// crash leaves PATH.incomplete, any other such signal closes the trace.
+//
 // May not: change a verb's result, throw, or run when the shim is re-entered
 // from libibverbs itself (the caller checks Reentry::outer()), or take a
 // process-wide lock on the data path: the engine locks per domain of
@@ -54,6 +60,11 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
 // Whether an outstanding WR still uses the MR with this lkey (false when
 // checking is off).
 bool LkeyInFlight(uint32_t lkey);
+
+// Writes the events the trace buffers (if the run is traced): called before
+// a verb that can block (ibv_get_cq_event, ibv_get_async_event), so a
+// program killed while it waits leaves them.
+void FlushTraceBeforeBlocking();
 
 // In a forked child: let go of the parent's trace without touching it.
 void AfterForkInChild();
