@@ -77,6 +77,7 @@ constexpr Entry kChecks[] = {
     {EventKind::kCloseDevice, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
     {EventKind::kAllocPd, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
     {EventKind::kCreateCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kCreateCompChannel, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
 };
 
 constexpr size_t kNumEntries = sizeof(kChecks) / sizeof(kChecks[0]);

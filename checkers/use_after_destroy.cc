@@ -28,7 +28,8 @@ namespace {
 void CheckUseAfterDestroy(CheckContext& c) {
   const auto& e = c.e;
   // Creation verbs name the destroyed object as their parent.
-  const bool create = e.kind == core::EventKind::kAllocPd || e.kind == core::EventKind::kCreateCq;
+  const bool create = e.kind == core::EventKind::kAllocPd || e.kind == core::EventKind::kCreateCq ||
+                      e.kind == core::EventKind::kCreateCompChannel;
   const core::ObjId id = create ? e.parent : e.obj;
   // The interposer refuses every such call with EINVAL before the provider
   // sees it; only its events name a destroyed object.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "core/compiler.h"
 #include "interpose/memory.h"
 
 namespace rdmasan::interpose {
@@ -32,28 +33,28 @@ void FreeBlock(void* b) {
 
 std::atomic<size_t> g_destroyed_count{0};
 
-bool Holding() { return t_hold != nullptr; }
+RDMASAN_TLS_ACCESSOR bool Holding() { return t_hold != nullptr; }
 
-bool HoldBack(void* p, size_t usable_size) {
+RDMASAN_TLS_ACCESSOR bool HoldBack(void* p, size_t usable_size) {
   const auto a = reinterpret_cast<uintptr_t>(p), o = reinterpret_cast<uintptr_t>(t_hold);
   if (!t_hold || t_held || o < a || o >= a + usable_size) return false;
   t_held = p;
   return true;
 }
 
-HoldFrees::HoldFrees(const void* obj) {
+RDMASAN_TLS_ACCESSOR HoldFrees::HoldFrees(const void* obj) {
   t_hold = obj;
   t_held = nullptr;
 }
 
-HoldFrees::~HoldFrees() {
+RDMASAN_TLS_ACCESSOR HoldFrees::~HoldFrees() {
   t_hold = nullptr;
   void* b = t_held;
   t_held = nullptr;
   FreeBlock(b);  // not claimed: the destroy failed, or nothing was recorded
 }
 
-void NoteDestroyed(const void* obj, core::ObjId id) {
+RDMASAN_TLS_ACCESSOR void NoteDestroyed(const void* obj, core::ObjId id) {
   void* block = t_held;
   t_held = nullptr;
   if (!obj || !id) {

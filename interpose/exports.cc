@@ -498,6 +498,8 @@ RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
 RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   REAL(ibv_create_comp_channel, "IBVERBS_1.0");
   Reentry re;
+  if (RefuseDestroyed(EventKind::kCreateCompChannel, context, CALLER_STACK(), re, /*as_parent=*/true))
+    return nullptr;
   ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context)
                          : real        ? real(context)
                                        : (errno = ENOSYS, nullptr);

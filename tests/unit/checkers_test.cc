@@ -1110,6 +1110,8 @@ TEST(CheckersUseAfterDestroy, ClosedDeviceAsParent) {
   EXPECT_EQ(f.Feed(close), kNone);
   EXPECT_EQ(f.Feed(Refused(EventKind::kAllocPd, 4242, /*as_parent=*/true)), Ids{"use-after-destroy"});
   EXPECT_EQ(f.Feed(Refused(EventKind::kCreateCq, 4242, /*as_parent=*/true)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kCreateCompChannel, 4242, /*as_parent=*/true)),
+            Ids{"use-after-destroy"});
 }
 
 TEST(CheckersUseAfterDestroy, FailedCallsOnLiveOrUnknownObjectsAreSilent) {

@@ -9,6 +9,7 @@ int main(void) {
   struct ibv_pd *pd = ibv_alloc_pd(ctx);  // CHECK: use-after-destroy
   printf("alloc_pd on a closed device returned %s (%s)\n", pd ? "a PD" : "NULL", strerror(errno));
   if (pd) DIE("a PD was made on a closed device");
+  if (ibv_create_comp_channel(ctx)) DIE("a completion channel was made on a closed device");
   printf("DONE\n");
   return 0;
 }
