@@ -93,9 +93,12 @@ class CheckContext {
     if (!lists_ready_) ComputeLists();
     return lists_;
   }
-  // The send WRs the post accepted (those before *bad_wr).
+  // The send WRs the post accepted (those before *bad_wr, within the room
+  // the SQ had: AcceptedWrs).
   absl::Span<const core::SendWr> Posted() const {
-    return {e.send_wrs.data(), std::min<size_t>(e.send_wrs.size(), e.bad_index)};
+    const size_t n = qp ? AcceptedWrs(e, e.send_wrs.size(), qp->sq.size(), qp->caps.max_send_wr)
+                        : std::min<size_t>(e.send_wrs.size(), e.bad_index);
+    return {e.send_wrs.data(), n};
   }
   // "post_send to QP ..." and the like, for messages.
   std::string PostWhere() const;
@@ -139,6 +142,7 @@ void CheckForkWithMrs(CheckContext&);
 void CheckBufferModifiedInFlight(CheckContext&);
 void CheckFreeInFlight(CheckContext&);
 void CheckFreeRegistered(CheckContext&);
+void CheckUseAfterDestroy(CheckContext&);
 
 // Deterministic choice among several candidates: hash-map iteration order
 // differs between engines (and so between a live run and its replay), so

@@ -25,7 +25,7 @@ void CheckCqOverrun(CheckContext& c) {
     // every such CQ must have room for all of them.
     const SrqState* srq = c.s.Srq(e.obj);
     if (!srq) return;
-    const uint64_t adding = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+    const uint64_t adding = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
     absl::flat_hash_set<core::ObjId> cqs;
     for (core::ObjId q : srq->qps)
       if (const QpState* qp = c.s.Qp(q)) cqs.insert(qp->recv_cq);
@@ -62,7 +62,7 @@ void CheckCqOverrun(CheckContext& c) {
     if (!q) return;
     cq = q->recv_cq;
     st = q->rcq;
-    adding = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+    adding = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
   } else {
     return;
   }

@@ -67,6 +67,11 @@ class Engine {
   // (checkers/quiet.h); the findings must be the same.
   void DisableQuietFiltersForTest() { quiet_filters_ = false; }
 
+  // Thread-safe (takes every lock, like a control event): whether an
+  // outstanding WR still uses the MR with this lkey.  The interposer asks at
+  // ibv_dereg_mr, to keep watching the memory of WRs still in flight.
+  bool LkeyInFlight(uint32_t lkey);
+
   // The books; only while no event is in flight.
   const State& state() const { return state_; }
 

@@ -219,7 +219,7 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
 
 void State::ApplyPostSend(const Event& e, QpState* qp) {
   QpState& q = *qp;
-  const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.send_wrs.size(), q.sq.size(), q.caps.max_send_wr);
   const core::SendWr* wrs = e.send_wrs.data();
   int64_t signaled = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -239,13 +239,13 @@ void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* ret
 }
 
 void State::ApplyPostRecv(const Event& e, QpState* q) {
-  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
   for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
   AdjustPending(q->rcq, static_cast<int64_t>(n));
 }
 
 void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
-  const size_t n = std::min<size_t>(e.recv_wrs.size(), e.bad_index);
+  const size_t n = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
   for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
 }
 
@@ -385,8 +385,62 @@ void State::ApplyAsyncEvent(const Event& e) {
   if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
 }
 
+bool State::LkeyInFlight(uint32_t lkey) const {
+  auto uses = [lkey](const Ring<OutstandingWr>& q) {
+    for (const auto& w : q) {
+      if (w.is_inline) continue;
+      for (const auto& g : w.sges)
+        if (g.lkey == lkey && g.length) return true;
+    }
+    return false;
+  };
+  for (const auto& [id, q] : qps_)
+    if (uses(q.sq) || uses(q.rq)) return true;
+  for (const auto& [id, s] : srqs_)
+    if (uses(s.rq)) return true;
+  return false;
+}
+
+void State::NoteDestroyed(const Event& e) {
+  DestroyedObj d;
+  d.destroyed = e.stack;
+  auto created = [](const auto* books) { return books ? books->stack : StackId{0}; };
+  switch (e.kind) {
+    case EventKind::kDestroyQp:
+      d = {"QP", created(Qp(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroyCq:
+      d = {"CQ", created(Cq(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroySrq:
+      d = {"SRQ", created(Srq(e.obj)), e.stack};
+      break;
+    case EventKind::kDestroyAh:
+      d = {"AH", created(Ah(e.obj)), e.stack};
+      break;
+    case EventKind::kDeallocPd:
+      d = {"PD", created(Pd(e.obj)), e.stack};
+      break;
+    case EventKind::kDeregMr:
+      d = {"MR", created(Mr(e.obj)), e.stack};
+      break;
+    case EventKind::kCloseDevice:
+      d = {"device context", 0, e.stack};
+      break;
+    default:
+      return;
+  }
+  if (!e.obj || !destroyed_.emplace(e.obj, d).second) return;
+  destroyed_order_.push_back(e.obj);
+  if (destroyed_order_.size() > kMaxDestroyed) {
+    destroyed_.erase(destroyed_order_.front());
+    destroyed_order_.pop_front();
+  }
+}
+
 void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) {
   const bool ok = e.ret == 0;
+  if (ok) NoteDestroyed(e);
   switch (e.kind) {
     case EventKind::kPostSend:
       if (QpState* q = books ? static_cast<QpState*>(books) : MutableQp(e.obj)) ApplyPostSend(e, q);

@@ -13,7 +13,9 @@
 #ifndef RDMASAN_CHECKERS_STATE_H_
 #define RDMASAN_CHECKERS_STATE_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -168,6 +170,14 @@ struct RetiredWr {
   OutstandingWr wr;
 };
 
+// An object the program destroyed (a successful destroy, dealloc, dereg or
+// close): what it was, where it was made and where it went.  The interposer
+// keeps using its id for later calls on the stale handle (use-after-destroy).
+struct DestroyedObj {
+  const char* what = "";  // "QP", "CQ", "SRQ", "AH", "PD", "MR", "device context"
+  StackId created = 0, destroyed = 0;
+};
+
 class State {
  public:
   // Applies an event to the books (after the checks of that event ran).
@@ -222,6 +232,13 @@ class State {
     return best;
   }
   bool fork_initialized() const { return fork_init_; }
+  // A destroyed object (the last kMaxDestroyed of them), or null.
+  static constexpr size_t kMaxDestroyed = 4096;
+  const DestroyedObj* Destroyed(ObjId id) const { return Find(destroyed_, id); }
+
+  // True if an outstanding WR (of any QP or SRQ) has a non-empty SGE with
+  // this lkey.
+  bool LkeyInFlight(uint32_t lkey) const;
 
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.
@@ -262,6 +279,9 @@ class State {
   void ApplyModifyQp(const core::Event& e);
   void ApplyDestroyQp(const core::Event& e);
   void ApplyAsyncEvent(const core::Event& e);
+  // Remembers the object a successful destroy event removes (before the
+  // books of the object go).
+  void NoteDestroyed(const core::Event& e);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
   static void AdjustPending(CqState* cq, int64_t delta);
@@ -280,7 +300,20 @@ class State {
   uint64_t mr_generation_ = 1;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
   bool fork_init_ = false;
+  absl::flat_hash_map<ObjId, DestroyedObj> destroyed_;
+  std::deque<ObjId> destroyed_order_;  // oldest first, at most kMaxDestroyed
 };
+
+// How many WRs of a post's chain (`chain` of them in the event) the queue
+// took: those before *bad_wr, and, when the post failed, never more than
+// the room the queue had: a provider places WRs until the queue is full and
+// refuses the next, so a cyclic chain (a WR's next pointing back, whose
+// bad_wr the interposer cannot place) is counted as what fit.
+inline size_t AcceptedWrs(const core::Event& e, size_t chain, size_t outstanding, uint32_t capacity) {
+  size_t n = std::min<size_t>(chain, e.bad_index);
+  if (e.ret != 0) n = std::min<size_t>(n, capacity > outstanding ? capacity - outstanding : 0);
+  return n;
+}
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).
 bool WritesLocal(uint32_t wr_opcode);

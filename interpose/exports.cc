@@ -17,6 +17,7 @@
 
 #include "core/options.h"
 #include "core/stack.h"
+#include "interpose/destroyed.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -73,16 +74,54 @@ struct ListRecord {
 std::mutex g_lists_mu;
 std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
 
+// A call (of event kind `kind`) on a handle the program already destroyed:
+// an event that names the id the object had (as the call's object, or as
+// the parent of what it would create), which the engine reports as
+// use-after-destroy; the call is refused with EINVAL and the provider never
+// sees the stale pointer.  False (nothing done) for a live or unknown
+// handle, and inside libibverbs's own calls.
+bool RefuseDestroyed(EventKind kind, const void* handle, rdmasan::core::StackId stack, const Reentry& re,
+                     bool as_parent = false) {
+  if (!re.outer() || !handle || ip::Id(handle)) return false;
+  const rdmasan::core::ObjId old = ip::DestroyedId(handle);
+  if (!old) return false;
+  if (ip::Checking()) {
+    Event e = Ev(kind, stack);
+    (as_parent ? e.parent : e.obj) = old;
+    e.ret = as_parent ? -1 : EINVAL;
+    e.err = EINVAL;
+    ip::Emit(e);
+  }
+  errno = EINVAL;
+  return true;
+}
+
+// Runs a provider's destroy of `obj` (id `id`): the heap block the provider
+// frees that holds the handle is held back, and on success the handle is
+// remembered as destroyed (interpose/destroyed.h).
+template <typename Call>
+int DestroyHolding(const void* obj, rdmasan::core::ObjId id, Call call) {
+  if (!id) return call();
+  ip::HoldFrees hold(obj);
+  const int rc = call();
+  if (!rc) ip::NoteDestroyed(obj, id);
+  return rc;
+}
+
 }  // namespace
 
 // The destroy verbs: one Event (the object's id, taken before it goes),
-// the softnic or real call, then the shim forgets the object.
+// the softnic or real call, then the shim forgets the object.  A handle
+// destroyed before is refused (use-after-destroy).
 template <typename Obj, typename SnFn, typename RealFn>
 int Destroy(EventKind kind, Obj* obj, rdmasan::core::StackId stack, const Reentry& re, SnFn sn_fn,
             RealFn real) {
+  if (RefuseDestroyed(kind, obj, stack, re)) return EINVAL;
   Event e = Ev(kind, stack);
   e.obj = ip::Id(obj);
-  int rc = IsSn(obj->context) ? sn_fn(obj) : real ? real(obj) : ENOSYS;
+  int rc = DestroyHolding(obj, e.obj, [&] {
+    return IsSn(obj->context) ? sn_fn(obj) : real ? real(obj) : ENOSYS;
+  });
   if (Watch(re)) Done(e, rc);
   if (!rc) ip::Forget(obj);
   return rc;
@@ -218,10 +257,18 @@ RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
   REAL(ibv_close_device, "IBVERBS_1.1");
   Reentry re;
+  const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kCloseDevice, context, stack, re)) return EINVAL;
+  Event e = Ev(EventKind::kCloseDevice, stack);
+  e.obj = ip::Id(context);
   ip::UnwrapRealContext(context);
   ip::Forget(context);
-  if (IsSn(context)) return sn::CloseDevice(context);
-  return real ? real(context) : ENOSYS;
+  int rc = DestroyHolding(context, e.obj, [&] {
+    if (IsSn(context)) return sn::CloseDevice(context);
+    return real ? real(context) : ENOSYS;
+  });
+  if (Watch(re) && e.obj) Done(e, rc);
+  return rc;
 }
 
 RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
@@ -238,6 +285,7 @@ RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
 
 RDMASAN_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   REAL(ibv_get_async_event, "IBVERBS_1.1");
+  ip::FlushTraceBeforeBlocking();
   if (IsSn(context)) return sn::GetAsyncEvent(context, event);
   return real ? real(context, event) : -1;
 }
@@ -328,6 +376,7 @@ RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   REAL(ibv_alloc_pd, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kAllocPd, context, stack, re, /*as_parent=*/true)) return nullptr;
   ibv_pd* pd = IsSn(context) ? sn::AllocPd(context) : real ? real(context) : (errno = ENOSYS, nullptr);
   return AfterCreate(re, stack, EventKind::kAllocPd, context, pd);
 }
@@ -414,15 +463,21 @@ RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   REAL(ibv_dereg_mr, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kDeregMr, mr, stack, re)) return EINVAL;
   Event e = Ev(EventKind::kDeregMr, stack);
   e.obj = ip::Id(mr);
   e.lkey = mr->lkey;
   void* const addr = mr->addr;
   const size_t length = mr->length;
   const bool tracked = e.obj != 0;
-  int rc = IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
-  if (!rc && tracked) ip::NoteDeregistered(addr, length);
+  int rc = DestroyHolding(mr, e.obj, [&] {
+    return IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
+  });
   if (Watch(re)) Done(e, rc);
+  // The memory of WRs still in flight stays watched (free-in-flight) after
+  // their MR is gone (dereg-in-flight was just reported): the NIC may still
+  // use it until the retiring completion.  Its free then drops it.
+  if (!rc && tracked && !(re.outer() && ip::LkeyInFlight(e.lkey))) ip::NoteDeregistered(addr, length);
   if (!rc) ip::Forget(mr);
   return rc;
 }
@@ -443,6 +498,8 @@ RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
 RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   REAL(ibv_create_comp_channel, "IBVERBS_1.0");
   Reentry re;
+  if (RefuseDestroyed(EventKind::kCreateCompChannel, context, CALLER_STACK(), re, /*as_parent=*/true))
+    return nullptr;
   ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context)
                          : real        ? real(context)
                                        : (errno = ENOSYS, nullptr);
@@ -462,6 +519,7 @@ RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_con
   REAL(ibv_create_cq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kCreateCq, context, stack, re, /*as_parent=*/true)) return nullptr;
   ibv_cq* cq = IsSn(context) ? sn::CreateCq(context, cqe, cq_context, channel, comp_vector)
                : real        ? real(context, cqe, cq_context, channel, comp_vector)
                              : (errno = ENOSYS, nullptr);
@@ -494,6 +552,7 @@ RDMASAN_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void
     w.obj = ip::Id(channel);
     Done(w, 0);
   }
+  ip::FlushTraceBeforeBlocking();
   int rc = IsSn(channel->context) ? sn::GetCqEvent(channel, cq, cq_context)
            : real                 ? real(channel, cq, cq_context)
                                   : -1;
@@ -536,7 +595,7 @@ RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_a
     e.parent = ip::Id(pd);
     e.caps.max_recv_wr = srq_init_attr->attr.max_wr;
     e.caps.max_recv_sge = srq_init_attr->attr.max_sge;
-    if (srq) e.obj = ip::Assign(srq);
+    if (srq) e.obj = ip::Assign(srq, {0, srq_init_attr->attr.max_sge, 0, srq_init_attr->attr.max_wr});
     Done(e, srq ? 0 : -1);
   }
   return srq;

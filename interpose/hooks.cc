@@ -1,6 +1,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
+#include "interpose/destroyed.h"
 #include "interpose/ptr_table.h"
 
 #include <signal.h>
@@ -13,10 +14,13 @@
 
 #include <errno.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "checkers/engine.h"
@@ -28,14 +32,37 @@
 namespace rdmasan::interpose {
 namespace {
 
-// Object pointer -> id, read on every data-path call without a lock.
+// Object pointer -> id and the object's queue limits, read on every
+// data-path call without a lock.  One 64-bit value per object: the id in
+// the low kIdBits, then the QP's or SRQ's max send SGE and max receive SGE
+// as the provider returned them at creation (capped at kMaxSge), then its
+// send and receive queue depths, each as the exponent of the next power of
+// two (plus one; 0: unknown): a bound of the WRs a post can place.
 class Registry {
  public:
-  core::ObjId Assign(const void* obj) {
+  static constexpr int kIdBits = 36, kSgeBits = 9, kWrBits = 5;
+  static constexpr uint64_t kIdMask = (uint64_t{1} << kIdBits) - 1;
+  static constexpr uint32_t kMaxSge = (1u << kSgeBits) - 1;
+
+  core::ObjId Assign(const void* obj, const ObjLimits& l) {
     core::ObjId id = next_.fetch_add(1, std::memory_order_relaxed);
-    return table_.Put(obj, id) ? id : 0;  // full: the object goes untracked
+    if (id > kIdMask) return 0;  // ids exhausted: the object goes untracked
+    const uint64_t v = id | uint64_t{std::min(l.max_send_sge, kMaxSge)} << kIdBits |
+                       uint64_t{std::min(l.max_recv_sge, kMaxSge)} << (kIdBits + kSgeBits) |
+                       uint64_t{WrCode(l.max_send_wr)} << (kIdBits + 2 * kSgeBits) |
+                       uint64_t{WrCode(l.max_recv_wr)} << (kIdBits + 2 * kSgeBits + kWrBits);
+    return table_.Put(obj, v) ? id : 0;  // full: the object goes untracked
   }
-  core::ObjId Find(const void* obj) const {
+  core::ObjId Find(const void* obj) const { return FindValue(obj) & kIdMask; }
+  ObjLimits Limits(const void* obj) const {
+    const uint64_t v = FindValue(obj);
+    return {static_cast<uint32_t>(v >> kIdBits) & kMaxSge,
+            static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
+            WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits)) & ((1u << kWrBits) - 1)),
+            WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits + kWrBits)) & ((1u << kWrBits) - 1))};
+  }
+  // The whole value (0 if unknown).
+  uint64_t FindValue(const void* obj) const {
     // Each thread remembers the last few objects it named (a data path
     // names the same QP and CQ over and over), good until any object is
     // forgotten: an address may then be reused by another object.
@@ -43,18 +70,18 @@ class Registry {
     const uint64_t gen = forgotten_.load(std::memory_order_acquire);
     if (c.gen == gen) {
       for (size_t i = 0; i < Cache::kWays; ++i)
-        if (c.obj[i] == obj) return c.id[i];
+        if (c.obj[i] == obj) return c.value[i];
     } else {
       c = Cache();
       c.gen = gen;
     }
-    const core::ObjId id = table_.Get(obj);
-    if (id) {
+    const uint64_t v = table_.Get(obj);
+    if (v) {
       c.obj[c.next] = obj;
-      c.id[c.next] = id;
+      c.value[c.next] = v;
       c.next = (c.next + 1) % Cache::kWays;
     }
-    return id;
+    return v;
   }
   void Forget(const void* obj) {
     table_.Erase(obj);
@@ -66,9 +93,18 @@ class Registry {
     static constexpr size_t kWays = 4;
     uint64_t gen = 0;
     const void* obj[kWays] = {};
-    core::ObjId id[kWays] = {};
+    uint64_t value[kWays] = {};
     size_t next = 0;
   };
+  // A queue depth as 1 + the exponent of the next power of two; 0 unknown.
+  static uint32_t WrCode(uint32_t max_wr) {
+    if (!max_wr) return 0;
+    uint32_t e = 0;
+    while (e < 30 && (1u << e) < max_wr) ++e;
+    return e + 1;
+  }
+  static uint32_t WrBound(uint32_t code) { return code ? 1u << (code - 1) : 0; }
+
   static thread_local Cache t_cache;
   std::atomic<core::ObjId> next_{1};
   std::atomic<uint64_t> forgotten_{1};  // bumped by every Forget
@@ -86,16 +122,49 @@ Registry& Objects() {
 std::atomic<traces::TraceWriter*> g_trace{nullptr};
 std::once_flag g_trace_once;
 
-int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGQUIT};
-struct sigaction g_old_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
+// Signals whose default action ends the process, and which the shim
+// handles where the program left that default.  A crash (kCrashSignals)
+// leaves the trace's valid prefix as PATH.incomplete, recognisable; any
+// other (SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGUSR1, real-time signals, ...)
+// is how a CI job or a user stops a program: its trace is closed properly.
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+constexpr int kTerminationSignals[] = {SIGTERM, SIGINT,  SIGQUIT, SIGHUP,    SIGALRM,
+                                       SIGUSR1, SIGUSR2, SIGPIPE, SIGVTALRM, SIGPROF,
+                                       SIGXCPU, SIGXFSZ, SIGIO,   SIGPWR,    SIGSTKFLT};
+struct sigaction g_old_actions[NSIG];
+std::atomic<bool> g_handled[NSIG];
 
-// A fatal signal: write what the trace holds (its valid prefix), then let
-// the program's previous disposition run.
+bool IsCrashSignal(int sig) {
+  for (int c : kCrashSignals)
+    if (c == sig) return true;
+  return false;
+}
+
+// The signal that ends the process: write what the trace holds (and close
+// it, unless the process crashed), then let the program's previous
+// disposition (the default) run.
 void OnFatalSignal(int sig) {
-  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) w->FlushFromSignalHandler();
-  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
-    if (kFatalSignals[i] == sig) sigaction(sig, &g_old_actions[i], nullptr);
+  if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) {
+    if (IsCrashSignal(sig))
+      w->FlushFromSignalHandler();
+    else
+      w->CloseFromSignalHandler();
+  }
+  if (sig > 0 && sig < NSIG) sigaction(sig, &g_old_actions[sig], nullptr);
   raise(sig);
+}
+
+// Installs OnFatalSignal for `sig` if the program left it at the default.
+void HandleIfDefault(int sig) {
+  struct sigaction old;
+  if (sig <= 0 || sig >= NSIG || sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+      (old.sa_flags & SA_SIGINFO))
+    return;
+  struct sigaction sa = {};
+  sa.sa_handler = OnFatalSignal;
+  sigemptyset(&sa.sa_mask);
+  g_old_actions[sig] = old;
+  if (sigaction(sig, &sa, nullptr) == 0) g_handled[sig].store(true, std::memory_order_relaxed);
 }
 
 void CloseTrace();
@@ -128,6 +197,38 @@ std::pair<std::string, std::string> ClockProperty(std::vector<std::pair<std::str
 }
 #endif
 
+// Serializes the flushes of the trace outside signal handlers (the periodic
+// flusher, before a blocking call) with its Close at exit.
+std::mutex g_flush_mu;
+
+// The periodic flusher: events are never older than kFlushEvery in a
+// thread's buffer, so a program killed with SIGKILL (or hung and killed by
+// CI) leaves a trace with its events but the last moment's.  A detached
+// thread started with the trace; a forked child has none (its parent's
+// trace is not its own).
+constexpr auto kFlushEvery = std::chrono::milliseconds(200);
+
+void FlushIfUnwritten(uint64_t* flushed_events) {
+  std::lock_guard<std::mutex> l(g_flush_mu);
+  traces::TraceWriter* w = g_trace.load(std::memory_order_acquire);
+  if (!w) return;
+  const uint64_t events = w->stats().events;
+  if (events == *flushed_events) return;
+  *flushed_events = events;
+  (void)w->Flush();
+}
+
+void StartPeriodicFlush() {
+  std::thread([] {
+    Reentry re;  // what it frees is rdmasan's own
+    uint64_t flushed = 0;
+    for (;;) {
+      std::this_thread::sleep_for(kFlushEvery);
+      FlushIfUnwritten(&flushed);
+    }
+  }).detach();
+}
+
 void OpenTrace() {
   Reentry re;
   const std::string& pattern = core::GlobalOptions().trace;
@@ -144,18 +245,19 @@ void OpenTrace() {
   g_trace.store(w->release(), std::memory_order_release);
   core::SetBeforeHaltHook(CloseTrace);
   // Only where the program left the default: its own handlers stay its own.
-  for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i) {
-    struct sigaction old;
-    if (sigaction(kFatalSignals[i], nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
-    struct sigaction sa = {};
-    sa.sa_handler = OnFatalSignal;
-    sigemptyset(&sa.sa_mask);
-    g_old_actions[i] = old;
-    sigaction(kFatalSignals[i], &sa, nullptr);
-  }
+  for (int sig : kCrashSignals) HandleIfDefault(sig);
+  for (int sig : kTerminationSignals) HandleIfDefault(sig);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) HandleIfDefault(sig);
+  StartPeriodicFlush();
 }
 
 }  // namespace
+
+void FlushTraceBeforeBlocking() {
+  if (!g_trace.load(std::memory_order_acquire)) return;
+  uint64_t unknown = UINT64_MAX;
+  FlushIfUnwritten(&unknown);
+}
 
 void AfterForkInChild() {
   core::BiasAfterFork();
@@ -166,6 +268,7 @@ void AfterForkInChild() {
 namespace {
 
 void CloseTrace() {
+  std::lock_guard<std::mutex> l(g_flush_mu);
   traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel);
   if (!w) return;
   absl::Status st = w->Close();
@@ -221,9 +324,14 @@ bool Checking() {
 
 void SetChecking(bool on) { g_checking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
-core::ObjId Assign(const void* obj) { return Objects().Assign(obj); }
+core::ObjId Assign(const void* obj, const ObjLimits& limits) {
+  ForgetDestroyed(obj);  // a new object at a destroyed one's address
+  return Objects().Assign(obj, limits);
+}
 
 core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
+
+ObjLimits Limits(const void* obj) { return obj ? Objects().Limits(obj) : ObjLimits{}; }
 
 void Forget(const void* obj) { Objects().Forget(obj); }
 
@@ -247,6 +355,8 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   }
   for (const auto& f : findings) core::GlobalReporter().Report(f);
 }
+
+bool LkeyInFlight(uint32_t lkey) { return Checking() && GetEngine().LkeyInFlight(lkey); }
 
 void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::StackId stack) {
   core::Event e;
@@ -278,18 +388,34 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
   e.sq_sig_all = sq_sig_all;
   e.caps = {cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data};
   if (qp) {
-    e.obj = Assign(qp);
+    e.obj = Assign(qp, {cap.max_send_sge, cap.max_recv_sge, cap.max_send_wr, cap.max_recv_wr});
     e.qp_num = qp->qp_num;
   }
   Emit(e);
 }
 
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud) {
+namespace {
+
+// How many SGEs of a WR may be read: num_sge of them when that is within
+// the object's limit, else none.  A larger num_sge is the program's bug,
+// which a provider refuses before it reads any entry (the list may end
+// after one entry, as in `num_sge = 1000` with a one-element array); the
+// event keeps num_sge as given for sge-count.  Never more than an event
+// keeps, and nothing of a null list.
+int ReadableSges(const void* sg_list, int num_sge, uint32_t max_sge) {
+  if (!sg_list || num_sge <= 0 || static_cast<uint32_t>(num_sge) > max_sge) return 0;
+  return static_cast<int>(std::min<uint32_t>(static_cast<uint32_t>(num_sge), kMaxCopiedSges));
+}
+
+}  // namespace
+
+uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud,
+                       uint32_t max_sge, uint32_t max_wrs) {
   // Into the WRs the event already holds where it has them (a reused event
   // keeps its elements and their SGE storage): every field is written.
   auto& wrs = e->send_wrs;
   uint32_t i = 0;
-  for (; wr && i < 4096; wr = wr->next, ++i) {
+  for (; wr && i < max_wrs; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
     core::SendWr& w = i < wrs.size() ? wrs[i] : wrs.emplace_back();
     w.wr_id = wr->wr_id;
@@ -317,29 +443,30 @@ void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e
       w.ah = 0;
       w.remote_qpn = 0;
     }
-    // A null sg_list with num_sge > 0 is the program's bug: copy no SGE
-    // (the provider rejects or crashes on it; the shim must not).
-    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    const int n = ReadableSges(wr->sg_list, wr->num_sge, max_sge);
     w.sges.resize(n);
     core::Sge* g = w.sges.data();
     for (int k = 0; k < n; ++k)
       g[k] = {wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0, 0};
   }
   if (wrs.size() > i) wrs.erase(wrs.begin() + i, wrs.end());
+  return i;
 }
 
-void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e) {
+uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e, uint32_t max_sge,
+                       uint32_t max_wrs) {
   uint32_t i = 0;
-  for (; wr && i < 65536; wr = wr->next, ++i) {
+  for (; wr && i < max_wrs; wr = wr->next, ++i) {
     if (wr == bad) e->bad_index = i;
     core::RecvWr w;
     w.wr_id = wr->wr_id;
     w.num_sge = wr->num_sge;
-    const int n = wr->sg_list && wr->num_sge > 0 && wr->num_sge <= 1024 ? wr->num_sge : 0;
+    const int n = ReadableSges(wr->sg_list, wr->num_sge, max_sge);
     for (int k = 0; k < n; ++k)
       w.sges.push_back({wr->sg_list[k].addr, wr->sg_list[k].length, wr->sg_list[k].lkey, 0});
     e->recv_wrs.push_back(std::move(w));
   }
+  return i;
 }
 
 }  // namespace rdmasan::interpose

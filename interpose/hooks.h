@@ -5,6 +5,12 @@
 // to the reporter.  Entry points call Emit() after the real call returns
 // (or, for ibv_get_cq_event, also before it blocks).
 //
+// The trace (option trace=PATH) opens at the first event.  Its buffered
+// events are written every 200 ms by a detached thread, before a verb that
+// can block, and by the handler of every signal whose default action ends
+// the process (installed only where the program left that default): a
+// crash leaves PATH.incomplete, any other such signal closes the trace.
+//
 // May not: change a verb's result, throw, or run when the shim is re-entered
 // from libibverbs itself (the caller checks Reentry::outer()), or take a
 // process-wide lock on the data path: the engine locks per domain of
@@ -26,10 +32,19 @@ namespace rdmasan::interpose {
 bool Checking();
 void SetChecking(bool on);
 
-// Object ids.  Assign() gives a new id to a created object; Id() looks one
-// up (0 if unknown); Forget() drops it after destruction.
-core::ObjId Assign(const void* obj);
+// Object ids.  Assign() gives a new id to a created object (a QP or SRQ
+// with the limits the provider returned: the chain copies read no more SGEs
+// of a WR, and no more WRs of a chain, than those allow); Id() looks one up
+// (0 if unknown); Forget() drops it after destruction.
+struct ObjLimits {
+  uint32_t max_send_sge = 0, max_recv_sge = 0;  // 0: unknown object, read no SGE
+  // Queue depths; Limits() gives a bound >= the depth (a power of two), 0
+  // when unknown.
+  uint32_t max_send_wr = 0, max_recv_wr = 0;
+};
+core::ObjId Assign(const void* obj, const ObjLimits& limits = {});
 core::ObjId Id(const void* obj);
+ObjLimits Limits(const void* obj);
 void Forget(const void* obj);
 
 // Fills tid (and seq when the run is traced), runs the checkers and reports.  With `retired`, also
@@ -42,13 +57,34 @@ void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::S
 void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
                 ibv_qp_type type, int sq_sig_all, core::StackId stack);
 
+// Whether an outstanding WR still uses the MR with this lkey (false when
+// checking is off).
+bool LkeyInFlight(uint32_t lkey);
+
+// Writes the events the trace buffers (if the run is traced): called before
+// a verb that can block (ibv_get_cq_event, ibv_get_async_event), so a
+// program killed while it waits leaves them.
+void FlushTraceBeforeBlocking();
+
 // In a forked child: let go of the parent's trace without touching it.
 void AfterForkInChild();
 
-// Copies of the verbs arguments.
+// The most WRs of a chain worth copying for a queue of depth bound `max_wr`
+// (0: unknown, `fallback`): a provider places at most that many and refuses
+// the next, so one more shows every overflow, and a cyclic chain (a WR's
+// next pointing back) is walked no further.
+inline uint32_t ChainBound(uint32_t max_wr, uint32_t fallback) { return max_wr ? max_wr + 1 : fallback; }
+
+// Copies of the verbs arguments: at most `max_wrs` WRs of the chain, and of
+// each WR its num_sge SGEs if num_sge <= max_sge (at most kMaxCopiedSges),
+// else none: a WR over the limit is refused by the provider, and its list
+// may be shorter than num_sge (num_sge itself is kept as given).  Return the number of WRs copied.
 // `ud`: the chain was posted to a UD QP (its WRs name AHs).
-void CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud);
-void CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e);
+constexpr uint32_t kMaxCopiedSges = 1024;
+uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Event* e, bool ud,
+                       uint32_t max_sge, uint32_t max_wrs = 4096);
+uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e, uint32_t max_sge,
+                       uint32_t max_wrs = 65536);
 
 }  // namespace rdmasan::interpose
 

@@ -12,7 +12,11 @@
 // chains to the provider's value.
 //
 // May not: crash or change the result of a verb (wrappers return exactly
-// what the provider returned, errno included), throw across the C ABI,
+// what the provider returned, errno included; the one exception is a call
+// on a handle the program already destroyed, which is refused with EINVAL
+// before the provider could touch freed memory: interpose/destroyed.h),
+// read more of a WR's scatter list than a valid num_sge names (hooks.h),
+// throw across the C ABI,
 // allocate on the data path, or take a global lock on the data path.
 #ifndef RDMASAN_INTERPOSE_INTERPOSE_H_
 #define RDMASAN_INTERPOSE_INTERPOSE_H_
@@ -29,9 +33,10 @@ namespace rdmasan::interpose {
 // The real libibverbs function `name` at `version`, or nullptr.
 void* Real(const char* name, const char* version);
 
-// Swaps the data-path pointers of a context; idempotent.  For a real
-// provider's context the ibv_qp_ex setters of its QPs are shadowed too
-// (softnic turns wr_* batches into post_send calls, seen anyway).
+// Swaps the data-path pointers of a context; idempotent.  The ibv_qp_ex
+// setters of its QPs are shadowed too, on every provider (softnic's
+// included: it refuses some batches before they reach post_send), so each
+// ibv_wr_* batch is one event as the application built it.
 void WrapContext(ibv_context* ctx, bool softnic);
 void WrapRealContext(ibv_context* ctx);
 // Drops the qp_ex shadow of a QP before it is destroyed.

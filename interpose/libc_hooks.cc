@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "core/stack.h"
+#include "interpose/destroyed.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -38,6 +39,8 @@ thread_local bool t_in_free = false;
 
 extern "C" __attribute__((visibility("default"))) void free(void* p) {
   ip::FreeFn real = ip::RealFree();
+  // The block of an object being destroyed: kept for use-after-destroy.
+  if (p && ip::Holding() && ip::HoldBack(p, malloc_usable_size(p))) return;
   if (p && ip::MayOverlap(reinterpret_cast<uintptr_t>(p), 1)) {
     ip::Reentry re;
     if (re.outer() && ip::Checking()) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include "absl/container/flat_hash_set.h"
 #include "core/stack.h"
+#include "interpose/destroyed.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -33,10 +34,6 @@ struct Saved {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
   ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
-  // softnic builds ibv_wr_* batches into ops.post_send calls (already seen
-  // by the post_send wrapper); real providers write WQEs directly, so their
-  // qp_ex setters are shadowed.
-  bool shadow_wr = true;
 };
 
 constexpr int kSlots = 64;
@@ -104,6 +101,42 @@ inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>
   return e;
 }
 
+// A data-path call on a destroyed QP, SRQ or CQ (its block held back by
+// the destroy, interpose/destroyed.h): an event naming the id it had, for
+// use-after-destroy, and the call refused; the provider is not called.
+// `fill` completes the event (the WR chain of a post).  False for a live
+// or unknown object (one lookup in the thread's cache of objects).
+template <typename Fill>
+[[gnu::noinline]] bool RefusedAsDestroyed(const void* obj, core::EventKind kind, uintptr_t pc,
+                                          uintptr_t frame, Fill fill) {
+  const core::ObjId old = DestroyedId(obj);
+  if (!old) return false;
+  core::Event e;
+  e.kind = kind;
+  e.obj = old;
+  e.ret = kind == core::EventKind::kPollCq ? -1 : EINVAL;
+  e.err = EINVAL;
+  e.stack = core::CaptureStackFrom(pc, frame);
+  fill(e);
+  Emit(e);
+  errno = EINVAL;
+  return true;
+}
+#define RDMASAN_REFUSE_DESTROYED(obj, kind, fill)                                          \
+  (AnyDestroyed() && Id(obj) == 0 &&                                                       \
+   RefusedAsDestroyed(obj, kind, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
+                      reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), fill))
+
+// The index of `bad` among the first `n` WRs of a chain (its last
+// occurrence: in a cyclic chain the provider refuses the WR only after it
+// placed what fit), or n if it is not among them.
+uint32_t BadIndex(const ibv_send_wr* wr, const ibv_send_wr* bad, uint32_t n) {
+  uint32_t at = n, i = 0;
+  for (; wr && i < n; wr = wr->next, ++i)
+    if (wr == bad) at = i;
+  return at;
+}
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   if (!s) {
@@ -114,6 +147,13 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Bump(g_counters.post_send);
   Reentry re;
   if (!re.outer()) return s->post_send(qp, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostSend, [&](core::Event& e) {
+        e.bad_index = 0;
+        CopySendChain(wr, nullptr, &e, false, 0);
+      })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
@@ -122,16 +162,14 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   e.bad_index = UINT32_MAX;
   e.obj = Id(qp);
   e.stack = stack;
-  CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD);
+  const ObjLimits lim = Limits(qp);
+  const uint32_t copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
+                                        ChainBound(lim.max_send_wr, 4096));
   HashSendPayloads(&e);
   int rc = s->post_send(qp, wr, bad);
   e.ret = rc;
   e.err = rc;
-  if (rc) {
-    uint32_t i = 0;
-    for (const ibv_send_wr* w = wr; w && w != *bad; w = w->next) ++i;
-    e.bad_index = i;
-  }
+  if (rc) e.bad_index = BadIndex(wr, *bad, copied);
   Emit(e);
   return rc;
 }
@@ -144,7 +182,8 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
   e.ret = rc;
   e.err = rc;
   e.stack = stack;
-  CopyRecvChain(wr, rc ? *bad : nullptr, &e);
+  const ObjLimits lim = Limits(obj);
+  CopyRecvChain(wr, rc ? *bad : nullptr, &e, lim.max_recv_sge, ChainBound(lim.max_recv_wr, 65536));
   Emit(e);
   return rc;
 }
@@ -159,6 +198,11 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Bump(g_counters.post_recv);
   Reentry re;
   if (!re.outer()) return s->post_recv(qp, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostRecv,
+                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad, s->post_recv(qp, wr, bad), stack);
 }
@@ -172,6 +216,11 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   }
   Reentry re;
   if (!re.outer() || !Checking()) return s->post_srq_recv(srq, wr, bad);
+  if (RDMASAN_REFUSE_DESTROYED(srq, core::EventKind::kPostSrqRecv,
+                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
+    *bad = wr;
+    return EINVAL;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad, s->post_srq_recv(srq, wr, bad), stack);
 }
@@ -224,6 +273,9 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (!Checking()) return s->poll_cq(cq, n, wc);
   Bump(g_counters.poll_cq);
   Reentry re;
+  if (re.outer() &&
+      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kPollCq, [&](core::Event& e) { e.count = n; }))
+    return -1;
   int got = s->poll_cq(cq, n, wc);
   if (!re.outer()) return got;
   if (got <= 0) {
@@ -268,6 +320,10 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   Bump(g_counters.req_notify_cq);
   if (!s) return ENODEV;
   Reentry re;
+  if (re.outer() && Checking() &&
+      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kReqNotifyCq,
+                               [&](core::Event& e) { e.count = solicited_only; }))
+    return EINVAL;
   int rc = s->req_notify_cq(cq, solicited_only);
   if (!re.outer() || !Checking()) return rc;
   if (rc == 0) {
@@ -406,10 +462,16 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
 }
 
 // ---------------------------------------------------- ibv_qp_ex shadows --
-// A real provider's ibv_wr_* calls write its WQEs directly: each setter is
-// wrapped to build a copy of the batch, which becomes one kPostSend event at
-// ibv_wr_complete (with the payload hashes taken there, before the provider
-// rings the doorbell).  One batch per QP at a time, as the API requires.
+// A provider's ibv_wr_* calls build its batch on their own terms (a real
+// one writes WQEs directly; softnic refuses a WR past max_send_wr or an
+// inline payload past its limit, and fails the whole batch at complete):
+// on every provider each setter is wrapped to build a copy of the batch as
+// the application built it, which becomes one kPostSend event at
+// ibv_wr_complete, with the stack of that call and the payload hashes taken
+// there, before the provider rings the doorbell.  Every entry holds the
+// re-entry guard: what the provider does inside (softnic posts the batch
+// through ops.post_send) is not the application's call.  One batch per QP
+// at a time, as the API requires.
 struct WrHooks {
   ibv_qp_ex orig;  // the provider's function pointers
   core::Event batch;
@@ -434,26 +496,29 @@ core::SendWr* LastShadowWr(WrHooks* h) {
 }
 
 void ShStart(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_start(q);
   h->batch = core::Event();
   h->batch.kind = core::EventKind::kPostSend;
   h->batch.obj = Id(&q->qp_base);
-  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  h->open = Checking();
+  h->open = Checking() && re.outer();
 }
 
 void ShSend(ibv_qp_ex* q) {
+  Reentry re;
   if (WrHooks* h = WrHooksOf(q)) h->orig.wr_send(q), NewShadowWr(h, q, IBV_WR_SEND);
 }
 void ShSendImm(ibv_qp_ex* q, __be32 imm) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_send_imm(q, imm);
   if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_IMM)) w->imm_data = imm;
 }
 void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   if (op == IBV_WR_RDMA_WRITE)
@@ -465,6 +530,7 @@ void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
 void ShWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_WRITE); }
 void ShRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_READ); }
 void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_rdma_write_imm(q, rkey, addr, imm);
@@ -472,6 +538,7 @@ void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
     w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
 }
 void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_atomic_cmp_swp(q, rkey, addr, compare, swap);
@@ -479,6 +546,7 @@ void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_
     w->remote_addr = addr, w->rkey = rkey, w->compare_add = compare, w->swap = swap;
 }
 void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_atomic_fetch_add(q, rkey, addr, add);
@@ -486,6 +554,7 @@ void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
     w->remote_addr = addr, w->rkey = rkey, w->compare_add = add;
 }
 void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_sge(q, lkey, addr, length);
@@ -495,17 +564,22 @@ void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
   }
 }
 void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_sge_list(q, n, list);
   if (core::SendWr* w = LastShadowWr(h)) {
     w->sges.clear();
-    for (size_t i = 0; list && i < n && i < 1024; ++i)
+    // None of a list longer than the QP allows: it is refused, and the
+    // list may be shorter than n.
+    const size_t readable = n <= Limits(&q->qp_base).max_send_sge ? std::min<size_t>(n, kMaxCopiedSges) : 0;
+    for (size_t i = 0; list && i < readable; ++i)
       w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
     w->num_sge = static_cast<int32_t>(n);
   }
 }
 void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_inline_data(q, addr, length);
@@ -516,6 +590,7 @@ void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
   }
 }
 void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_inline_data_list(q, n, bufs);
@@ -529,20 +604,21 @@ void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
   }
 }
 void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
   if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
 }
 int ShComplete(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return EINVAL;
   if (!h->open) return h->orig.wr_complete(q);
   h->open = false;
-  Reentry re;
+  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
   HashSendPayloads(&h->batch);
   int rc = h->orig.wr_complete(q);
-  if (!re.outer()) return rc;
   h->batch.ret = rc;
   h->batch.err = rc;
   if (rc) h->batch.bad_index = 0;  // wr_complete posts all or nothing
@@ -551,6 +627,7 @@ int ShComplete(ibv_qp_ex* q) {
   return rc;
 }
 void ShAbort(ibv_qp_ex* q) {
+  Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return;
   h->orig.wr_abort(q);
@@ -599,8 +676,7 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
              attr->sq_sig_all, stack);
   // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
   // the same address: qp_base is its first member).
-  if (qp && s->shadow_wr && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
-    HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
+  if (qp && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
   return qp;
 }
 
@@ -638,7 +714,7 @@ void ForgetQp(ibv_qp* qp) {
   delete h;
 }
 
-void WrapContext(ibv_context* ctx, bool softnic) {
+void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (!ctx) return;
   std::lock_guard<std::mutex> g(g_mu);
   if (Find(ctx)) return;
@@ -658,7 +734,6 @@ void WrapContext(ibv_context* ctx, bool softnic) {
   s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
   s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
   s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
-  s->shadow_wr = !softnic;
   s->ctx.store(ctx, std::memory_order_release);
   if (s->post_send) ctx->ops.post_send = PostSend;
   if (s->post_recv) ctx->ops.post_recv = PostRecv;

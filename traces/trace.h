@@ -142,6 +142,15 @@ class TraceWriter {
   // call more than once; Append may continue afterwards.
   void FlushFromSignalHandler();
 
+  // For the handler of a signal that ends the process without a crash
+  // (SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGUSR1, ...): what
+  // FlushFromSignalHandler writes, then the end record, fsync, close and the
+  // rename PATH.incomplete -> PATH, so the trace is complete.  Same limits
+  // and async-signal safety (no allocation: the end record is built on the
+  // stack); false, leaving the file as the flush left it, if the file mutex
+  // is held or the writer is already closed.  Later Appends are dropped.
+  bool CloseFromSignalHandler();
+
   // In the child after fork(): forget the parent's file (no write, no
   // rename: the parent still owns it); later Appends are dropped.  Open a
   // new writer for the child's own trace.
@@ -167,6 +176,9 @@ class TraceWriter {
   bool WriteAllLocked(const char* p, size_t n);
   void AppendLarge(Stream* s, const core::Event& e);
   void CloseStreams();
+  // Under file_mu_, from a signal handler: writes every stream not in the
+  // middle of an Append.
+  void WriteStreamsFromSignalLocked();
 
   friend struct ThreadStreams;
 

@@ -4,8 +4,9 @@
 // Rules for the Append path (it runs inside application threads, possibly
 // inside free()/munmap() interposition): no allocation in steady state, no
 // lock except the file mutex when a buffer is full or a stack is new, no
-// dynamic-loader calls.  The signal path uses only atomics,
-// pthread_mutex_trylock, write(2) and fdatasync(2).
+// dynamic-loader calls.  The signal paths use only atomics,
+// pthread_mutex_trylock, write(2), fdatasync(2) / fsync(2), and (to close a
+// trace when a signal ends the process) close(2) and rename(2).
 #include "traces/trace.h"
 
 #include <fcntl.h>
@@ -460,8 +461,7 @@ void TraceWriter::AbandonAfterFork() {
   fd_ = -1;
 }
 
-void TraceWriter::FlushFromSignalHandler() {
-  if (fd_ < 0 || !file_mu_.try_lock()) return;
+void TraceWriter::WriteStreamsFromSignalLocked() {
   WritePendingMetaLocked();
   for (size_t i = 0; i <= kMaxStreams; ++i) {
     Stream* s = slots_[i].load(std::memory_order_acquire);
@@ -476,8 +476,39 @@ void TraceWriter::FlushFromSignalHandler() {
     WriteStreamChunkLocked(s);
     s->state.store(kIdle, std::memory_order_release);
   }
+}
+
+void TraceWriter::FlushFromSignalHandler() {
+  if (fd_ < 0 || !file_mu_.try_lock()) return;
+  WriteStreamsFromSignalLocked();
   if (fd_ >= 0) ::fdatasync(fd_);
   file_mu_.unlock();
+}
+
+bool TraceWriter::CloseFromSignalHandler() {
+  if (fd_ < 0 || !file_mu_.try_lock()) return false;
+  if (fd_ < 0 || closed_.exchange(true)) {
+    file_mu_.unlock();
+    return false;
+  }
+  WriteStreamsFromSignalLocked();
+  // The end record, as Close() writes it, on the stack.
+  uint8_t end[kChunkHeaderBytes + 3 * 10];
+  uint8_t* p = end + kChunkHeaderBytes;
+  p = PutVarint(p, written_events_.load());
+  p = PutVarint(p, stacks_.load());
+  p = PutVarint(p, dropped_.load());
+  const auto len = static_cast<uint32_t>(p - end - kChunkHeaderBytes);
+  FillChunkHeader(end, len, 3, kChunkEnd, 0, 0, 0);
+  bool ok = WriteAllLocked(reinterpret_cast<const char*>(end), kChunkHeaderBytes + len);
+  if (ok) chunks_.fetch_add(1);
+  ok = ok && ::fsync(fd_) == 0;
+  ::close(fd_);
+  fd_ = -1;
+  // c_str() of an existing string allocates nothing.
+  ok = ok && ::rename(tmp_path_.c_str(), path_.c_str()) == 0;
+  file_mu_.unlock();
+  return ok;
 }
 
 WriterStats TraceWriter::stats() const {

@@ -1021,6 +1021,107 @@ TEST(CheckersUnackedCqEvents, AllAckedIsSilent) {
   EXPECT_EQ(f.DestroyCq(cq), kNone);
 }
 
+TEST(CheckersUnackedCqEvents, OverAckIsReportedAtTheAck) {
+  Fx f;
+  ObjId ch = f.CreateChannel();
+  ObjId cq = f.CreateCq(8, ch);
+  EXPECT_EQ(f.ReqNotify(cq), kNone);
+  EXPECT_EQ(f.GetEvent(cq, ch), kNone);
+  EXPECT_EQ(f.Ack(cq, 1), kNone);
+  EXPECT_EQ(f.Ack(cq, 1), Ids{"unacked-cq-events"});  // nothing left to ack
+  EXPECT_EQ(f.DestroyCq(cq), kNone);
+}
+
+// A cyclic receive chain: the interposer copies one WR more than the queue
+// holds and cannot tell which occurrence the provider refused; the books
+// count what fit, not the chain (no phantom pending completions).
+TEST(CheckersRqOverflow, CyclicChainCountsWhatFit) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId mr = f.RegMr(pd, 0x10000, 0x1000, 0x11);
+  ObjId cq = f.CreateCq(16);
+  QpCaps caps = Caps(8);
+  caps.max_recv_wr = 16;
+  ObjId qp = f.CreateQp(pd, cq, cq, caps);
+  f.ToRts(qp);
+  Event e;
+  e.kind = EventKind::kPostRecv;
+  e.obj = qp;
+  e.ret = ENOMEM;
+  e.err = ENOMEM;
+  e.bad_index = 17;  // the refused WR is not among the 17 copied
+  for (int i = 0; i < 17; ++i) e.recv_wrs.push_back(Rwr(1, {Sg(0x10000, 64, 0x11)}));
+  // 16 fit: no cq-overrun on the 16-entry CQ.
+  EXPECT_EQ(f.Feed(e), Ids{"rq-overflow"});
+  EXPECT_EQ(f.eng.state().Qp(qp)->rq.size(), 16u);
+  (void)mr;
+}
+
+// =================================================== use-after-destroy ==
+
+// A call the interposer refused because its handle was destroyed: the
+// event names the id the object had, with EINVAL.
+Event Refused(EventKind k, ObjId obj, bool as_parent = false) {
+  Event e;
+  e.kind = k;
+  (as_parent ? e.parent : e.obj) = obj;
+  e.ret = as_parent || k == EventKind::kPollCq ? -1 : EINVAL;
+  e.err = EINVAL;
+  return e;
+}
+
+TEST(CheckersUseAfterDestroy, EveryCallOnADestroyedHandle) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  ObjId cq = f.CreateCq(16);
+  ObjId qp = f.CreateQp(pd, cq, cq, Caps(8));
+  ObjId mr = f.RegMr(pd, 0x1000, 64, 7);
+  EXPECT_EQ(f.DestroyQp(qp), kNone);
+  EXPECT_EQ(f.Feed(Refused(EventKind::kDestroyQp, qp)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kPostSend, qp)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kPostRecv, qp)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.DestroyCq(cq), kNone);
+  EXPECT_EQ(f.Feed(Refused(EventKind::kPollCq, cq)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kReqNotifyCq, cq)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.DeregMr(mr), kNone);
+  EXPECT_EQ(f.Feed(Refused(EventKind::kDeregMr, mr)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.DeallocPd(pd), kNone);
+  EXPECT_EQ(f.Feed(Refused(EventKind::kDeallocPd, pd)), Ids{"use-after-destroy"});
+}
+
+TEST(CheckersUseAfterDestroy, NamesWhereTheObjectWasDestroyed) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  EXPECT_EQ(f.DeallocPd(pd), kNone);
+  Event again = Refused(EventKind::kDeallocPd, pd);
+  again.stack = 77;
+  std::vector<Finding> got = f.eng.OnEvent(again);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NE(got[0].message.find("PD 0x"), std::string::npos) << got[0].message;
+  ASSERT_FALSE(got[0].related.empty());
+  EXPECT_EQ(got[0].related[0].label, "PD destroyed at");
+}
+
+TEST(CheckersUseAfterDestroy, ClosedDeviceAsParent) {
+  Fx f;
+  Event close;
+  close.kind = EventKind::kCloseDevice;
+  close.obj = 4242;
+  EXPECT_EQ(f.Feed(close), kNone);
+  EXPECT_EQ(f.Feed(Refused(EventKind::kAllocPd, 4242, /*as_parent=*/true)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kCreateCq, 4242, /*as_parent=*/true)), Ids{"use-after-destroy"});
+  EXPECT_EQ(f.Feed(Refused(EventKind::kCreateCompChannel, 4242, /*as_parent=*/true)),
+            Ids{"use-after-destroy"});
+}
+
+TEST(CheckersUseAfterDestroy, FailedCallsOnLiveOrUnknownObjectsAreSilent) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  EXPECT_EQ(f.Feed(Refused(EventKind::kDeallocPd, pd)), kNone);   // live: EINVAL for another reason
+  EXPECT_EQ(f.Feed(Refused(EventKind::kDestroyQp, 999)), kNone);  // never known
+  EXPECT_EQ(f.DeallocPd(pd), kNone);
+}
+
 // ===================================== post-bad-qp-state, post-after-error ==
 
 TEST(CheckersPostState, SendBeforeRts) {

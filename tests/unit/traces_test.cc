@@ -591,6 +591,30 @@ TEST(Traces, IncompleteFileIsReadableAsAPrefix) {
   ASSERT_TRUE((*w)->Close().ok());
 }
 
+// A signal that ends the process (SIGTERM, SIGALRM, ...): the handler's
+// close writes the buffered events and the end record and renames the file:
+// a complete trace, not PATH.incomplete (issue 10 item 11).
+TEST(Traces, CloseFromSignalHandlerCompletesTheTrace) {
+  std::string path = TempPath("signal_close");
+  auto w = TraceWriter::Open(path, TestHeader());
+  ASSERT_TRUE(w.ok());
+  std::vector<Event> events = PostPollStream(5000);
+  for (size_t i = 0; i < 3000; ++i) (*w)->Append(events[i]);
+  ASSERT_TRUE((*w)->Flush().ok());
+  for (size_t i = 3000; i < 5000; ++i) (*w)->Append(events[i]);  // still buffered
+  EXPECT_TRUE((*w)->CloseFromSignalHandler());
+  EXPECT_FALSE((*w)->CloseFromSignalHandler()) << "a second close does nothing";
+  EXPECT_FALSE(std::ifstream(path + ".incomplete").good());
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<Event> read = ReadAll(**r);
+  ASSERT_EQ(read.size(), 5000u);
+  EXPECT_FALSE((*r)->truncated()) << (*r)->warning();
+  for (size_t i = 0; i < read.size(); i += 97) ExpectEventEq(events[i], read[i]);
+  (*w)->Append(events[0]);  // after the close: dropped, no crash
+  EXPECT_TRUE((*w)->Close().ok());
+}
+
 TEST(Traces, StacksSymbolizeOfflineThroughTheModuleMap) {
   std::string path = TempPath("symbolize");
   core::StackId here = core::CaptureStack();

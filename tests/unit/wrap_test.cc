@@ -172,3 +172,51 @@ TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
 
 }  // namespace
 }  // namespace rdmasan::interpose
+
+namespace rdmasan::interpose {
+namespace {
+
+// num_sge past the object's limit (issue 10 item 6): no SGE is read (the
+// list may hold one entry), num_sge is kept for sge-count.
+TEST(ChainCopy, NumSgePastTheLimitReadsNoSge) {
+  ibv_sge one = {0x1000, 8, 0x11};
+  ibv_send_wr s{};
+  s.sg_list = &one;
+  s.num_sge = 1000;
+  core::Event e;
+  EXPECT_EQ(CopySendChain(&s, nullptr, &e, false, /*max_sge=*/2), 1u);
+  ASSERT_EQ(e.send_wrs.size(), 1u);
+  EXPECT_EQ(e.send_wrs[0].num_sge, 1000);
+  EXPECT_TRUE(e.send_wrs[0].sges.empty());
+  ibv_recv_wr r{};
+  r.sg_list = &one;
+  r.num_sge = 1000;
+  core::Event re;
+  EXPECT_EQ(CopyRecvChain(&r, nullptr, &re, /*max_sge=*/2), 1u);
+  EXPECT_EQ(re.recv_wrs[0].num_sge, 1000);
+  EXPECT_TRUE(re.recv_wrs[0].sges.empty());
+  // Within the limit: every SGE.
+  s.num_sge = 1;
+  core::Event ok;
+  CopySendChain(&s, nullptr, &ok, false, 2);
+  ASSERT_EQ(ok.send_wrs[0].sges.size(), 1u);
+  EXPECT_EQ(ok.send_wrs[0].sges[0].addr, 0x1000u);
+}
+
+// A cyclic chain (issue 10 item 4): the copy stops at the bound, and the
+// refused WR is placed at its last occurrence.
+TEST(ChainCopy, CyclicReceiveChainStopsAtTheBound) {
+  ibv_sge one = {0x1000, 8, 0x11};
+  ibv_recv_wr r{};
+  r.sg_list = &one;
+  r.num_sge = 1;
+  r.next = &r;
+  core::Event e;
+  EXPECT_EQ(CopyRecvChain(&r, &r, &e, 2, ChainBound(16, 65536)), 17u);
+  EXPECT_EQ(e.recv_wrs.size(), 17u);
+  EXPECT_EQ(e.bad_index, 16u);
+  EXPECT_EQ(ChainBound(0, 4096), 4096u);  // unknown depth: the old bound
+}
+
+}  // namespace
+}  // namespace rdmasan::interpose
