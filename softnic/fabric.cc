@@ -1,5 +1,6 @@
 #include "softnic/fabric.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -224,6 +225,39 @@ bool PrivateDir(const std::string& dir, std::string* out) {
   return ok;
 }
 
+// Removes the fabric files of this user in `dir` (names starting with
+// `prefix`) that no process holds any more: their last user was SIGKILLed
+// or ended with _exit before it could remove them.  A file nobody holds
+// takes LOCK_EX at once; an attacher racing with the removal finds it
+// unlinked (st_nlink 0) and opens afresh, as after a last detach.
+void SweepStale(const std::string& dir, const std::string& prefix) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  const int dfd = dirfd(d);
+  while (const dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0 || e->d_name[0] == '.') continue;
+    int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st, named;
+    if (fstat(fd, &st) == 0 && Private(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        fstatat(dfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
+        named.st_ino == st.st_ino)
+      unlinkat(dfd, e->d_name, 0);
+    close(fd);
+  }
+  closedir(d);
+}
+
+// Sweeps the fabric directory and, if it exists and is ours, the per-user
+// directory.
+void SweepStaleFabrics() {
+  const std::string dir = FabricDir();
+  SweepStale(dir, absl::StrCat("rdmasan-", getuid(), "-"));
+  const std::string private_dir = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
+  struct stat st;
+  if (lstat(private_dir.c_str(), &st) == 0 && Private(st, S_IFDIR)) SweepStale(private_dir, "");
+}
+
 }  // namespace
 
 // Another user may have created the fabric's name first (it is
@@ -284,6 +318,7 @@ Fabric* Fabric::Attach(const std::string& name) {
     }
   }
   f->base_ = reinterpret_cast<uint8_t*>(f->hdr_);
+  if (!f->inproc_) SweepStaleFabrics();  // ours is held (LOCK_SH): it stays
   // No PR_SET_PTRACER here: AllowPeerOf sets it when a QP of ours first
   // faces another process.
 
@@ -531,6 +566,7 @@ void Fabric::Detach() {
   ReleaseProcLocked(self_);
   Unlock();
   RemoveFileIfLast();
+  if (!inproc_) SweepStaleFabrics();
 }
 
 void Fabric::RemoveFileIfLast() {

@@ -20,8 +20,10 @@
 // posix_fallocate before their first touch, so a full file system gives
 // ENOMEM, never SIGBUS.  Every user holds a shared flock on it; the last one
 // to leave (Detach, or RemoveFileIfLast before an _exit) takes it
-// exclusively and removes the file.  A forked child leaves its parent's
-// slot, objects and file alone.
+// exclusively and removes the file.  A file whose last user was SIGKILLed
+// is removed by the next attach or detach of any fabric of the user (no
+// process holds its lock).  A forked child leaves its parent's slot,
+// objects and file alone.
 //
 // May not: hold pointers into the segment across processes (it maps at a
 // different address in each; everything shared is an index or an offset),

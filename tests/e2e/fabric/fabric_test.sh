@@ -9,12 +9,14 @@
 #                    the file
 #   killed_peer      of two processes, one is SIGKILLed; the survivor's
 #                    normal exit removes the file
+#   killed_last      the last of two processes is SIGKILLed; the next
+#                    softnic run of the user (another fabric) removes it
 #   exit_together    two processes exit at the same moment (5 rounds); the
 #                    file is gone after each
-#   small_shm_cq     (item 8) on a 64 MiB tmpfs, large CQs end in ENOMEM
-#                    from ibv_create_cq, not SIGBUS
-#   full_shm_devices (item 8) on a full tmpfs, `rdmasan devices` fails with
-#                    a message, not a signal
+#   small_shm_cq     (item 8) with a 64 MiB /dev/shm, large CQs end in
+#                    ENOMEM from ibv_create_cq, not SIGBUS
+#   full_shm_devices (item 8) with a full /dev/shm, `rdmasan devices` fails
+#                    with a message, not a signal
 # Each run uses a fabric of its own (fabric-<case>-<pid>).  The tmpfs cases
 # need a mount namespace (root, or unprivileged user namespaces): without
 # one they exit 77 (skipped).  Exit 0: pass.
@@ -38,15 +40,17 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp"
-  rm -f "$file"
+  rm -f "$file" "$file-next"
 }
 trap cleanup EXIT
 fail() { echo "FAIL($case): $*"; for f in "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 run() { "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$@"; }
 
-# Starts fabric_hold in the background as $tmp/<tag>.out; waits for READY.
+# Starts fabric_hold in the background as $tmp/<tag>.out, holding on until
+# $tmp/go_<tag> exists; sets $<tag> to its pid (the program's own: rdmasan
+# run execs it) and waits for READY.
 hold() {
-  run "$bin/fabric_hold" "$tmp/go" >"$tmp/$1.out" 2>&1 &
+  "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$bin/fabric_hold" "$tmp/go_$1" >"$tmp/$1.out" 2>&1 &
   pids+=($!)
   eval "$1=$!"
   for _ in $(seq 1 500); do
@@ -61,19 +65,17 @@ file_gone() {
   fail "the fabric file $file is left behind ($2)"
 }
 
-# Runs "$@" in a mount namespace of its own with a tmpfs of size $1 as
-# RDMASAN_SOFTNIC_DIR; with FILL=1 the tmpfs is filled first.
+# Runs "$@" in a mount namespace of its own where /dev/shm is a tmpfs of
+# size $1 (what a container gets); with FILL=1 the tmpfs is filled first.
 in_small_tmpfs() {
   local size=$1; shift
-  local mnt="$tmp/shm"
-  mkdir -p "$mnt"
-  local script='mount -t tmpfs -o "size=$0,mode=0700" none "$1" || exit 77
-    if [ -n "${FILL:-}" ]; then dd if=/dev/zero of="$1/filler" bs=1M >/dev/null 2>&1; fi
-    export RDMASAN_SOFTNIC_DIR="$1"; shift; exec "$@"'
+  local script='mount -t tmpfs -o "size=$0,mode=1777" none /dev/shm || exit 77
+    if [ -n "${FILL:-}" ]; then dd if=/dev/zero of=/dev/shm/filler bs=1M >/dev/null 2>&1; fi
+    unset RDMASAN_SOFTNIC_DIR; exec "$@"'
   if unshare -m true 2>/dev/null; then
-    unshare -m sh -c "$script" "$size" "$mnt" "$@"
+    unshare -m sh -c "$script" "$size" "$@"
   elif unshare -rm true 2>/dev/null; then
-    unshare -rm sh -c "$script" "$size" "$mnt" "$@"
+    unshare -rm sh -c "$script" "$size" "$@"
   else
     return 77
   fi
@@ -116,16 +118,30 @@ case $case in
     [[ -e $file ]] || fail "no fabric file $file while two processes hold it"
     kill -9 "$a"
     wait "$a" 2>/dev/null
-    touch "$tmp/go"
+    touch "$tmp/go_b"
     wait "$b" || fail "the survivor failed"
     file_gone "after the SIGKILLed peer's survivor exited"
     ;;
+  killed_last)
+    hold a
+    hold b
+    touch "$tmp/go_b"
+    wait "$b" || fail "b failed"
+    kill -9 "$a"
+    wait "$a" 2>/dev/null
+    # Nobody is left to remove it; the next softnic user of this user does,
+    # whatever fabric it uses.
+    "$rdmasan" devices --softnic=on "--softnic_fabric=$fabric-next" >"$tmp/next.out" 2>&1 ||
+      fail "rdmasan devices failed"
+    file_gone "after the last process was SIGKILLed and another softnic run ended"
+    [[ -e "$dir/rdmasan-$(id -u)-$fabric-next" ]] && fail "rdmasan devices left its own fabric file"
+    ;;
   exit_together)
     for round in 1 2 3 4 5; do
-      rm -f "$tmp/go"
+      rm -f "$tmp/go_a" "$tmp/go_b"
       hold a
       hold b
-      touch "$tmp/go"
+      touch "$tmp/go_a" "$tmp/go_b"
       wait "$a" || fail "round $round: a failed"
       wait "$b" || fail "round $round: b failed"
       file_gone "round $round: both processes exited together"
