@@ -3,7 +3,10 @@
 // Every byte the device touches on behalf of a work request is first
 // translated here from (key, iova, length) to a range of a live MR that
 // grants the access, then moved by Move.  Inline: the data path runs them
-// once per SGE of every WR, under the fabric lock.
+// once per SGE of every WR, under the fabric lock.  The fabric's MR table
+// is shared memory any process of the user can write: an MR of this
+// process is translated by the process's own record of it (LocalMr), so a
+// forged entry can never aim a copy at other memory of this process.
 //
 // May not: take locks (the caller holds the fabric lock), allocate, touch
 // a byte outside the ranges a check returned, or report anything but a
@@ -76,7 +79,7 @@ struct MrTables {
   uint32_t self;  // this process's procs[] slot
 };
 
-// Validates a local scatter list against the MR table: every non-empty SGE
+// Validates a scatter list against the MR tables: every non-empty SGE
 // must name a live MR of `pd` owned by `proc`, lie inside it and have the
 // access `need`.  Translates to virtual addresses.
 inline bool ValidateSges(const MrTables& t, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t n,

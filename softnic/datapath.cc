@@ -2,7 +2,7 @@
 //
 // The requester executes its own work requests at post time (and retries
 // RNR-stalled ones from its later post/poll/wait calls), under the fabric
-// lock: it validates every key against the shared MR table, takes the
+// lock: it validates every key against the MR tables (access.h), takes the
 // responder's receive WQE, moves the payload with one copy (memcpy within a
 // process, process_vm_writev/readv across processes, or staged inside the
 // completion for small SENDs, scattered by the receiver's poll), and writes

@@ -25,6 +25,20 @@
 // process holds its lock).  A forked child leaves its parent's slot,
 // objects and file alone.
 //
+// Every process of the user can write the segment, so nothing read from it
+// is trusted: ring offsets, slot counts, strides, indices and slot numbers
+// are checked against this process's own bounds before use (RqEntry,
+// CqEntry, PeerPid, the heap's free list), and payload is written into this
+// process's memory only where its own record of its MRs says (access.h
+// TrustedMr, OwnRange), never where a table entry or a staged completion
+// says.  A forged field gives an error completion or a refused call.
+//
+// process_vm_readv/writev between peers need the target's consent under
+// Yama (ptrace_scope 1): a process sets PR_SET_PTRACER only when a QP of
+// its own goes to RTR facing another process (AllowPeerOf), naming that
+// process, and widens it to any process of the user only for a second peer
+// or a UD QP.  It is never narrowed again while the process runs.
+//
 // May not: hold pointers into the segment across processes (it maps at a
 // different address in each; everything shared is an index or an offset),
 // call back into the application, or block while holding the lock on
