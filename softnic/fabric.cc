@@ -322,25 +322,26 @@ Fabric* Fabric::Attach(const std::string& name) {
   // No PR_SET_PTRACER here: AllowPeerOf sets it when a QP of ours first
   // faces another process.
 
-  FabricLock lock(f);
-  f->ReapDeadLocked();
+  f->owner_pid_ = getpid();
   uint32_t slot = kNone;
-  for (uint32_t i = 0; i < kMaxProcs; ++i) {
-    if (!f->hdr_->procs[i].in_use) {
-      slot = i;
-      break;
+  {
+    FabricLock lock(f);
+    f->ReapDeadLocked();
+    for (uint32_t i = 0; i < kMaxProcs && slot == kNone; ++i)
+      if (!f->hdr_->procs[i].in_use) slot = i;
+    if (slot != kNone) {
+      ShmProc& pr = f->hdr_->procs[slot];
+      pr.in_use = 1;
+      pr.pid = f->owner_pid_;
+      pr.start_time = ProcStartTime(f->owner_pid_);
+      f->self_ = slot;
     }
   }
   if (slot == kNone) {
+    delete f;  // its lock on the file goes with it
     errno = EMFILE;
     return nullptr;
   }
-  ShmProc& pr = f->hdr_->procs[slot];
-  pr.in_use = 1;
-  pr.pid = getpid();
-  pr.start_time = ProcStartTime(getpid());
-  f->self_ = slot;
-  f->owner_pid_ = getpid();
   return f;
 }
 
@@ -493,8 +494,10 @@ ShmCqe* Fabric::CqEntry(const ShmCq& cq, uint64_t index) const {
 
 pid_t Fabric::PeerPid(uint32_t proc) const {
   if (proc >= kMaxProcs || proc == self_ || !hdr_->procs[proc].in_use) return 0;
+  // A forged slot naming this process would turn a "peer" copy into one
+  // that bypasses this process's own MR records.
   const pid_t pid = hdr_->procs[proc].pid;
-  return pid > 0 ? pid : 0;
+  return pid > 0 && pid != owner_pid_ ? pid : 0;
 }
 
 void Fabric::AllowPeerOf(const ShmQp& q) {

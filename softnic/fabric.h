@@ -270,8 +270,8 @@ class Fabric {
   // says is checked before use.  These return the ring entry at `index`
   // of a receive queue or a CQ ring, or nullptr when the queue's fields
   // (ring offset, slot count, stride, SGE count) do not describe a ring
-  // inside the heap.  PeerPid: the pid of a live-looking procs[] slot
-  // other than ours, or 0.
+  // inside the heap.  PeerPid: the pid of an in-use procs[] slot other
+  // than ours (and other than this process), or 0.
   ShmRecvWqe* RqEntry(const ShmRq& rq, uint64_t index) const;
   ShmCqe* CqEntry(const ShmCq& cq, uint64_t index) const;
   bool InHeap(uint64_t off, uint64_t len) const;

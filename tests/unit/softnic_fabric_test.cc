@@ -334,5 +334,62 @@ TEST_F(ForgedFabric, PtracerNamesTheOnePeerProcessOnly) {
   waitpid(child, nullptr, 0);
 }
 
+// A forged process slot that names this very process, with a QP and an MR
+// "of another process": a copy through it would land in this process's
+// memory where the forged MR says.  It must find no responder instead.
+TEST_F(ForgedFabric, ForgedPeerThatIsThisProcessGetsNoAccess) {
+  static uint8_t victim[64];
+  memset(victim, 0x11, sizeof(victim));
+  Fabric* f = GetProcess()->fab;
+  ShmHeader* h = Hdr();
+  const uint32_t proc = kMaxProcs - 2, qslot = kMaxQps - 2, mslot = kMaxMrs - 2;
+  f->Lock();
+  h->procs[proc].pid = getpid();
+  h->procs[proc].start_time = ProcStartTime(getpid());
+  h->procs[proc].in_use = 1;
+  ShmQp& peer = h->qps[qslot];
+  peer.in_use = 1;
+  peer.proc = proc;
+  peer.type = IBV_QPT_RC;
+  peer.qpn = (9u << 12) | qslot;
+  peer.access = IBV_ACCESS_REMOTE_WRITE;
+  peer.srq = kNone;
+  peer.state.store(IBV_QPS_RTS);
+  ShmMr& m = h->mrs[mslot];
+  m.in_use = 1;
+  m.proc = proc;
+  m.key = mslot << 8 | 1;
+  m.addr = m.iova = reinterpret_cast<uint64_t>(victim);
+  m.length = sizeof(victim);
+  m.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  m.pd = peer.pd;
+  f->Unlock();
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(qp_[0], &a, IBV_QP_STATE), 0);
+  ASSERT_EQ(Connect(qp_[0], peer.qpn), 0);
+  memset(buf_[0].data(), 0x55, 64);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf_[0].data()), 64, mr_[0]->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(victim);
+  wr.wr.rdma.rkey = m.key;
+  ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
+  auto wc = Poll(0, 1);
+  f->Lock();
+  m.in_use = 0;
+  peer.in_use = 0;
+  peer.qpn = 0;
+  h->procs[proc].in_use = 0;
+  f->Unlock();
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_NE(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(victim[0], 0x11) << "a forged peer slot naming this process let a WRITE into its memory";
+}
+
 }  // namespace
 }  // namespace rdmasan::softnic
