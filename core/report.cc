@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -200,10 +201,23 @@ void DropVerbsInlineFrames(std::vector<Frame>* frames) {
 thread_local bool tls_in_report = false;
 
 std::atomic<void (*)()> g_before_halt{nullptr};
+std::atomic<void (*)()> g_before_exit[4] = {};
 
 }  // namespace
 
 void SetBeforeHaltHook(void (*hook)()) { g_before_halt.store(hook); }
+
+void AddBeforeExitHook(void (*hook)()) {
+  for (auto& slot : g_before_exit) {
+    void (*expected)() = nullptr;
+    if (slot.compare_exchange_strong(expected, hook) || expected == hook) return;
+  }
+}
+
+void RunBeforeExitHooks() {
+  for (auto& slot : g_before_exit)
+    if (void (*hook)() = slot.load()) hook();
+}
 
 // ------------------------------------------------------------ renderers --
 
@@ -350,6 +364,7 @@ Reporter::Reporter(const Options& options, Sink sink)
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  owner_pid_ = getpid();
   suppression_hits_.assign(suppressions_.size(), 0);
   config_errors_ = std::move(errors);
 }
@@ -419,6 +434,7 @@ bool Reporter::Report(const Finding& finding) {
   bool printed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ForgetParentLocked();
     auto seen = seen_.find(DedupKey(finding));
     if (seen != seen_.end()) {
       if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;
@@ -447,6 +463,7 @@ bool Reporter::ReportSymbolized(const Finding& finding, std::vector<Frame> main,
 
 bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
                             std::vector<std::vector<Frame>> related) {
+  ForgetParentLocked();
   DropVerbsInlineFrames(&main);
   for (auto& r : related) DropVerbsInlineFrames(&r);
   auto [seen, fresh] = seen_.try_emplace(DedupKey(finding), -1);
@@ -472,6 +489,7 @@ bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
   if (error && halt_on_error_) {
     FinishLocked();
     if (void (*hook)() = g_before_halt.load()) hook();  // e.g. close the trace
+    RunBeforeExitHooks();
     fflush(nullptr);
     _exit(exitcode_);
   }
@@ -483,7 +501,21 @@ int Reporter::Finish() {
   return FinishLocked();
 }
 
+void Reporter::ForgetParentLocked() {
+  const int pid = getpid();
+  if (owner_pid_ == pid) return;
+  owner_pid_ = pid;
+  seen_.clear();
+  counts_ = {};
+  std::fill(suppression_hits_.begin(), suppression_hits_.end(), 0);
+  suppressed_ = 0;
+  had_errors_ = false;
+  finished_ = false;
+  sarif_.clear();
+}
+
 int Reporter::FinishLocked() {
+  ForgetParentLocked();
   int status = had_errors_ ? exitcode_ : 0;
   if (finished_) return status;
   finished_ = true;

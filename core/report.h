@@ -190,12 +190,23 @@ class Reporter {
   size_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
   bool had_errors_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The process whose findings the counters hold: a forked child inherits
+  // its parent's, which are the parent's to report, and starts from none.
+  int owner_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  void ForgetParentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<RenderedFinding> sarif_ ABSL_GUARDED_BY(mu_);
 };
 
 // Runs right before halt_on_error's _exit (the interposer closes its trace
 // there).
 void SetBeforeHaltHook(void (*hook)());
+
+// Functions to run right before the process ends with _exit once the run is
+// over (halt_on_error here; the interposer's exit status for findings): the
+// atexit handlers that _exit skips would have run them.  softnic removes
+// its fabric file there.  At most 4; later ones are ignored.
+void AddBeforeExitHook(void (*hook)());
+void RunBeforeExitHooks();
 
 // The process-wide reporter, built from GlobalOptions() on first use and
 // never destroyed.

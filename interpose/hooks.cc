@@ -300,8 +300,10 @@ void AtExit() {
   int code = r.Finish();
   if (code) {
     // Like the sanitizers' exitcode: the run had errors.  Flush what the
-    // program wrote first; _exit skips the remaining atexit work.
+    // program wrote first; _exit skips the remaining atexit work, so what
+    // must happen at exit happens here (softnic's fabric file).
     fflush(nullptr);
+    core::RunBeforeExitHooks();
     _exit(code);
   }
 }

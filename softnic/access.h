@@ -3,7 +3,10 @@
 // Every byte the device touches on behalf of a work request is first
 // translated here from (key, iova, length) to a range of a live MR that
 // grants the access, then moved by Move.  Inline: the data path runs them
-// once per SGE of every WR, under the fabric lock.
+// once per SGE of every WR, under the fabric lock.  The fabric's MR table
+// is shared memory any process of the user can write: an MR of this
+// process is translated by the process's own record of it (LocalMr), so a
+// forged entry can never aim a copy at other memory of this process.
 //
 // May not: take locks (the caller holds the fabric lock), allocate, touch
 // a byte outside the ranges a check returned, or report anything but a
@@ -26,26 +29,71 @@ namespace rdmasan::softnic {
 struct Seg {
   uint64_t va;  // in the owner's address space
   uint32_t len;
+  uint32_t key = 0;  // the lkey it was validated against (receive SGEs)
 };
 
-// Validates a local scatter list against the MR table: every non-empty SGE
+// An MR of this process as it registered it, kept in its own memory.  key
+// is written last on registration and cleared first on deregistration.
+struct LocalMr {
+  std::atomic<uint32_t> key{0};
+  uint32_t access = 0;
+  uint32_t pd = 0;
+  uint64_t addr = 0, length = 0, iova = 0;
+};
+
+// The MR `key` names, as this process may trust it: a copy of the fabric's
+// entry, or, for an MR of this process (proc == self), of its own record.
+// False if no live MR has that key.
+inline bool TrustedMr(const ShmHeader* h, const LocalMr* own, uint32_t self, uint32_t key, ShmMr* out) {
+  const uint32_t slot = key >> 8;
+  if (slot >= kMaxMrs) return false;
+  const ShmMr& m = h->mrs[slot];
+  *out = m;
+  if (!out->in_use || out->key != key) return false;
+  if (out->proc != self) return true;
+  const LocalMr& l = own[slot];
+  if (l.key.load(std::memory_order_acquire) != key) return false;
+  out->addr = l.addr;
+  out->length = l.length;
+  out->iova = l.iova;
+  out->access = l.access;
+  out->pd = l.pd;
+  return true;
+}
+
+// Is [addr, addr + len) inside an MR of this process that grants `need`,
+// by its own record (staged payloads are scattered only there)?
+inline bool OwnRange(const LocalMr* own, uint32_t key, uint64_t addr, uint64_t len, uint32_t need) {
+  const uint32_t slot = key >> 8;
+  if (slot >= kMaxMrs) return false;
+  const LocalMr& l = own[slot];
+  if (l.key.load(std::memory_order_acquire) != key || (l.access & need) != need) return false;
+  return addr >= l.addr && addr + len >= addr && addr + len <= l.addr + l.length;
+}
+
+// The tables a validation reads: the fabric's, and this process's own
+// record of its MRs.
+struct MrTables {
+  const ShmHeader* h;
+  const LocalMr* own;
+  uint32_t self;  // this process's procs[] slot
+};
+
+// Validates a scatter list against the MR tables: every non-empty SGE
 // must name a live MR of `pd` owned by `proc`, lie inside it and have the
 // access `need`.  Translates to virtual addresses.
-inline bool ValidateSges(ShmHeader* h, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t n,
+inline bool ValidateSges(const MrTables& t, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t n,
                          uint32_t need, Seg* out, uint32_t* nout, uint64_t* total) {
   *nout = 0;
   *total = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    if (sge[i].length == 0) continue;
-    uint32_t slot = sge[i].lkey >> 8;
-    if (slot >= kMaxMrs) return false;
-    const ShmMr& m = h->mrs[slot];
-    if (!m.in_use || m.key != sge[i].lkey || m.proc != proc || m.pd != pd) return false;
+    const ShmSge s = sge[i];  // once: `sge` may be in shared memory
+    if (s.length == 0) continue;
+    ShmMr m;
+    if (!TrustedMr(t.h, t.own, t.self, s.lkey, &m) || m.proc != proc || m.pd != pd) return false;
     if ((m.access & need) != need) return false;
-    if (sge[i].addr < m.iova || sge[i].addr + sge[i].length > m.iova + m.length ||
-        sge[i].addr + sge[i].length < sge[i].addr)
-      return false;
-    out[*nout] = {m.addr + (sge[i].addr - m.iova), sge[i].length};
+    if (s.addr < m.iova || s.addr + s.length > m.iova + m.length || s.addr + s.length < s.addr) return false;
+    out[*nout] = {m.addr + (s.addr - m.iova), s.length, s.lkey};
     ++*nout;
     *total += sge[i].length;
   }
@@ -53,16 +101,14 @@ inline bool ValidateSges(ShmHeader* h, uint32_t proc, uint32_t pd, const ShmSge*
 }
 
 // Validates an rkey access of [addr, addr+len) for the responder QP.
-inline bool ValidateRkey(ShmHeader* h, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len,
+inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len,
                          uint32_t need, uint64_t* va) {
   if (len == 0) {
     *va = 0;
     return true;
   }
-  uint32_t slot = rkey >> 8;
-  if (slot >= kMaxMrs) return false;
-  const ShmMr& m = h->mrs[slot];
-  if (!m.in_use || m.key != rkey || m.proc != resp.proc || m.pd != resp.pd) return false;
+  ShmMr m;
+  if (!TrustedMr(t.h, t.own, t.self, rkey, &m) || m.proc != resp.proc || m.pd != resp.pd) return false;
   if ((m.access & need) != need || (resp.access & need) != need) return false;
   if (addr < m.iova || addr + len > m.iova + m.length || addr + len < addr) return false;
   *va = m.addr + (addr - m.iova);

@@ -117,6 +117,7 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   cq->slot = slot;
   cq->shm = &s;
   cq->ring = p->fab->At<ShmCqe>(ring);
+  cq->nslots = nslots;
   ibv_cq_ex& x = cq->cqx;
   x.context = ctx;
   x.channel = ibch;
@@ -230,11 +231,38 @@ void AckCqEvents(ibv_cq* cq, unsigned n) {
 
 namespace {
 
+// Scatters a payload staged in the completion into the receive buffers it
+// names: only into MRs of this process that grant local write, by the
+// process's own record (a completion in shared memory can be forged).
+// False if it names anything else; nothing is written then.
+bool ScatterStaged(Process* p, const ShmCqe& c) {
+  uint8_t nsge = c.stage_nsge;
+  uint32_t len = c.stage_len;
+  if (nsge > kStageSges || len > kStageBytes) return false;
+  ShmSge sge[kStageSges];
+  memcpy(sge, c.stage_sge, sizeof(sge));
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < nsge && off < len; ++i) {
+    uint32_t n = std::min(sge[i].length, len - off);
+    if (!OwnRange(p->own_mrs, sge[i].lkey, sge[i].addr, n, IBV_ACCESS_LOCAL_WRITE)) return false;
+    off += n;
+  }
+  uint8_t data[kStageBytes];
+  memcpy(data, c.stage, len);
+  off = 0;
+  for (uint32_t i = 0; i < nsge && off < len; ++i) {
+    uint32_t n = std::min(sge[i].length, len - off);
+    memcpy(reinterpret_cast<void*>(sge[i].addr), data + off, n);
+    off += n;
+  }
+  return true;
+}
+
 // Takes one completion (cq->mu held).  Returns false if none.
 bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   ShmCq& s = *cq->shm;
   uint64_t cons = s.cons.load(std::memory_order_relaxed);
-  ShmCqe& c = cq->ring[cons & (s.nslots - 1)];
+  ShmCqe& c = cq->ring[cons & (cq->nslots - 1)];
   if (c.seq.load(std::memory_order_acquire) != cons + 1) return false;
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
@@ -249,13 +277,9 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   wc->slid = c.slid;
   wc->sl = c.sl;
   wc->dlid_path_bits = c.dlid_path_bits;
-  if (c.stage_nsge && c.status == IBV_WC_SUCCESS) {
-    uint32_t off = 0;
-    for (uint32_t i = 0; i < c.stage_nsge && off < c.stage_len; ++i) {
-      uint32_t n = std::min(c.stage_sge[i].length, c.stage_len - off);
-      memcpy(reinterpret_cast<void*>(c.stage_sge[i].addr), c.stage + off, n);
-      off += n;
-    }
+  if (c.stage_nsge && wc->status == IBV_WC_SUCCESS && !ScatterStaged(p, c)) {
+    wc->status = IBV_WC_LOC_PROT_ERR;
+    wc->byte_len = 0;
   }
   cq->cur_ts = c.ts_ns;
   // Retire queue slots: the completion is now seen by the application.

@@ -2,7 +2,7 @@
 //
 // The requester executes its own work requests at post time (and retries
 // RNR-stalled ones from its later post/poll/wait calls), under the fabric
-// lock: it validates every key against the shared MR table, takes the
+// lock: it validates every key against the MR tables (access.h), takes the
 // responder's receive WQE, moves the payload with one copy (memcpy within a
 // process, process_vm_writev/readv across processes, or staged inside the
 // completion for small SENDs, scattered by the receiver's poll), and writes
@@ -59,6 +59,7 @@ struct Exec {
   ShmHeader* h;
   SnQp* qp;
   pid_t self;
+  MrTables mrs;
 };
 
 ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
@@ -73,19 +74,43 @@ bool CanReceive(const ShmQp& q) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD;
 }
 
-// Takes the next receive WQE of the responder (its SRQ or RQ); nullptr if
-// none is posted.
-ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot) {
+// A receive WQE as the requester uses it: copied out of shared memory once
+// (its owner, or anyone, may rewrite the ring meanwhile), with num_sge
+// bounded by the queue's SGE count.
+struct RecvCopy {
+  alignas(ShmRecvWqe) uint8_t bytes[sizeof(ShmRecvWqe) + kMaxSge * sizeof(ShmSge)];
+  ShmRecvWqe* wqe() { return reinterpret_cast<ShmRecvWqe*>(bytes); }
+};
+
+// Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
+// nullptr if none is posted.  *corrupt: the queue's shared fields do not
+// describe a ring (its owner sees a dead responder).
+ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, bool* corrupt) {
   ShmRq* rq = &resp.rq;
   *srq_slot = kNone;
-  if (resp.srq != kNone) {
-    ShmSrq& s = x.h->srqs[resp.srq];
+  *corrupt = false;
+  const uint32_t srq = resp.srq;
+  if (srq != kNone) {
+    if (srq >= kMaxSrqs) {
+      *corrupt = true;
+      return nullptr;
+    }
+    ShmSrq& s = x.h->srqs[srq];
     if (!s.in_use) return nullptr;
     rq = &s.rq;
-    *srq_slot = resp.srq;
+    *srq_slot = srq;
   }
-  if (rq->tail == rq->head) return nullptr;
-  auto* w = x.p->fab->At<ShmRecvWqe>(rq->ring_off + (rq->tail % rq->nslots) * rq->stride);
+  const uint64_t head = rq->head, tail = rq->tail;
+  if (tail == head) return nullptr;
+  const ShmRecvWqe* shared = x.p->fab->RqEntry(*rq, tail);
+  const uint32_t max_sge = rq->max_sge;
+  if (!shared || head - tail > rq->nslots || max_sge > kMaxSge) {
+    *corrupt = true;
+    return nullptr;
+  }
+  ShmRecvWqe* w = copy->wqe();
+  memcpy(w, shared, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
+  w->num_sge = std::min(w->num_sge, max_sge);
   ++rq->tail;
   if (*srq_slot != kNone) {
     ShmSrq& s = x.h->srqs[*srq_slot];
@@ -206,7 +231,7 @@ void StageInCqe(const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint6
   }
   c->stage_len = static_cast<uint32_t>(need);
   c->stage_nsge = static_cast<uint8_t>(nr);
-  for (uint32_t i = 0; i < nr; ++i) c->stage_sge[i] = {rseg[i].va, rseg[i].len, 0};
+  for (uint32_t i = 0; i < nr; ++i) c->stage_sge[i] = {rseg[i].va, rseg[i].len, rseg[i].key};
 }
 
 // SEND: scatters (GRH for UD +) payload into the receive WQE's buffers,
@@ -218,8 +243,8 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   Seg rseg[kMaxSge + 1];
   uint32_t nr;
   uint64_t cap;
-  if (!ValidateSges(x.h, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge), IBV_ACCESS_LOCAL_WRITE,
-                    rseg, &nr, &cap))
+  if (!ValidateSges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge),
+                    IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap))
     return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
   uint64_t need = len + (ud ? 40 : 0);
   if (need > cap) return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
@@ -268,17 +293,20 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   const bool write_imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   uint64_t remote_va = 0;
   if (write_imm) {
-    if (!ValidateRkey(x.h, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &remote_va)) {
+    if (!ValidateRkey(x.mrs, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &remote_va)) {
       if (me.type == IBV_QPT_UC) return IBV_WC_SUCCESS;
       ResponderError(x, *resp, IBV_EVENT_QP_ACCESS_ERR);
       return IBV_WC_REM_ACCESS_ERR;
     }
   }
   uint32_t srq_slot;
-  ShmRecvWqe* rw = TakeRecv(x, *resp, &srq_slot);
+  RecvCopy copy;
+  bool corrupt;
+  ShmRecvWqe* rw = TakeRecv(x, *resp, &srq_slot, &copy, &corrupt);
+  if (corrupt) return NoResponder(x);
   if (!rw) return NoReceiveWqe(me, *resp, w);
-  const pid_t rpid = x.h->procs[resp->proc].pid;
-  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : rpid;
+  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
+  if (!dst_pid) return NoResponder(x);
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
   if (write_imm) return DeliverWriteImm(x, *resp, rw, c, dst_pid, remote_va, lseg, nl, len);
@@ -288,7 +316,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
 int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
                  uint64_t len) {
   uint64_t va = 0;
-  if (!ValidateRkey(x.h, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &va)) {
+  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &va)) {
     if (x.qp->shm->type == IBV_QPT_UC) return IBV_WC_SUCCESS;
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -308,7 +336,7 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
 int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
                 uint64_t len) {
   uint64_t va = 0;
-  if (!ValidateRkey(x.h, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, &va)) {
+  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, &va)) {
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -355,7 +383,7 @@ int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const S
     return IBV_WC_REM_INV_REQ_ERR;
   }
   uint64_t va = 0;
-  if (!ValidateRkey(x.h, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va)) {
+  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va)) {
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -382,7 +410,8 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
   if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return NoResponder(x);
-  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.h->procs[resp->proc].pid;
+  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
+  if (!dst_pid) return NoResponder(x);
   switch (w.opcode) {
     case IBV_WR_RDMA_WRITE:
       return ExecuteWrite(x, w, *resp, dst_pid, lseg, nl, len);
@@ -403,7 +432,7 @@ int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
   if (w.flags & IBV_SEND_INLINE) {
     if (w.inline_len) lseg[nl++] = {reinterpret_cast<uint64_t>(w.inline_data), w.inline_len};
     len = w.inline_len;
-  } else if (!ValidateSges(x.h, x.p->fab->self_proc(), me.pd, w.sge, w.num_sge,
+  } else if (!ValidateSges(x.mrs, x.p->fab->self_proc(), me.pd, w.sge, w.num_sge,
                            to_local ? IBV_ACCESS_LOCAL_WRITE : 0, lseg, &nl, &len)) {
     return IBV_WC_LOC_PROT_ERR;
   }
@@ -437,7 +466,7 @@ void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index
 
 // Runs pending WRs in order, fabric lock and sq_mu held.
 void RunSqLocked(Process* p, SnQp* qp) {
-  Exec x{p, p->fab->hdr(), qp, p->pid};
+  Exec x{p, p->fab->hdr(), qp, p->pid, {p->fab->hdr(), p->own_mrs, p->fab->self_proc()}};
   const uint32_t size = static_cast<uint32_t>(qp->sq.size());
   while (qp->sq_exec < qp->sq_posted) {
     auto state = qp->shm->state.load(std::memory_order_relaxed);

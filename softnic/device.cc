@@ -48,8 +48,16 @@ Process* g_process = nullptr;
 std::once_flag g_process_once;
 int g_process_errno = 0;
 
+// Detach ignores a forked child, which must leave its parent's slot,
+// objects and file alone.
 void DetachAtExit() {
   if (g_process && g_process->fab) g_process->fab->Detach();
+}
+
+// The process ends with _exit (findings, halt_on_error): no detach, but
+// the last user still removes the file.
+void RemoveFabricFileAtExit() {
+  if (g_process && g_process->fab) g_process->fab->RemoveFileIfLast();
 }
 
 ibv_gid GidAt(uint32_t index) {
@@ -139,6 +147,7 @@ Process* GetProcess() {
     p->pid = getpid();
     g_process = p;
     atexit(DetachAtExit);
+    core::AddBeforeExitHook(RemoveFabricFileAtExit);
   });
   if (!g_process) errno = g_process_errno ? g_process_errno : ENODEV;
   return g_process;

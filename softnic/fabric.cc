@@ -1,5 +1,6 @@
 #include "softnic/fabric.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -89,16 +91,61 @@ uint64_t ProcStartTime(pid_t pid) {
 
 namespace {
 
+uint64_t HeaderBytes() { return RoundUp(sizeof(ShmHeader), kPage); }
+
+// A file or directory only this user can reach: ours, of the expected
+// type, nothing for group or others.
+bool Private(const struct stat& st, mode_t type) {
+  return (st.st_mode & S_IFMT) == type && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+}
+
+// errno values of MapFabricFile that mean "this name is not ours".
+bool Squatted(int e) { return e == EPERM || e == EACCES || e == ELOOP; }
+
+// Why `path` is not ours, in words, for the message that says so.
+std::string WhyNotOurs(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (st.st_uid != geteuid()) return absl::StrCat("owned by uid ", st.st_uid);
+  if ((st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR) return "not a regular file";
+  char mode[8];
+  snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return absl::StrCat("mode ", mode, ", open to other users");
+}
+
+// Reserves the backing store of [off, off + len) of the fabric file, so
+// that touching those pages can never raise SIGBUS on a full tmpfs.
+// Returns 0 or an errno.
+int Reserve(int fd, uint64_t off, uint64_t len) {
+  if (fd < 0) return 0;  // inproc: anonymous memory
+  int e;
+  do {
+    e = posix_fallocate(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+  } while (e == EINTR);
+  return e;
+}
+
 // Opens (creating if needed) and maps the fabric file at `path`, waiting
 // for its first user to initialize it.  Returns the header and the open fd,
-// or nullptr with errno set and nothing left open or mapped.
+// or nullptr with errno set and nothing left open or mapped: EPERM, EACCES
+// or ELOOP when the path is not this user's private file (Squatted), ENOMEM
+// when the file system has no room for the tables.
 ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
   for (int attempt = 0;; ++attempt) {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    // O_NOFOLLOW: never a planted symlink; O_NONBLOCK: never stuck on a
+    // planted FIFO.
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0) return nullptr;
+    // Ownership first: someone else's file could hold a lock forever.
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !Private(st, S_IFREG)) {
+      close(fd);
+      errno = EPERM;
+      return nullptr;
+    }
     // Shared lock for life; the last process to detach takes it
     // exclusively (non-blocking) to remove the file.
-    struct stat st;
     if (flock(fd, LOCK_SH) != 0 || fstat(fd, &st) != 0) {
       close(fd);
       return nullptr;
@@ -107,13 +154,20 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
       close(fd);
       continue;
     }
-    if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-      close(fd);
-      errno = EPERM;
-      return nullptr;
-    }
     if (static_cast<uint64_t>(st.st_size) != total && ftruncate(fd, total) != 0) {
       close(fd);
+      return nullptr;
+    }
+    // The tables and the heap's first free block are touched at once.
+    if (int e = Reserve(fd, 0, HeaderBytes() + kPage)) {
+      fprintf(
+          stderr,
+          "==%d==rdmasan: softnic: no room for the fabric's tables (%llu KiB) in %s: %s; free space there "
+          "or set RDMASAN_SOFTNIC_DIR to another tmpfs\n",
+          getpid(), static_cast<unsigned long long>((HeaderBytes() + kPage) >> 10), path.c_str(),
+          strerror(e));
+      close(fd);
+      errno = ENOMEM;
       return nullptr;
     }
     void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -144,7 +198,93 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
   }
 }
 
+// The directory fabric files live in: RDMASAN_SOFTNIC_DIR, else /dev/shm.
+std::string FabricDir() {
+  const char* d = getenv("RDMASAN_SOFTNIC_DIR");
+  return d && *d ? d : "/dev/shm";
+}
+
+// The per-user directory `dir`/rdmasan-<uid>.d, created 0700 if missing;
+// false (with a message) unless it is a directory only this user reaches.
+bool PrivateDir(const std::string& dir, std::string* out) {
+  *out = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
+  if (mkdir(out->c_str(), 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "==%d==rdmasan: softnic: cannot create %s: %s\n", getpid(), out->c_str(),
+            strerror(errno));
+    return false;
+  }
+  int fd = open(out->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && Private(st, S_IFDIR);
+  if (fd >= 0) close(fd);
+  if (!ok)
+    fprintf(stderr,
+            "==%d==rdmasan: softnic: %s is not this user's private directory (%s); softnic is unavailable: "
+            "remove it, or set RDMASAN_SOFTNIC_DIR to a directory only you can write\n",
+            getpid(), out->c_str(), WhyNotOurs(*out).c_str());
+  return ok;
+}
+
+// Removes the fabric files of this user in `dir` (names starting with
+// `prefix`) that no process holds any more: their last user was SIGKILLed
+// or ended with _exit before it could remove them.  A file nobody holds
+// takes LOCK_EX at once; an attacher racing with the removal finds it
+// unlinked (st_nlink 0) and opens afresh, as after a last detach.
+void SweepStale(const std::string& dir, const std::string& prefix) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  const int dfd = dirfd(d);
+  while (const dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0 || e->d_name[0] == '.') continue;
+    int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st, named;
+    if (fstat(fd, &st) == 0 && Private(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        fstatat(dfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
+        named.st_ino == st.st_ino)
+      unlinkat(dfd, e->d_name, 0);
+    close(fd);
+  }
+  closedir(d);
+}
+
+// Sweeps the fabric directory and, if it exists and is ours, the per-user
+// directory.
+void SweepStaleFabrics() {
+  const std::string dir = FabricDir();
+  SweepStale(dir, absl::StrCat("rdmasan-", getuid(), "-"));
+  const std::string private_dir = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
+  struct stat st;
+  if (lstat(private_dir.c_str(), &st) == 0 && Private(st, S_IFDIR)) SweepStale(private_dir, "");
+}
+
 }  // namespace
+
+// Another user may have created the fabric's name first (it is
+// predictable); the file is then not used, whatever it holds: the fabric
+// moves to the per-user directory, which every process of this user picks
+// the same way, so they still meet.
+ShmHeader* Fabric::MapNamed(uint64_t total) {
+  const std::string dir = FabricDir();
+  path_ = absl::StrCat(dir, "/rdmasan-", getuid(), "-", name_);
+  ShmHeader* h = MapFabricFile(path_, total, &fd_);
+  if (h || !Squatted(errno)) return h;
+  const std::string why = WhyNotOurs(path_);
+  std::string private_dir;
+  if (!PrivateDir(dir, &private_dir)) {
+    errno = EPERM;
+    return nullptr;
+  }
+  std::string fallback = absl::StrCat(private_dir, "/", name_);
+  fprintf(stderr, "==%d==rdmasan: softnic: fabric file %s is not this user's (%s); using %s instead\n",
+          getpid(), path_.c_str(), why.c_str(), fallback.c_str());
+  path_ = std::move(fallback);
+  h = MapFabricFile(path_, total, &fd_);
+  if (!h && Squatted(errno))
+    fprintf(stderr, "==%d==rdmasan: softnic: fabric file %s is not this user's (%s)\n", getpid(),
+            path_.c_str(), WhyNotOurs(path_).c_str());
+  return h;
+}
 
 Fabric* Fabric::Attach(const std::string& name) {
   auto* f = new (std::nothrow) Fabric();
@@ -158,7 +298,7 @@ Fabric* Fabric::Attach(const std::string& name) {
     static std::atomic<uint32_t> counter{0};
     f->name_ = absl::StrCat("inproc-", getpid(), "-", counter.fetch_add(1));
   }
-  const uint64_t total = RoundUp(sizeof(ShmHeader), kPage) + kHeapBytes;
+  const uint64_t total = HeaderBytes() + kHeapBytes;
   f->map_size_ = total;
   if (f->inproc_) {
     void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -169,8 +309,7 @@ Fabric* Fabric::Attach(const std::string& name) {
     f->hdr_ = static_cast<ShmHeader*>(p);
     InitHeader(f->hdr_, total);
   } else {
-    f->path_ = absl::StrCat("/dev/shm/rdmasan-", getuid(), "-", f->name_);
-    f->hdr_ = MapFabricFile(f->path_, total, &f->fd_);
+    f->hdr_ = f->MapNamed(total);
     if (!f->hdr_) {
       int e = errno;
       delete f;
@@ -179,27 +318,30 @@ Fabric* Fabric::Attach(const std::string& name) {
     }
   }
   f->base_ = reinterpret_cast<uint8_t*>(f->hdr_);
-  // Peers move payload into our memory with process_vm_writev.
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  if (!f->inproc_) SweepStaleFabrics();  // ours is held (LOCK_SH): it stays
+  // No PR_SET_PTRACER here: AllowPeerOf sets it when a QP of ours first
+  // faces another process.
 
-  FabricLock lock(f);
-  f->ReapDeadLocked();
+  f->owner_pid_ = getpid();
   uint32_t slot = kNone;
-  for (uint32_t i = 0; i < kMaxProcs; ++i) {
-    if (!f->hdr_->procs[i].in_use) {
-      slot = i;
-      break;
+  {
+    FabricLock lock(f);
+    f->ReapDeadLocked();
+    for (uint32_t i = 0; i < kMaxProcs && slot == kNone; ++i)
+      if (!f->hdr_->procs[i].in_use) slot = i;
+    if (slot != kNone) {
+      ShmProc& pr = f->hdr_->procs[slot];
+      pr.in_use = 1;
+      pr.pid = f->owner_pid_;
+      pr.start_time = ProcStartTime(f->owner_pid_);
+      f->self_ = slot;
     }
   }
   if (slot == kNone) {
+    delete f;  // its lock on the file goes with it
     errno = EMFILE;
     return nullptr;
   }
-  ShmProc& pr = f->hdr_->procs[slot];
-  pr.in_use = 1;
-  pr.pid = getpid();
-  pr.start_time = ProcStartTime(getpid());
-  f->self_ = slot;
   return f;
 }
 
@@ -227,13 +369,42 @@ void Fabric::Lock() {
 
 void Fabric::Unlock() { pthread_mutex_unlock(&hdr_->lock); }
 
+bool Fabric::HeapBlock(uint64_t off, uint64_t size) const {
+  return off % kPage == 0 && size >= kPage && size % kPage == 0 && InHeap(off, size);
+}
+
+namespace {
+
+// The free block at `off` of a free list read from shared memory, or
+// nullptr if it is not a block of the heap.
+FreeBlock* FreeBlockAt(const Fabric& f, uint64_t off) {
+  if (off % kPage != 0 || !f.InHeap(off, kPage)) return nullptr;
+  auto* fb = f.At<FreeBlock>(off);
+  return f.HeapBlock(off, fb->size) ? fb : nullptr;
+}
+
+}  // namespace
+
 uint64_t Fabric::Alloc(uint64_t bytes) {
+  if (bytes > kHeapBytes) {
+    errno = ENOMEM;
+    return 0;
+  }
   uint64_t need = RoundUp(bytes + kHdrBytes, kPage);
   uint64_t prev = 0, cur = hdr_->free_head;
-  while (cur) {
-    auto* fb = At<FreeBlock>(cur);
+  // The free list lives in shared memory: a block outside the heap, or a
+  // list longer than the heap has pages (a cycle), ends the search.
+  for (uint64_t steps = 0; cur && steps < kHeapBytes / kPage; ++steps) {
+    FreeBlock* fb = FreeBlockAt(*this, cur);
+    if (!fb) break;
     if (fb->size >= need) {
       uint64_t rest = fb->size - need;
+      // The block's pages and, when it splits, the next free block's
+      // header: backed before the first touch, or no allocation at all.
+      if (Reserve(fd_, cur, need + (rest >= kPage ? kPage : 0)) != 0) {
+        errno = ENOMEM;
+        return 0;
+      }
       uint64_t next = fb->next;
       if (rest >= kPage) {
         uint64_t split = cur + need;
@@ -257,24 +428,27 @@ uint64_t Fabric::Alloc(uint64_t bytes) {
     prev = cur;
     cur = fb->next;
   }
+  errno = ENOMEM;
   return 0;
 }
 
 void Fabric::Free(uint64_t off) {
-  if (!off) return;
+  if (off < kHdrBytes || !InHeap(off - kHdrBytes, kPage)) return;  // an offset read from shared memory
   uint64_t blk = off - kHdrBytes;
   auto* uh = At<UsedHeader>(blk);
-  if (uh->magic != kUsedMagic) return;  // never corrupt the heap on a bad free
   uint64_t size = uh->size;
+  if (uh->magic != kUsedMagic || !HeapBlock(blk, size)) return;  // never corrupt the heap on a bad free
   uh->magic = 0;
   // Give the pages back to the system; the block header page stays.
   if (size > kPage) madvise(base_ + blk + kPage, size - kPage, MADV_REMOVE);
   // Insert sorted, coalescing with neighbours.
   uint64_t prev = 0, cur = hdr_->free_head;
-  while (cur && cur < blk) {
+  for (uint64_t steps = 0; cur && cur < blk; ++steps) {
+    if (steps >= kHeapBytes / kPage || !FreeBlockAt(*this, cur)) return;  // a forged list: leak the block
     prev = cur;
     cur = At<FreeBlock>(cur)->next;
   }
+  if (cur && !FreeBlockAt(*this, cur)) return;
   auto* nb = At<FreeBlock>(blk);
   nb->size = size;
   nb->next = cur;
@@ -293,6 +467,57 @@ void Fabric::Free(uint64_t off) {
   } else {
     hdr_->free_head = blk;
   }
+}
+
+bool Fabric::InHeap(uint64_t off, uint64_t len) const {
+  // The bounds are this process's own (heap_base lives in shared memory).
+  return off >= HeaderBytes() && off <= map_size_ && len <= map_size_ - off;
+}
+
+ShmRecvWqe* Fabric::RqEntry(const ShmRq& rq, uint64_t index) const {
+  const uint64_t ring = rq.ring_off;
+  const uint32_t nslots = rq.nslots, stride = rq.stride, max_sge = rq.max_sge;
+  if (nslots == 0 || nslots > kMaxQpWr || max_sge == 0 || max_sge > kMaxSge ||
+      stride != sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge) || !InHeap(ring, uint64_t(nslots) * stride))
+    return nullptr;
+  return At<ShmRecvWqe>(ring + (index % nslots) * stride);
+}
+
+ShmCqe* Fabric::CqEntry(const ShmCq& cq, uint64_t index) const {
+  const uint64_t ring = cq.ring_off;
+  const uint32_t nslots = cq.nslots;
+  if (nslots < 2 || nslots > kMaxCqe + 1 || (nslots & (nslots - 1)) != 0 || cq.cqe >= nslots ||
+      !InHeap(ring, uint64_t(nslots) * sizeof(ShmCqe)) || ring % alignof(ShmCqe) != 0)
+    return nullptr;
+  return At<ShmCqe>(ring) + (index & (nslots - 1));
+}
+
+pid_t Fabric::PeerPid(uint32_t proc) const {
+  if (proc >= kMaxProcs || proc == self_ || !hdr_->procs[proc].in_use) return 0;
+  // A forged slot naming this process would turn a "peer" copy into one
+  // that bypasses this process's own MR records.
+  const pid_t pid = hdr_->procs[proc].pid;
+  return pid > 0 && pid != owner_pid_ ? pid : 0;
+}
+
+void Fabric::AllowPeerOf(const ShmQp& q) {
+  long want;
+  if (q.type == IBV_QPT_UD) {
+    want = -1;
+  } else {
+    const uint32_t dest = q.dest_qpn;
+    const ShmQp& d = hdr_->qps[dest % kMaxQps];
+    if (!d.in_use || d.qpn != dest) return;  // no such QP: nobody to let in
+    const pid_t pid = PeerPid(d.proc);
+    if (pid == 0 || pid == owner_pid_) return;
+    want = ptracer_ == 0 || ptracer_ == pid ? pid : -1;
+  }
+  if (want == ptracer_ || ptracer_ == -1) return;
+  // EINVAL: no Yama in this kernel, nothing to open.
+  if (prctl(PR_SET_PTRACER, want == -1 ? PR_SET_PTRACER_ANY : static_cast<unsigned long>(want), 0, 0, 0) ==
+          0 ||
+      errno == EINVAL)
+    ptracer_ = want;
 }
 
 bool Fabric::ProcAlive(uint32_t proc) const {
@@ -338,17 +563,30 @@ void Fabric::ReapDeadLocked() {
 }
 
 void Fabric::Detach() {
+  if (detached_ || getpid() != owner_pid_) return;
+  detached_ = true;
   Lock();
   ReleaseProcLocked(self_);
-  bool others = false;
-  for (auto& p : hdr_->procs) others |= p.in_use != 0;
   Unlock();
-  if (fd_ >= 0) {
-    // Remove the file only if nobody else holds it (they keep LOCK_SH).
-    if (!others && flock(fd_, LOCK_EX | LOCK_NB) == 0) unlink(path_.c_str());
-    close(fd_);
-    fd_ = -1;
-  }
+  RemoveFileIfLast();
+  if (!inproc_) SweepStaleFabrics();
+}
+
+void Fabric::RemoveFileIfLast() {
+  if (fd_ < 0 || getpid() != owner_pid_) return;
+  // Every user holds LOCK_SH on the file for life, and the kernel drops it
+  // when a process ends however it ends (SIGKILL included), so the lock,
+  // not the procs table, says who is left.  Drop ours, then try for
+  // LOCK_EX: of processes leaving together, the last one to try gets it.
+  // An attacher that opened the file meanwhile waits for LOCK_SH, finds it
+  // unlinked (st_nlink == 0) and opens afresh.
+  flock(fd_, LOCK_UN);
+  struct stat mine, named;
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && fstat(fd_, &mine) == 0 && lstat(path_.c_str(), &named) == 0 &&
+      mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
+    unlink(path_.c_str());
+  close(fd_);
+  fd_ = -1;
 }
 
 Fabric::~Fabric() {

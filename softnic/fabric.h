@@ -1,13 +1,43 @@
 // softnic/fabric: the shared-memory "wire" that softnic processes meet on.
 //
-// A fabric is one file in /dev/shm (mode 0600, per user, named by the
-// softnic_fabric option) holding fixed tables of every object a *remote*
-// process must see: processes, QPs (state, receive queue), CQs (completion
-// rings), SRQs, MRs (keys, ranges, access), completion channels and async
-// endpoints.  The requester executes a work request itself, under the fabric
-// lock: it validates keys against these tables and moves payload straight
-// into the peer's memory with process_vm_writev/readv (or memcpy when the
-// peer is itself), so no progress thread exists.
+// A fabric is one file, <dir>/rdmasan-<uid>-<name> (dir: the environment
+// variable RDMASAN_SOFTNIC_DIR, else /dev/shm; name: the softnic_fabric
+// option), holding fixed tables of every object a *remote* process must
+// see: processes, QPs (state, receive queue), CQs (completion rings), SRQs,
+// MRs (keys, ranges, access), completion channels and async endpoints.
+// The requester executes a work request itself, under the fabric lock: it
+// validates keys against these tables and moves payload straight into the
+// peer's memory with process_vm_writev/readv (or memcpy when the peer is
+// itself), so no progress thread exists.
+//
+// The file: created 0600 with O_NOFOLLOW, and used only if it is a regular
+// file of this user that nobody else may open (a name is predictable, so
+// another user may have created it first).  Otherwise the fabric moves to
+// the per-user directory <dir>/rdmasan-<uid>.d (created 0700, used only if
+// it is this user's and private) with a message saying so; if that is
+// taken too, softnic is unavailable (EPERM) with a message naming it.  Its
+// size is 4 GiB, sparse: the tables and every heap block are reserved with
+// posix_fallocate before their first touch, so a full file system gives
+// ENOMEM, never SIGBUS.  Every user holds a shared flock on it; the last one
+// to leave (Detach, or RemoveFileIfLast before an _exit) takes it
+// exclusively and removes the file.  A file whose last user was SIGKILLed
+// is removed by the next attach or detach of any fabric of the user (no
+// process holds its lock).  A forked child leaves its parent's slot,
+// objects and file alone.
+//
+// Every process of the user can write the segment, so nothing read from it
+// is trusted: ring offsets, slot counts, strides, indices and slot numbers
+// are checked against this process's own bounds before use (RqEntry,
+// CqEntry, PeerPid, the heap's free list), and payload is written into this
+// process's memory only where its own record of its MRs says (access.h
+// TrustedMr, OwnRange), never where a table entry or a staged completion
+// says.  A forged field gives an error completion or a refused call.
+//
+// process_vm_readv/writev between peers need the target's consent under
+// Yama (ptrace_scope 1): a process sets PR_SET_PTRACER only when a QP of
+// its own goes to RTR facing another process (AllowPeerOf), naming that
+// process, and widens it to any process of the user only for a second peer
+// or a UD QP.  It is never narrowed again while the process runs.
 //
 // May not: hold pointers into the segment across processes (it maps at a
 // different address in each; everything shared is an index or an offset),
@@ -230,9 +260,34 @@ class Fabric {
   void Lock();
   void Unlock();
 
-  // Heap, under the lock.  Returns 0 when exhausted.
+  // Heap, under the lock.  Returns 0 (errno ENOMEM) when exhausted, or
+  // when the file system cannot back the block (a full /dev/shm): the
+  // pages are reserved before they are touched, never a SIGBUS.
   uint64_t Alloc(uint64_t bytes);
   void Free(uint64_t off);
+
+  // Shared memory is writable by every process of the user, so what it
+  // says is checked before use.  These return the ring entry at `index`
+  // of a receive queue or a CQ ring, or nullptr when the queue's fields
+  // (ring offset, slot count, stride, SGE count) do not describe a ring
+  // inside the heap.  PeerPid: the pid of an in-use procs[] slot other
+  // than ours (and other than this process), or 0.
+  ShmRecvWqe* RqEntry(const ShmRq& rq, uint64_t index) const;
+  ShmCqe* CqEntry(const ShmCq& cq, uint64_t index) const;
+  bool InHeap(uint64_t off, uint64_t len) const;
+  // A page-aligned block of whole pages inside the heap.
+  bool HeapBlock(uint64_t off, uint64_t size) const;
+  pid_t PeerPid(uint32_t proc) const;
+
+  // Lets the process at the other end of `q` (a QP of ours going to RTR)
+  // move payload in and out of this one: under Yama's ptrace_scope 1,
+  // process_vm_readv/writev between unrelated processes needs the target's
+  // PR_SET_PTRACER.  The first peer process is named alone; a second peer,
+  // or a UD QP (anyone may send to it), widens it to any process of the
+  // user.  Nothing for a peer that is this process.  Fabric lock held.
+  void AllowPeerOf(const ShmQp& q);
+  // What PR_SET_PTRACER was set to: 0 (never), a pid, or -1 (any).
+  long ptracer() const { return ptracer_; }
 
   // The calling process's slot in procs[].
   uint32_t self_proc() const { return self_; }
@@ -244,8 +299,16 @@ class Fabric {
   // Frees every object of dead processes (under the lock).
   void ReapDeadLocked();
   // Releases every object of the calling process and detaches; the mapping
-  // stays until the Fabric is deleted.
+  // stays until the Fabric is deleted.  The last process to detach removes
+  // the file.  In a forked child (pid != the attacher's) it does nothing:
+  // the slot, the objects and the file are the parent's.  Idempotent.
   void Detach();
+  // Removes the fabric file if no other process holds it, without touching
+  // the tables: for a process about to end with _exit (the tables' slot is
+  // reaped by the next attacher).  Nothing in a forked child.
+  void RemoveFileIfLast();
+  // The fabric file's path ("" for inproc).
+  const std::string& path() const { return path_; }
   ~Fabric();
 
   // Unix datagram endpoint names (abstract namespace) for events.
@@ -254,6 +317,9 @@ class Fabric {
 
  private:
   Fabric() = default;
+  // Maps the named fabric file (path_, fd_), moving to the per-user
+  // directory when another user holds the name.
+  ShmHeader* MapNamed(uint64_t total);
   void ReleaseProcLocked(uint32_t proc);
 
   ShmHeader* hdr_ = nullptr;
@@ -261,6 +327,9 @@ class Fabric {
   size_t map_size_ = 0;
   int fd_ = -1;
   uint32_t self_ = 0;
+  pid_t owner_pid_ = 0;  // the attaching process (a forked child is not it)
+  long ptracer_ = 0;
+  bool detached_ = false;
   bool inproc_ = false;
   std::string name_;
   std::string path_;

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "softnic/access.h"
 #include "softnic/fabric.h"
 
 namespace rdmasan::softnic {
@@ -59,6 +60,7 @@ struct SnCq {
   std::mutex mu;  // one poller at a time
   ShmCq* shm;
   ShmCqe* ring;
+  uint32_t nslots = 0;  // the ring's, as created (shm->nslots may be forged)
   uint32_t seen_attention = 0;
   uint32_t empty_polls = 0;
   std::atomic<uint32_t> stalled{0};  // a bound SQ has RNR-stalled WRs
@@ -140,6 +142,10 @@ struct SnAh {
 struct Process {
   Fabric* fab = nullptr;
   pid_t pid = 0;  // cached: getpid() is a system call
+  // This process's MRs as it registered them (by MR slot): a copy into or
+  // out of its own memory is checked against these, not against the
+  // fabric's MR table, which every process of the user can write.
+  LocalMr own_mrs[kMaxMrs];
   std::mutex mu;  // object creation and destruction
   SnQp* qps[kMaxQps] = {};
   SnCq* cqs[kMaxCqs] = {};
@@ -216,8 +222,9 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
     }
     return false;
   }
-  auto* ring = p->fab->At<ShmCqe>(cq.ring_off);
-  ShmCqe& slot = ring[cq.prod & (cq.nslots - 1)];
+  ShmCqe* entry = p->fab->CqEntry(cq, cq.prod);  // nullptr: a ring forged in shared memory
+  if (!entry) return false;
+  ShmCqe& slot = *entry;
   const bool solicited = (in.wc_flags & 0x80000000u) || in.status != IBV_WC_SUCCESS;
   // Copy everything but seq, then publish.
   memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq),

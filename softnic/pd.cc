@@ -103,6 +103,13 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
   mr->mr.handle = slot;
   mr->mr.lkey = m.key;
   mr->mr.rkey = m.key;
+  LocalMr& own = p->own_mrs[slot];
+  own.addr = m.addr;
+  own.length = length;
+  own.iova = iova;
+  own.access = access;
+  own.pd = m.pd;
+  own.key.store(m.key, std::memory_order_release);
   return &mr->mr;
 }
 
@@ -114,6 +121,7 @@ int DeregMr(ibv_mr* ibmr) {
     FabricLock lock(p->fab);
     ShmMr& m = p->fab->hdr()->mrs[mr->slot];
     if (!m.in_use || m.key != ibmr->lkey) return EINVAL;
+    p->own_mrs[mr->slot].key.store(0, std::memory_order_release);
     m.in_use = 0;  // keep the key: the next registration of the slot bumps it
   }
   delete mr;

@@ -271,6 +271,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
         MoveToErrorLocked(p, &s);
         flush = true;
       }
+      if (next == IBV_QPS_RTR && cur != IBV_QPS_RTR) p->fab->AllowPeerOf(s);  // before a peer can reach us
       s.state.store(next);
       ibqp->state = next;
     }
@@ -343,8 +344,10 @@ void MoveToErrorLocked(Process* p, ShmQp* q) {
   const uint32_t slot = static_cast<uint32_t>(q - h->qps);
   if (q->srq == kNone) {
     ShmRq& rq = q->rq;
-    while (rq.tail < rq.head) {
-      auto* w = p->fab->At<ShmRecvWqe>(rq.ring_off + (rq.tail % rq.nslots) * rq.stride);
+    // At most one ring's worth, whatever head and tail in shared memory say.
+    for (uint64_t n = 0; rq.tail < rq.head && n < kMaxQpWr; ++n) {
+      ShmRecvWqe* w = p->fab->RqEntry(rq, rq.tail);
+      if (!w) break;
       ShmCqe c{};
       c.wr_id = w->wr_id;
       c.status = IBV_WC_WR_FLUSH_ERR;

@@ -23,7 +23,13 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
       *bad = wr;
       return ENOMEM;
     }
-    auto* w = p->fab->At<ShmRecvWqe>(rq->ring_off + (rq->head % rq->nslots) * rq->stride);
+    // The ring's fields live in shared memory: a ring they no longer
+    // describe (or a WR wider than it) is refused, never written through.
+    auto* w = p->fab->RqEntry(*rq, rq->head);
+    if (!w || static_cast<uint32_t>(wr->num_sge) > rq->max_sge) {
+      *bad = wr;
+      return ENOMEM;
+    }
     w->wr_id = wr->wr_id;
     w->num_sge = wr->num_sge;
     for (int i = 0; i < wr->num_sge; ++i)
