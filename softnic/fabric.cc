@@ -209,8 +209,7 @@ std::string FabricDir() {
 bool PrivateDir(const std::string& dir, std::string* out) {
   *out = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
   if (mkdir(out->c_str(), 0700) != 0 && errno != EEXIST) {
-    fprintf(stderr, "==%d==rdmasan: softnic: cannot create %s: %s\n", getpid(), out->c_str(),
-            strerror(errno));
+    core::Diag(absl::StrCat("softnic: cannot create ", *out, ": ", strerror(errno)));
     return false;
   }
   int fd = open(out->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -218,10 +217,9 @@ bool PrivateDir(const std::string& dir, std::string* out) {
   bool ok = fd >= 0 && fstat(fd, &st) == 0 && Private(st, S_IFDIR);
   if (fd >= 0) close(fd);
   if (!ok)
-    fprintf(stderr,
-            "==%d==rdmasan: softnic: %s is not this user's private directory (%s); softnic is unavailable: "
-            "remove it, or set RDMASAN_SOFTNIC_DIR to a directory only you can write\n",
-            getpid(), out->c_str(), WhyNotOurs(*out).c_str());
+    core::Diag(absl::StrCat("softnic: ", *out, " is not this user's private directory (", WhyNotOurs(*out),
+                            "); softnic is unavailable: remove it, or set RDMASAN_SOFTNIC_DIR to a directory "
+                            "only you can write"));
   return ok;
 }
 
@@ -276,13 +274,12 @@ ShmHeader* Fabric::MapNamed(uint64_t total) {
     return nullptr;
   }
   std::string fallback = absl::StrCat(private_dir, "/", name_);
-  fprintf(stderr, "==%d==rdmasan: softnic: fabric file %s is not this user's (%s); using %s instead\n",
-          getpid(), path_.c_str(), why.c_str(), fallback.c_str());
+  core::Diag(absl::StrCat("softnic: fabric file ", path_, " is not this user's (", why, "); using ", fallback,
+                          " instead"));
   path_ = std::move(fallback);
   h = MapFabricFile(path_, total, &fd_);
   if (!h && Squatted(errno))
-    fprintf(stderr, "==%d==rdmasan: softnic: fabric file %s is not this user's (%s)\n", getpid(),
-            path_.c_str(), WhyNotOurs(path_).c_str());
+    core::Diag(absl::StrCat("softnic: fabric file ", path_, " is not this user's (", WhyNotOurs(path_), ")"));
   return h;
 }
 
