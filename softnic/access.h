@@ -2,7 +2,9 @@
 //
 // Every byte the device touches on behalf of a work request is first
 // translated here from (key, iova, length) to a range of a live MR that
-// grants the access, then moved by Move.  Inline: the data path runs them
+// grants the access, then moved by Move, which cannot fault: a range that
+// is no longer mapped is an EFAULT the caller turns into an error
+// completion.  Inline: the data path runs them
 // once per SGE of every WR, under the fabric lock.
 //
 // May not: take locks (the caller holds the fabric lock), allocate, touch
@@ -69,24 +71,13 @@ inline bool ValidateRkey(ShmHeader* h, const ShmQp& resp, uint32_t rkey, uint64_
   return true;
 }
 
-// Copies `len` bytes from `src` (in process `src_pid`, or ours) to `dst` (in
+// Copies from `src` (in process `src_pid`, or ours) to `dst` (in
 // `dst_pid`, or ours).  One side is always ours.  Returns 0 or an errno.
+// Always process_vm_writev/readv, even within this process: memory
+// unmapped (or made read-only) under a live MR makes the copy fail with
+// EFAULT instead of faulting the process, with the fabric lock held.
 inline int Move(pid_t self, pid_t dst_pid, const Seg* dst, uint32_t ndst, pid_t src_pid, const Seg* src,
                 uint32_t nsrc) {
-  if (dst_pid == self && src_pid == self) {
-    uint32_t di = 0, si = 0;
-    uint64_t doff = 0, soff = 0;
-    while (di < ndst && si < nsrc) {
-      uint64_t n = std::min<uint64_t>(dst[di].len - doff, src[si].len - soff);
-      memmove(reinterpret_cast<void*>(dst[di].va + doff), reinterpret_cast<const void*>(src[si].va + soff),
-              n);
-      doff += n;
-      soff += n;
-      if (doff == dst[di].len) ++di, doff = 0;
-      if (soff == src[si].len) ++si, soff = 0;
-    }
-    return 0;
-  }
   iovec liov[kMaxSge + 2], riov[kMaxSge + 2];
   const bool write = src_pid == self;
   const Seg* l = write ? src : dst;

@@ -167,6 +167,10 @@ uint32_t FreeSlot(T (&table)[N], uint32_t first = 0) {
 
 inline uint32_t PdId(ibv_pd* pd) { return reinterpret_cast<SnPd*>(pd)->id; }
 
+// 0 if [addr, addr+len) of this process is mapped readable (and writable
+// if `write`), else EFAULT; 0 when /proc cannot tell (pd.cc).
+int RangeAccessible(uint64_t addr, uint64_t len, bool write);
+
 // Device and context (device.cc).
 uint64_t NowNs();
 // Binds the datagram socket of a context's async events or a completion

@@ -26,6 +26,132 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+// ---------------------------------------------------------------- item 7 --
+
+// A fresh anonymous mapping of `pages` pages.
+uint8_t* MapPages(size_t pages, int prot) {
+  void* p = mmap(nullptr, pages * 4096, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+}
+
+TEST_F(SoftnicPair, RegMrOfUnmappedMemoryIsEfault) {
+  uint8_t* m = MapPages(2, PROT_READ | PROT_WRITE);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(munmap(m + 4096, 4096), 0);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, m + 4096, 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, m, 8192, 0), nullptr) << "the range's second page is unmapped";
+  EXPECT_EQ(errno, EFAULT);
+  ibv_mr* ok = ibv_reg_mr(pd_, m, 4096, IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_NE(ok, nullptr) << "the mapped page alone registers";
+  if (ok) {
+    EXPECT_EQ(ibv_dereg_mr(ok), 0);
+  }
+  munmap(m, 4096);
+}
+
+TEST_F(SoftnicPair, RegMrForWriteOfReadOnlyMemoryIsEfault) {
+  uint8_t* m = MapPages(1, PROT_READ);
+  ASSERT_NE(m, nullptr);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, m, 4096, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, m, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  ibv_mr* ro = ibv_reg_mr(pd_, m, 4096, IBV_ACCESS_REMOTE_READ);
+  EXPECT_NE(ro, nullptr) << "read-only memory registers for reading";
+  if (ro) {
+    EXPECT_EQ(ibv_dereg_mr(ro), 0);
+  }
+  munmap(m, 4096);
+}
+
+// Registers one page, then unmaps it under the live MR.
+class SoftnicUnmapped : public SoftnicPair {
+ protected:
+  void SetUp() override {
+    SoftnicPair::SetUp();
+    page_ = MapPages(1, PROT_READ | PROT_WRITE);
+    ASSERT_NE(page_, nullptr);
+    mr_gone_ = ibv_reg_mr(pd_, page_, 4096, opts_.access);
+    ASSERT_NE(mr_gone_, nullptr);
+    ASSERT_EQ(munmap(page_, 4096), 0);
+  }
+  void TearDown() override {
+    if (mr_gone_) {
+      EXPECT_EQ(ibv_dereg_mr(mr_gone_), 0);
+    }
+    SoftnicPair::TearDown();
+  }
+  // Posts `op` from `side` with one SGE on the unmapped page (local) or on
+  // the side's buffer with the unmapped page as the remote target.
+  int PostGone(int side, ibv_wr_opcode op, bool local_gone) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(local_gone ? page_ : buf_[side].data()), 64,
+                local_gone ? mr_gone_->lkey : mr_[side]->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 77;
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(local_gone ? buf_[1 - side].data() : page_);
+    wr.wr.rdma.rkey = local_gone ? mr_[1 - side]->rkey : mr_gone_->rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp_[side], &wr, &bad);
+  }
+  ibv_wc_status OneStatus(int side) {
+    auto c = Poll(side, 1);
+    EXPECT_EQ(c.size(), 1u);
+    return c.empty() ? IBV_WC_GENERAL_ERR : c[0].status;
+  }
+  uint8_t* page_ = nullptr;
+  ibv_mr* mr_gone_ = nullptr;
+};
+
+TEST_F(SoftnicUnmapped, SendFromUnmappedMemoryIsLocalProtectionError) {
+  ASSERT_EQ(PostRecv(1, 5, 0, 128), 0);
+  ASSERT_EQ(PostGone(0, IBV_WR_SEND, true), 0);
+  EXPECT_EQ(OneStatus(0), IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(State(1), IBV_QPS_RTS) << "the responder never saw the message";
+  EXPECT_TRUE(Poll(1, 1, 50).empty()) << "its receive WQE stays posted";
+}
+
+TEST_F(SoftnicUnmapped, WriteFromUnmappedMemoryIsLocalProtectionError) {
+  ASSERT_EQ(PostGone(0, IBV_WR_RDMA_WRITE, true), 0);
+  EXPECT_EQ(OneStatus(0), IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(State(1), IBV_QPS_RTS);
+}
+
+TEST_F(SoftnicUnmapped, ReadIntoUnmappedMemoryIsLocalProtectionError) {
+  ASSERT_EQ(PostGone(1, IBV_WR_RDMA_READ, true), 0);
+  EXPECT_EQ(OneStatus(1), IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(State(0), IBV_QPS_RTS);
+}
+
+TEST_F(SoftnicUnmapped, WriteToUnmappedRemoteIsRemoteAccessError) {
+  ASSERT_EQ(PostGone(0, IBV_WR_RDMA_WRITE, false), 0);
+  EXPECT_EQ(OneStatus(0), IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(SoftnicUnmapped, AtomicOnUnmappedRemoteIsRemoteAccessError) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf_[0].data()), 8, mr_[0]->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(page_);
+  wr.wr.atomic.rkey = mr_gone_->rkey;
+  wr.wr.atomic.compare_add = 1;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
+  EXPECT_EQ(OneStatus(0), IBV_WC_REM_ACCESS_ERR);
+}
+
 // --------------------------------------------------------------- item 12 --
 
 // The abstract name a socket is bound to (without the leading NUL).
