@@ -139,6 +139,37 @@ int NoResponder(Exec& x) {
   return IBV_WC_SUCCESS;  // UC/UD: silently dropped on the wire
 }
 
+// The longest an RC requester keeps resending to a responder that does not
+// answer: timeout 0 (infinite in the spec) and long timers stop here.
+constexpr uint64_t kMaxRetryNs = 60ull * 1000 * 1000 * 1000;
+
+// Transport retry time of an RC QP (IB spec 9.7.6.1.3): retry_cnt + 1
+// tries of 4.096 us * 2^timeout each.
+uint64_t RetryBudgetNs(const ShmQp& me) {
+  if (me.timeout == 0) return kMaxRetryNs;
+  const uint64_t per_try = 4096ull << std::min(me.timeout, 31u);
+  return std::min(per_try * (std::min(me.retry_cnt, 7u) + 1), kMaxRetryNs);
+}
+
+// An RC responder that exists but is not yet in RTR drops what it gets, as
+// the wire does: the requester retries (the WR stays pending, retried from
+// later post/poll/wait calls) until the responder is ready or the retry
+// time runs out (RETRY_EXC_ERR).  UC and UD lose the message.
+int ResponderNotReady(Exec& x, SendWqe& w) {
+  if (x.qp->shm->type != IBV_QPT_RC) return NoResponder(x);
+  const uint64_t now = NowNs();
+  if (!w.retry_since_ns) w.retry_since_ns = now;
+  if (now - w.retry_since_ns >= RetryBudgetNs(*x.qp->shm)) return NoResponder(x);
+  return kPending;
+}
+
+// A responder that cannot receive: not yet in RTR (RESET, INIT: retried)
+// or past it (ERR, SQE: the requester fails at once, as before).
+int NotReadyOrError(Exec& x, const ShmQp& resp, SendWqe& w) {
+  auto s = resp.state.load(std::memory_order_relaxed);
+  return s == IBV_QPS_RESET || s == IBV_QPS_INIT ? ResponderNotReady(x, w) : NoResponder(x);
+}
+
 bool PeerAlive(Exec& x, const ShmQp& resp) {
   if (resp.proc == x.p->fab->self_proc()) return true;
   // Every 10 ms, confirm that the peer's process still runs: a SEND staged
@@ -267,7 +298,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   const bool ud = me.type == IBV_QPT_UD;
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
   if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
-  if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NoResponder(x);
+  if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NotReadyOrError(x, *resp, w);
   if (ud) {
     uint32_t qkey = (w.remote_qkey & 0x80000000u) ? me.qkey : w.remote_qkey;
     if (qkey != resp->qkey) return IBV_WC_SUCCESS;  // dropped, like the wire
@@ -382,7 +413,7 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
   if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
-  if (!CanReceive(*resp)) return NoResponder(x);
+  if (!CanReceive(*resp)) return NotReadyOrError(x, *resp, w);
   const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.h->procs[resp->proc].pid;
   switch (w.opcode) {
     case IBV_WR_RDMA_WRITE:
@@ -524,6 +555,7 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.imm = wr->imm_data;
     w.num_sge = wr->num_sge;
     w.rnr_since_ns = 0;
+    w.retry_since_ns = 0;
     w.inline_len = 0;
     w.has_ah = false;
     w.remote_addr = w.rkey = w.compare_add = w.swap = 0;

@@ -97,6 +97,7 @@ struct SendWqe {
   // Execution state.
   bool executed;
   uint64_t rnr_since_ns;
+  uint64_t retry_since_ns;  // first try that found the responder not in RTR
   ShmSge sge[kMaxSge];
   uint8_t inline_data[kMaxInline];
 };

@@ -152,6 +152,70 @@ TEST_F(SoftnicUnmapped, AtomicOnUnmappedRemoteIsRemoteAccessError) {
   EXPECT_EQ(OneStatus(0), IBV_WC_REM_ACCESS_ERR);
 }
 
+// ---------------------------------------------------------------- item 9 --
+
+class SoftnicLateResponder : public SoftnicPair {
+ protected:
+  // Puts side 1 back in RESET: side 0 (RTS) then sends to a QP not yet in RTR.
+  void SetUp() override {
+    SoftnicPair::SetUp();
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(qp_[1], &a, IBV_QP_STATE), 0);
+  }
+  // Side 0's transport retry: timeout 4.096 us * 2^12 = 16.8 ms, 3 tries.
+  void ShortRetry() {
+    ibv_qp_attr a{};
+    a.timeout = 12;
+    a.retry_cnt = 2;
+    ASSERT_EQ(ibv_modify_qp(qp_[0], &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT), 0);
+  }
+};
+
+TEST_F(SoftnicLateResponder, SendWaitsUntilTheResponderReachesRtr) {
+  std::memcpy(buf_[0].data(), "early", 6);
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 1, 0, 6), 0);
+  EXPECT_TRUE(Poll(0, 1, 20).empty()) << "the responder is in RESET: the send is retried";
+  std::thread peer([&] {
+    std::this_thread::sleep_for(milliseconds(10));
+    EXPECT_EQ(Connect(qp_[1], qp_[0]->qp_num), 0);
+    EXPECT_EQ(PostRecv(1, 2, 0, 64), 0);
+  });
+  auto c = Poll(0, 1);
+  peer.join();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_SUCCESS);
+  auto r = Poll(1, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(buf_[1].data()), "early");
+}
+
+TEST_F(SoftnicLateResponder, RdmaWriteWaitsUntilTheResponderReachesRtr) {
+  std::memcpy(buf_[0].data(), "write", 6);
+  ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 1, 0, 6), 0);
+  std::thread peer([&] {
+    std::this_thread::sleep_for(milliseconds(10));
+    EXPECT_EQ(Connect(qp_[1], qp_[0]->qp_num), 0);
+  });
+  auto c = Poll(0, 1);
+  peer.join();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(buf_[1].data()), "write");
+}
+
+TEST_F(SoftnicLateResponder, RetryExceededOnlyAfterTheRetryTime) {
+  ShortRetry();
+  auto t0 = steady_clock::now();
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 1, 0, 8), 0);
+  auto c = Poll(0, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_RETRY_EXC_ERR);
+  // 3 tries of 16.8 ms: the error may come later, never sooner.
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(50));
+}
+
 // --------------------------------------------------------------- item 12 --
 
 // The abstract name a socket is bound to (without the leading NUL).
