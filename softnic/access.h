@@ -71,13 +71,31 @@ inline bool ValidateRkey(ShmHeader* h, const ShmQp& resp, uint32_t rkey, uint64_
   return true;
 }
 
+// Sanitizer builds copy within the process with process_vm_readv/writev
+// too (see safe_copy.cc).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RDMASAN_SOFTNIC_VM_COPY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RDMASAN_SOFTNIC_VM_COPY 1
+#endif
+#endif
+
+// Copies the bytes of `src` to `dst` within this process; EFAULT instead of
+// a fault if either is no longer accessible (safe_copy.cc).
+int CopyLocal(const Seg* dst, uint32_t ndst, const Seg* src, uint32_t nsrc);
+
 // Copies from `src` (in process `src_pid`, or ours) to `dst` (in
 // `dst_pid`, or ours).  One side is always ours.  Returns 0 or an errno.
-// Always process_vm_writev/readv, even within this process: memory
-// unmapped (or made read-only) under a live MR makes the copy fail with
-// EFAULT instead of faulting the process, with the fabric lock held.
+// It never faults: memory unmapped (or made read-only) under a live MR
+// makes the copy fail with EFAULT, not kill the process with the fabric
+// lock held.  Within the process: a memmove with a recovery point
+// (CopyLocal); across processes: process_vm_writev/readv.
 inline int Move(pid_t self, pid_t dst_pid, const Seg* dst, uint32_t ndst, pid_t src_pid, const Seg* src,
                 uint32_t nsrc) {
+#ifndef RDMASAN_SOFTNIC_VM_COPY
+  if (dst_pid == self && src_pid == self) return CopyLocal(dst, ndst, src, nsrc);
+#endif
   iovec liov[kMaxSge + 2], riov[kMaxSge + 2];
   const bool write = src_pid == self;
   const Seg* l = write ? src : dst;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 
+#include "softnic/access.h"
 #include "softnic/internal.h"
 
 namespace rdmasan::softnic {
@@ -229,6 +230,21 @@ void AckCqEvents(ibv_cq* cq, unsigned n) {
 
 namespace {
 
+// Scatters a payload staged in the completion into the receive buffers it
+// names; false if they are no longer mapped (the copy cannot fault).
+bool ScatterStaged(Process* p, const ShmCqe& c) {
+  Seg dst[kStageSges];
+  const uint32_t len = std::min(c.stage_len, kStageBytes);
+  uint32_t nd = 0, off = 0;
+  for (uint32_t i = 0; i < c.stage_nsge && i < kStageSges && off < len; ++i) {
+    uint32_t n = std::min(c.stage_sge[i].length, len - off);
+    dst[nd++] = {c.stage_sge[i].addr, n};
+    off += n;
+  }
+  Seg src{reinterpret_cast<uint64_t>(c.stage), off};
+  return Move(p->pid, p->pid, dst, nd, p->pid, &src, 1) == 0;
+}
+
 // Takes one completion (cq->mu held).  Returns false if none.
 bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   ShmCq& s = *cq->shm;
@@ -248,13 +264,11 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   wc->slid = c.slid;
   wc->sl = c.sl;
   wc->dlid_path_bits = c.dlid_path_bits;
-  if (c.stage_nsge && c.status == IBV_WC_SUCCESS) {
-    uint32_t off = 0;
-    for (uint32_t i = 0; i < c.stage_nsge && off < c.stage_len; ++i) {
-      uint32_t n = std::min(c.stage_sge[i].length, c.stage_len - off);
-      memcpy(reinterpret_cast<void*>(c.stage_sge[i].addr), c.stage + off, n);
-      off += n;
-    }
+  if (c.stage_nsge && c.status == IBV_WC_SUCCESS && !ScatterStaged(p, c)) {
+    // The receive buffer was unmapped under its MR: the device could not
+    // write it.
+    wc->status = IBV_WC_LOC_PROT_ERR;
+    wc->byte_len = 0;
   }
   cq->cur_ts = c.ts_ns;
   // Retire queue slots: the completion is now seen by the application.

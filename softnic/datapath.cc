@@ -3,11 +3,13 @@
 // The requester executes its own work requests at post time (and retries
 // RNR-stalled ones from its later post/poll/wait calls), under the fabric
 // lock: it validates every key against the shared MR table, takes the
-// responder's receive WQE, moves the payload with one copy
-// (process_vm_writev/readv, within a process too: memory unmapped under a
-// live MR fails the copy instead of faulting, and the WR completes with
-// LOC_PROT_ERR when the requester's own memory is gone, else with the
-// responder-side error), and writes the completions.  Hardware semantics kept: a WR occupies its SQ slot
+// responder's receive WQE, moves the payload with one copy (a memmove
+// within a process, process_vm_writev/readv across processes, or staged
+// inside the completion for small SENDs, scattered by the receiver's poll),
+// and writes the completions.  No copy faults (access.h Move): memory
+// unmapped under a live MR fails it, and the WR completes with LOC_PROT_ERR
+// when the requester's own memory is gone, else with the responder-side
+// error.  Hardware semantics kept: a WR occupies its SQ slot
 // until the completion that retires it is polled (a signaled completion retires every earlier WR of the SQ);
 // receive slots likewise; errors move the QP to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
 // Posting receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in cq.cc.
@@ -246,6 +248,19 @@ void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
   grh->dgid = w.ah.grh.dgid;
 }
 
+// Small payloads to another process travel inside the completion; the
+// receiver scatters them at poll (one copy, no system call).  False if the
+// payload could not be read (the requester's memory is gone).
+bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint64_t need,
+                ShmCqe* c) {
+  Seg stage{reinterpret_cast<uint64_t>(c->stage), static_cast<uint32_t>(need)};
+  if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
+  c->stage_len = static_cast<uint32_t>(need);
+  c->stage_nsge = static_cast<uint8_t>(nr);
+  for (uint32_t i = 0; i < nr; ++i) c->stage_sge[i] = {rseg[i].va, rseg[i].len, 0};
+  return true;
+}
+
 // SEND: scatters (GRH for UD +) payload into the receive WQE's buffers,
 // validated against the responder's MRs.
 int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c,
@@ -272,7 +287,12 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
     c.byte_len = static_cast<uint32_t>(len + 40);
   }
   for (uint32_t i = 0; i < nl; ++i) src[ns++] = lseg[i];
-  if (need) {
+  if (dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
+    if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
+      UntakeRecv(x, resp, srq_slot);
+      return IBV_WC_LOC_PROT_ERR;
+    }
+  } else if (need) {
     int e = Move(x.self, dst_pid, rseg, nr, x.self, src, ns);
     if (e == ESRCH) return NoResponder(x);
     if (e && LocalFault(lseg, nl, false)) {

@@ -4,6 +4,7 @@
 // while its responder is not yet in RTR, and the event sockets accept only
 // their owner's datagrams and survive squatted names.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "softnic/access.h"
 #include "softnic/internal.h"
 #include "softnic/softnic.h"
 #include "tests/unit/softnic_fixture.h"
@@ -150,6 +152,52 @@ TEST_F(SoftnicUnmapped, AtomicOnUnmappedRemoteIsRemoteAccessError) {
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
   EXPECT_EQ(OneStatus(0), IBV_WC_REM_ACCESS_ERR);
+}
+
+// A copy of the device that meets an unmapped page fails with EFAULT; a
+// fault of the program's own still reaches the program's handler (set
+// before the device's first copy), or its default action: the device's
+// recovery covers only its own copies.  Each role runs in a fresh process
+// (this binary, re-executed), where no device copy has run yet.
+constexpr char kSafeCopyRole[] = "RDMASAN_TEST_SAFE_COPY_ROLE";
+
+[[noreturn]] void SafeCopyRole(bool own_handler) {
+  uint8_t* page = MapPages(1, PROT_READ | PROT_WRITE);
+  if (!page || munmap(page, 4096) != 0) _exit(2);
+  if (own_handler) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { _exit(42); };
+    sigaction(SIGSEGV, &sa, nullptr);
+  }
+  uint8_t buf[64];
+  const pid_t self = getpid();
+  softnic::Seg dst{reinterpret_cast<uint64_t>(buf), 64}, src{reinterpret_cast<uint64_t>(page), 64};
+  if (softnic::Move(self, self, &dst, 1, self, &src, 1) != EFAULT) _exit(3);
+  *reinterpret_cast<volatile uint8_t*>(page) = 1;  // the program's own fault
+  _exit(4);
+}
+
+int RunSafeCopyRole(const char* role) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv(kSafeCopyRole, role, 1);
+    execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=SoftnicSafeCopy.*", nullptr);
+    _exit(5);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return status;
+}
+
+TEST(SoftnicSafeCopy, DeviceFaultsFailTheCopyAndProgramFaultsStayThePrograms) {
+#ifdef RDMASAN_SOFTNIC_VM_COPY
+  GTEST_SKIP() << "sanitizer build: the sanitizer owns SIGSEGV";
+#endif
+  if (const char* role = getenv(kSafeCopyRole)) SafeCopyRole(std::string(role) == "handler");
+  int st = RunSafeCopyRole("handler");
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 42) << "status " << st;
+  st = RunSafeCopyRole("default");
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) << "status " << st;
 }
 
 // ---------------------------------------------------------------- item 9 --
