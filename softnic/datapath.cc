@@ -9,10 +9,12 @@
 // and writes the completions.  No copy faults (access.h Move): memory
 // unmapped under a live MR fails it, and the WR completes with LOC_PROT_ERR
 // when the requester's own memory is gone, else with the responder-side
-// error.  Hardware semantics kept: a WR occupies its SQ slot
-// until the completion that retires it is polled (a signaled completion retires every earlier WR of the SQ);
-// receive slots likewise; errors move the QP to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
-// Posting receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in cq.cc.
+// error.  Hardware semantics kept: a WR occupies its SQ slot until the
+// completion that retires it is polled (a signaled completion retires
+// every earlier WR of the SQ); receive slots likewise; errors move the QP
+// to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
+// receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in
+// cq.cc.
 //
 // May not: touch memory outside what a valid key grants, allocate on the
 // post/poll path, or call the application.
