@@ -2,11 +2,13 @@
 //
 // Every byte the device touches on behalf of a work request is first
 // translated here from (key, iova, length) to a range of a live MR that
-// grants the access, then moved by Move.  Inline: the data path runs them
-// once per SGE of every WR, under the fabric lock.  The fabric's MR table
-// is shared memory any process of the user can write: an MR of this
-// process is translated by the process's own record of it (LocalMr), so a
-// forged entry can never aim a copy at other memory of this process.
+// grants the access, then moved by Move, which cannot fault: a range that
+// is no longer mapped is an EFAULT the caller turns into an error
+// completion.  Inline: the data path runs them once per SGE of every WR,
+// under the fabric lock.  The fabric's MR table is shared memory any
+// process of the user can write: an MR of this process is translated by
+// the process's own record of it (LocalMr), so a forged entry can never
+// aim a copy at other memory of this process.
 //
 // May not: take locks (the caller holds the fabric lock), allocate, touch
 // a byte outside the ranges a check returned, or report anything but a
@@ -115,24 +117,31 @@ inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, ui
   return true;
 }
 
-// Copies `len` bytes from `src` (in process `src_pid`, or ours) to `dst` (in
+// Sanitizer builds copy within the process with process_vm_readv/writev
+// too (see safe_copy.cc).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RDMASAN_SOFTNIC_VM_COPY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RDMASAN_SOFTNIC_VM_COPY 1
+#endif
+#endif
+
+// Copies the bytes of `src` to `dst` within this process; EFAULT instead of
+// a fault if either is no longer accessible (safe_copy.cc).
+int CopyLocal(const Seg* dst, uint32_t ndst, const Seg* src, uint32_t nsrc);
+
+// Copies from `src` (in process `src_pid`, or ours) to `dst` (in
 // `dst_pid`, or ours).  One side is always ours.  Returns 0 or an errno.
+// It never faults: memory unmapped (or made read-only) under a live MR
+// makes the copy fail with EFAULT, not kill the process with the fabric
+// lock held.  Within the process: a memmove with a recovery point
+// (CopyLocal); across processes: process_vm_writev/readv.
 inline int Move(pid_t self, pid_t dst_pid, const Seg* dst, uint32_t ndst, pid_t src_pid, const Seg* src,
                 uint32_t nsrc) {
-  if (dst_pid == self && src_pid == self) {
-    uint32_t di = 0, si = 0;
-    uint64_t doff = 0, soff = 0;
-    while (di < ndst && si < nsrc) {
-      uint64_t n = std::min<uint64_t>(dst[di].len - doff, src[si].len - soff);
-      memmove(reinterpret_cast<void*>(dst[di].va + doff), reinterpret_cast<const void*>(src[si].va + soff),
-              n);
-      doff += n;
-      soff += n;
-      if (doff == dst[di].len) ++di, doff = 0;
-      if (soff == src[si].len) ++si, soff = 0;
-    }
-    return 0;
-  }
+#ifndef RDMASAN_SOFTNIC_VM_COPY
+  if (dst_pid == self && src_pid == self) return CopyLocal(dst, ndst, src, nsrc);
+#endif
   iovec liov[kMaxSge + 2], riov[kMaxSge + 2];
   const bool write = src_pid == self;
   const Seg* l = write ? src : dst;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <new>
 
+#include "softnic/access.h"
 #include "softnic/internal.h"
 
 namespace rdmasan::softnic {
@@ -39,23 +40,22 @@ ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
       errno = EMFILE;
       return nullptr;
     }
+    uint32_t gen = h->channels[slot].gen;
+    ch->ch.fd = MakeEventSocket(p->fab, EventSocket::kChannel, slot, &gen);
+    if (ch->ch.fd < 0) {
+      int e = errno;
+      delete ch;
+      errno = e;
+      return nullptr;
+    }
     h->channels[slot].in_use = 1;
     h->channels[slot].proc = p->fab->self_proc();
-    h->channels[slot].gen++;
+    h->channels[slot].gen = gen;
     ch->slot = slot;
-    ch->gen = h->channels[slot].gen;
+    ch->gen = gen;
   }
   ch->ch.context = ctx;
   ch->ch.refcnt = 0;
-  ch->ch.fd = MakeDgramSocket(p->fab->ChannelAddr(ch->slot, ch->gen));
-  if (ch->ch.fd < 0) {
-    int e = errno;
-    FabricLock lock(p->fab);
-    p->fab->hdr()->channels[ch->slot].in_use = 0;
-    delete ch;
-    errno = e;
-    return nullptr;
-  }
   return &ch->ch;
 }
 
@@ -189,7 +189,7 @@ int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
   const bool nonblock = fcntl(ibch->fd, F_GETFL) & O_NONBLOCK;
   for (;;) {
     uint32_t msg[2];
-    ssize_t n = recv(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
+    ssize_t n = RecvFromOwner(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
     if (n == sizeof(msg)) {
       SnCq* cq = nullptr;
       {
@@ -234,28 +234,26 @@ namespace {
 // Scatters a payload staged in the completion into the receive buffers it
 // names: only into MRs of this process that grant local write, by the
 // process's own record (a completion in shared memory can be forged).
-// False if it names anything else; nothing is written then.
+// False if it names anything else (nothing is written then), or if they
+// are no longer mapped (the copy cannot fault).
 bool ScatterStaged(Process* p, const ShmCqe& c) {
   uint8_t nsge = c.stage_nsge;
   uint32_t len = c.stage_len;
   if (nsge > kStageSges || len > kStageBytes) return false;
   ShmSge sge[kStageSges];
   memcpy(sge, c.stage_sge, sizeof(sge));
-  uint32_t off = 0;
+  Seg dst[kStageSges];
+  uint32_t nd = 0, off = 0;
   for (uint32_t i = 0; i < nsge && off < len; ++i) {
     uint32_t n = std::min(sge[i].length, len - off);
     if (!OwnRange(p->own_mrs, sge[i].lkey, sge[i].addr, n, IBV_ACCESS_LOCAL_WRITE)) return false;
+    dst[nd++] = {sge[i].addr, n};
     off += n;
   }
   uint8_t data[kStageBytes];
   memcpy(data, c.stage, len);
-  off = 0;
-  for (uint32_t i = 0; i < nsge && off < len; ++i) {
-    uint32_t n = std::min(sge[i].length, len - off);
-    memcpy(reinterpret_cast<void*>(sge[i].addr), data + off, n);
-    off += n;
-  }
-  return true;
+  Seg src{reinterpret_cast<uint64_t>(data), off};
+  return Move(p->pid, p->pid, dst, nd, p->pid, &src, 1) == 0;
 }
 
 // Takes one completion (cq->mu held).  Returns false if none.
@@ -278,6 +276,8 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   wc->sl = c.sl;
   wc->dlid_path_bits = c.dlid_path_bits;
   if (c.stage_nsge && wc->status == IBV_WC_SUCCESS && !ScatterStaged(p, c)) {
+    // A forged completion, or the receive buffer was unmapped under its
+    // MR: the device could not write it.
     wc->status = IBV_WC_LOC_PROT_ERR;
     wc->byte_len = 0;
   }

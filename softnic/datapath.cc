@@ -3,14 +3,18 @@
 // The requester executes its own work requests at post time (and retries
 // RNR-stalled ones from its later post/poll/wait calls), under the fabric
 // lock: it validates every key against the MR tables (access.h), takes the
-// responder's receive WQE, moves the payload with one copy (memcpy within a
-// process, process_vm_writev/readv across processes, or staged inside the
-// completion for small SENDs, scattered by the receiver's poll), and writes
-// the completions.  Hardware semantics kept: a WR occupies its SQ slot until
-// the completion that retires it is polled (a signaled completion retires
-// every earlier WR of the SQ); receive slots likewise; errors move the QP to
-// ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
-// receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in cq.cc.
+// responder's receive WQE, moves the payload with one copy (a memmove
+// within a process, process_vm_writev/readv across processes, or staged
+// inside the completion for small SENDs, scattered by the receiver's poll),
+// and writes the completions.  No copy faults (access.h Move): memory
+// unmapped under a live MR fails it, and the WR completes with LOC_PROT_ERR
+// when the requester's own memory is gone, else with the responder-side
+// error.  Hardware semantics kept: a WR occupies its SQ slot until the
+// completion that retires it is polled (a signaled completion retires
+// every earlier WR of the SQ); receive slots likewise; errors move the QP
+// to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
+// receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in
+// cq.cc.
 //
 // May not: touch memory outside what a valid key grants, allocate on the
 // post/poll path, or call the application.
@@ -122,6 +126,21 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
   return w;
 }
 
+// Gives back the receive WQE TakeRecv just took (fabric lock still held).
+void UntakeRecv(Exec& x, ShmQp& resp, uint32_t srq_slot) {
+  ShmRq* rq = srq_slot != kNone ? &x.h->srqs[srq_slot].rq : &resp.rq;
+  --rq->tail;
+}
+
+// After a copy failed with EFAULT: true if the requester's own segments
+// (`write`: as a destination) are what is no longer accessible.  Error
+// path only: it reads /proc/self/maps.
+bool LocalFault(const Seg* lseg, uint32_t nl, bool write) {
+  for (uint32_t i = 0; i < nl; ++i)
+    if (RangeAccessible(lseg[i].va, lseg[i].len, write)) return true;
+  return false;
+}
+
 void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t status) {
   c.wr_id = w->wr_id;
   c.status = status;
@@ -147,6 +166,37 @@ int NoResponder(Exec& x) {
     return IBV_WC_RETRY_EXC_ERR;
   }
   return IBV_WC_SUCCESS;  // UC/UD: silently dropped on the wire
+}
+
+// The longest an RC requester keeps resending to a responder that does not
+// answer: timeout 0 (infinite in the spec) and long timers stop here.
+constexpr uint64_t kMaxRetryNs = 60ull * 1000 * 1000 * 1000;
+
+// Transport retry time of an RC QP (IB spec 9.7.6.1.3): retry_cnt + 1
+// tries of 4.096 us * 2^timeout each.
+uint64_t RetryBudgetNs(const ShmQp& me) {
+  if (me.timeout == 0) return kMaxRetryNs;
+  const uint64_t per_try = 4096ull << std::min(me.timeout, 31u);
+  return std::min(per_try * (std::min(me.retry_cnt, 7u) + 1), kMaxRetryNs);
+}
+
+// An RC responder that exists but is not yet in RTR drops what it gets, as
+// the wire does: the requester retries (the WR stays pending, retried from
+// later post/poll/wait calls) until the responder is ready or the retry
+// time runs out (RETRY_EXC_ERR).  UC and UD lose the message.
+int ResponderNotReady(Exec& x, SendWqe& w) {
+  if (x.qp->shm->type != IBV_QPT_RC) return NoResponder(x);
+  const uint64_t now = NowNs();
+  if (!w.retry_since_ns) w.retry_since_ns = now;
+  if (now - w.retry_since_ns >= RetryBudgetNs(*x.qp->shm)) return NoResponder(x);
+  return kPending;
+}
+
+// A responder that cannot receive: not yet in RTR (RESET, INIT: retried)
+// or past it (ERR, SQE: the requester fails at once, as before).
+int NotReadyOrError(Exec& x, const ShmQp& resp, SendWqe& w) {
+  auto s = resp.state.load(std::memory_order_relaxed);
+  return s == IBV_QPS_RESET || s == IBV_QPS_INIT ? ResponderNotReady(x, w) : NoResponder(x);
 }
 
 bool PeerAlive(Exec& x, const ShmQp& resp) {
@@ -186,11 +236,15 @@ void InitRecvCqe(const SendWqe& w, uint64_t len, ShmCqe* c) {
 
 // WRITE_WITH_IMM: the payload goes where the rkey says; the receive WQE
 // only reports the immediate.
-int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, pid_t dst_pid, uint64_t remote_va,
-                    const Seg* lseg, uint32_t nl, uint64_t len) {
+int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c, pid_t dst_pid,
+                    uint64_t remote_va, const Seg* lseg, uint32_t nl, uint64_t len) {
   Seg dst{remote_va, static_cast<uint32_t>(len)};
   int e = len ? Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl) : 0;
   if (e == ESRCH) return NoResponder(x);
+  if (e && LocalFault(lseg, nl, false)) {
+    UntakeRecv(x, resp, srq_slot);
+    return IBV_WC_LOC_PROT_ERR;
+  }
   if (e) {
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -222,16 +276,16 @@ void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
 }
 
 // Small payloads to another process travel inside the completion; the
-// receiver scatters them at poll (one copy, no syscall).
-void StageInCqe(const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint64_t need, ShmCqe* c) {
-  uint64_t off = 0;
-  for (uint32_t i = 0; i < ns; ++i) {
-    memcpy(c->stage + off, reinterpret_cast<const void*>(src[i].va), src[i].len);
-    off += src[i].len;
-  }
+// receiver scatters them at poll (one copy, no system call).  False if the
+// payload could not be read (the requester's memory is gone).
+bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint64_t need,
+                ShmCqe* c) {
+  Seg stage{reinterpret_cast<uint64_t>(c->stage), static_cast<uint32_t>(need)};
+  if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
   c->stage_len = static_cast<uint32_t>(need);
   c->stage_nsge = static_cast<uint8_t>(nr);
   for (uint32_t i = 0; i < nr; ++i) c->stage_sge[i] = {rseg[i].va, rseg[i].len, rseg[i].key};
+  return true;
 }
 
 // SEND: scatters (GRH for UD +) payload into the receive WQE's buffers,
@@ -261,10 +315,17 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   }
   for (uint32_t i = 0; i < nl; ++i) src[ns++] = lseg[i];
   if (dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
-    StageInCqe(src, ns, rseg, nr, need, &c);
+    if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
+      UntakeRecv(x, resp, srq_slot);
+      return IBV_WC_LOC_PROT_ERR;
+    }
   } else if (need) {
     int e = Move(x.self, dst_pid, rseg, nr, x.self, src, ns);
     if (e == ESRCH) return NoResponder(x);
+    if (e && LocalFault(lseg, nl, false)) {
+      UntakeRecv(x, resp, srq_slot);
+      return IBV_WC_LOC_PROT_ERR;
+    }
     if (e) {
       // Unlike a bad key, a failed copy leaves a UC responder running.
       RecvCompletion(x, resp, rw, c, IBV_WC_LOC_PROT_ERR);
@@ -284,7 +345,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   const bool ud = me.type == IBV_QPT_UD;
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
   if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
-  if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NoResponder(x);
+  if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NotReadyOrError(x, *resp, w);
   if (ud) {
     uint32_t qkey = (w.remote_qkey & 0x80000000u) ? me.qkey : w.remote_qkey;
     if (qkey != resp->qkey) return IBV_WC_SUCCESS;  // dropped, like the wire
@@ -309,7 +370,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   if (!dst_pid) return NoResponder(x);
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
-  if (write_imm) return DeliverWriteImm(x, *resp, rw, c, dst_pid, remote_va, lseg, nl, len);
+  if (write_imm) return DeliverWriteImm(x, *resp, rw, srq_slot, c, dst_pid, remote_va, lseg, nl, len);
   return DeliverSend(x, w, *resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
 }
 
@@ -325,6 +386,7 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
   Seg dst{va, static_cast<uint32_t>(len)};
   int e = Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
   if (e == ESRCH) return NoResponder(x);
+  if (e && LocalFault(lseg, nl, false)) return IBV_WC_LOC_PROT_ERR;
   if (e) {
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -344,6 +406,7 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
   Seg src{va, static_cast<uint32_t>(len)};
   int e = Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
   if (e == ESRCH) return NoResponder(x);
+  if (e && LocalFault(lseg, nl, true)) return IBV_WC_LOC_PROT_ERR;
   if (e) {
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -357,10 +420,11 @@ uint64_t AtomicResult(const SendWqe& w, uint64_t old) {
   return old == w.compare_add ? w.swap : old;
 }
 
-// An atomic on another process's memory: read, then write back if changed.
-// All softnic atomics run under the fabric lock, so read-modify-write
-// through the peer's memory is atomic with respect to each other.
-int AtomicInPeer(Exec& x, const SendWqe& w, pid_t dst_pid, uint64_t va, uint64_t* old) {
+// An atomic at its target (in another process or ours): read, then write
+// back if changed, with copies that fail instead of faulting.  All softnic
+// atomics run under the fabric lock, so the read-modify-write is atomic
+// with respect to each other (IBV_ATOMIC_HCA: not to the CPU's).
+int AtomicAtTarget(Exec& x, const SendWqe& w, pid_t dst_pid, uint64_t va, uint64_t* old) {
   Seg rs{va, 8}, ls{reinterpret_cast<uint64_t>(old), 8};
   int e = Move(x.self, x.self, &ls, 1, dst_pid, &rs, 1);
   if (e == ESRCH) return NoResponder(x);
@@ -388,20 +452,10 @@ int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const S
     return IBV_WC_REM_ACCESS_ERR;
   }
   uint64_t old = 0;
-  if (dst_pid == x.self) {
-    auto* target = reinterpret_cast<uint64_t*>(va);
-    if (w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-      old = __atomic_fetch_add(target, w.compare_add, __ATOMIC_SEQ_CST);
-    } else {
-      old = w.compare_add;
-      __atomic_compare_exchange_n(target, &old, w.swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    }
-  } else {
-    int st = AtomicInPeer(x, w, dst_pid, va, &old);
-    if (st != IBV_WC_SUCCESS) return st;
-  }
-  memcpy(reinterpret_cast<void*>(lseg[0].va), &old, 8);
-  return IBV_WC_SUCCESS;
+  int st = AtomicAtTarget(x, w, dst_pid, va, &old);
+  if (st != IBV_WC_SUCCESS) return st;
+  Seg from{reinterpret_cast<uint64_t>(&old), 8};
+  return Move(x.self, x.self, lseg, 1, x.self, &from, 1) ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
 }
 
 // RDMA_WRITE, RDMA_READ and the atomics: one-sided, no receive WQE.
@@ -409,7 +463,7 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
   if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
-  if (!CanReceive(*resp)) return NoResponder(x);
+  if (!CanReceive(*resp)) return NotReadyOrError(x, *resp, w);
   const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
   if (!dst_pid) return NoResponder(x);
   switch (w.opcode) {
@@ -552,6 +606,7 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.imm = wr->imm_data;
     w.num_sge = wr->num_sge;
     w.rnr_since_ns = 0;
+    w.retry_since_ns = 0;
     w.inline_len = 0;
     w.has_ah = false;
     w.remote_addr = w.rkey = w.compare_add = w.swap = 0;

@@ -4,13 +4,26 @@
 //
 // Async events and completion-channel wake-ups are datagrams to a unix
 // socket in the abstract namespace, named after the receiving object's
-// slot and generation, so any process on the fabric can raise them and a
-// reused slot never receives a stale one.
+// slot and a random generation published in the fabric, so any process on
+// the fabric can raise them and a reused slot never receives a stale one.
+// Abstract names have no permissions, so the sockets guard themselves:
+//  - forging: every socket has SO_PASSCRED, and each datagram whose
+//    sender's uid (SCM_CREDENTIALS, filled in by the kernel) is not ours is
+//    dropped unread (RecvFromOwner), so another user can neither raise an
+//    event nor complete an ibv_get_cq_event;
+//  - squatting: the generation is random (getrandom), and a name found
+//    bound (EADDRINUSE) is given up for a fresh one, so another user who
+//    binds predicted names cannot make ibv_open_device or
+//    ibv_create_comp_channel fail.
+// What remains: names are listed in /proc/net/unix, so another user can
+// fill a socket's receive queue; the owner drops those datagrams when it
+// reads, but a wake-up sent while the queue is full is lost.
 #include "softnic/softnic.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -71,15 +84,61 @@ struct AsyncMsg {
   uint32_t type, kind, slot, pad;
 };
 
+// The abstract-namespace address of `name` (leading NUL, no file to clean
+// up); returns its length.
+socklen_t AbstractAddr(const std::string& name, sockaddr_un* sa) {
+  *sa = {};
+  sa->sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof(sa->sun_path) - 2);
+  memcpy(sa->sun_path + 1, name.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
 void SendDgram(const std::string& name, const void* data, size_t len) {
   static thread_local int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  size_t n = std::min(name.size(), sizeof(sa.sun_path) - 2);
-  memcpy(sa.sun_path + 1, name.data(), n);
-  socklen_t alen = offsetof(sockaddr_un, sun_path) + 1 + n;
+  sockaddr_un sa;
+  socklen_t alen = AbstractAddr(name, &sa);
   sendto(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&sa), alen);
+}
+
+// Binds a datagram socket, with SO_PASSCRED on before any datagram can
+// arrive, to `name`; -1 with errno set on failure.
+int BindDgramSocket(const std::string& name) {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  sockaddr_un sa;
+  socklen_t len = AbstractAddr(name, &sa);
+  if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+// A random generation, never 0 and never `old`.
+uint32_t RandomGen(uint32_t old) {
+  for (;;) {
+    uint32_t g = 0;
+    if (getrandom(&g, sizeof(g), GRND_NONBLOCK) != sizeof(g))
+      g = static_cast<uint32_t>(NowNs() * 0x9e3779b97f4a7c15ull >> 32) ^ static_cast<uint32_t>(getpid());
+    if (g != 0 && g != old) return g;
+  }
+}
+
+// True if the datagram's ancillary data says its sender runs as our user.
+bool FromOwner(msghdr* mh) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
+    ucred cred;
+    memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+    return cred.uid == getuid() || cred.uid == geteuid();
+  }
+  return false;
 }
 
 void FillPortAttr(ibv_port_attr* a) {
@@ -158,22 +217,32 @@ std::string FabricName() {
   return p ? p->fab->name() : std::string();
 }
 
-int MakeDgramSocket(const std::string& name) {
-  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  // Abstract namespace: leading NUL, no file to clean up.
-  size_t n = std::min(name.size(), sizeof(sa.sun_path) - 2);
-  memcpy(sa.sun_path + 1, name.data(), n);
-  socklen_t len = offsetof(sockaddr_un, sun_path) + 1 + n;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
+int MakeEventSocket(Fabric* f, EventSocket kind, uint32_t slot, uint32_t* gen) {
+  // Each try picks an unpredictable name; a taken one is someone's squat
+  // (or a one-in-four-billion clash), and the next try gets another.
+  constexpr int kTries = 64;
+  for (int i = 0; i < kTries; ++i) {
+    *gen = RandomGen(*gen);
+    int fd =
+        BindDgramSocket(kind == EventSocket::kAsync ? f->AsyncAddr(slot, *gen) : f->ChannelAddr(slot, *gen));
+    if (fd >= 0 || errno != EADDRINUSE) return fd;
   }
-  return fd;
+  return -1;
+}
+
+ssize_t RecvFromOwner(int fd, void* buf, size_t len, int flags) {
+  for (;;) {
+    iovec iov{buf, len};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(ucred))];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    ssize_t n = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+    if (n < 0 || FromOwner(&mh)) return n;
+    // Another user's datagram (or one without credentials): dropped.
+  }
 }
 
 void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len) {
@@ -230,19 +299,24 @@ ibv_context* OpenDevice(ibv_device* dev) {
       errno = ENOMEM;
       return nullptr;
     }
+    // Bound before the generation is published: no event goes to a name
+    // that is not ours yet.
+    uint32_t gen = h->ctxs[slot].gen;
+    ctx.async_fd = MakeEventSocket(p->fab, EventSocket::kAsync, slot, &gen);
+    if (ctx.async_fd < 0) {
+      int e = errno;
+      close(ctx.cmd_fd);
+      pthread_mutex_destroy(&ctx.mutex);
+      delete c;
+      errno = e;
+      return nullptr;
+    }
     h->ctxs[slot].in_use = 1;
     h->ctxs[slot].proc = p->fab->self_proc();
-    h->ctxs[slot].gen++;
+    h->ctxs[slot].gen = gen;
     c->slot = slot;
-    c->gen = h->ctxs[slot].gen;
+    c->gen = gen;
     p->ctxs[slot] = c;
-  }
-  ctx.async_fd = MakeDgramSocket(p->fab->AsyncAddr(c->slot, c->gen));
-  if (ctx.async_fd < 0) {
-    int e = errno;
-    CloseDevice(&ctx);
-    errno = e;
-    return nullptr;
   }
   return &ctx;
 }
@@ -367,7 +441,7 @@ int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event) {
   if (!p) return -1;
   for (;;) {
     AsyncMsg m;
-    ssize_t n = recv(ctx->async_fd, &m, sizeof(m), 0);
+    ssize_t n = RecvFromOwner(ctx->async_fd, &m, sizeof(m), 0);
     if (n < 0) return -1;
     if (n != sizeof(m)) continue;
     memset(event, 0, sizeof(*event));

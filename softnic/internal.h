@@ -99,6 +99,7 @@ struct SendWqe {
   // Execution state.
   bool executed;
   uint64_t rnr_since_ns;
+  uint64_t retry_since_ns;  // first try that found the responder not in RTR
   ShmSge sge[kMaxSge];
   uint8_t inline_data[kMaxInline];
 };
@@ -173,11 +174,21 @@ uint32_t FreeSlot(T (&table)[N], uint32_t first = 0) {
 
 inline uint32_t PdId(ibv_pd* pd) { return reinterpret_cast<SnPd*>(pd)->id; }
 
+// 0 if [addr, addr+len) of this process is mapped readable (and writable
+// if `write`), else EFAULT; 0 when /proc cannot tell (pd.cc).
+int RangeAccessible(uint64_t addr, uint64_t len, bool write);
+
 // Device and context (device.cc).
 uint64_t NowNs();
-// Binds a datagram socket to `name` in the abstract namespace; -1 with
-// errno set on failure.
-int MakeDgramSocket(const std::string& name);
+// Binds the datagram socket of a context's async events or a completion
+// channel at `slot` under a fresh random generation (stored in *gen; the
+// caller publishes it, fabric lock held), retrying names found taken; -1
+// with errno set on failure.
+enum class EventSocket { kAsync, kChannel };
+int MakeEventSocket(Fabric* f, EventSocket kind, uint32_t slot, uint32_t* gen);
+// recv(2) on an event socket that drops every datagram not sent by a
+// process of our user (SCM_CREDENTIALS).
+ssize_t RecvFromOwner(int fd, void* buf, size_t len, int flags);
 // Wakes the owner of a completion channel (datagram to its socket).
 void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
 // Sends an async event to the context that owns an object.

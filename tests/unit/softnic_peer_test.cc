@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -238,6 +239,98 @@ TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
   ibv_qp_init_attr init;
   ASSERT_EQ(ibv_query_qp(s.qp[0], &a, IBV_QP_STATE, &init), 0);
   EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+  DestroySide(&s);
+}
+
+// One page registered for local writing, then unmapped under its MR.
+ibv_mr* RegisterUnmappedPage(Side& s) {
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return nullptr;
+  ibv_mr* mr = ibv_reg_mr(s.pd, page, 4096, IBV_ACCESS_LOCAL_WRITE);
+  munmap(page, 4096);
+  return mr;
+}
+
+// Memory unmapped under a live MR on either side of a small (staged) SEND
+// between processes: the device writes or reads nothing, neither process
+// faults, and the side whose memory is gone gets LOC_PROT_ERR (issue 10
+// item 7).
+TEST(SoftnicPeers, UnmappedMemoryOnEitherSideOfAStagedSendIsAnErrorCompletion) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The responder: its first receive is on a page it then unmaps.
+    Side s{};
+    if (!MakeSide(&s)) _exit(10);
+    Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
+    if (write(to_parent[1], &me, sizeof(me)) != sizeof(me)) _exit(11);
+    Endpoint peer;
+    if (read(to_child[0], &peer, sizeof(peer)) != sizeof(peer)) _exit(12);
+    for (int q = 0; q < 2; ++q)
+      if (Connect(s.qp[q], peer.qpn[q])) _exit(13);
+    ibv_mr* gone = RegisterUnmappedPage(s);
+    if (!gone) _exit(14);
+    ibv_sge sge{reinterpret_cast<uint64_t>(gone->addr), 8, gone->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad;
+    if (ibv_post_recv(s.qp[0], &wr, &bad) || PostRecv(s, 1, 2, 0, 8)) _exit(15);
+    char ready = 'r';
+    if (write(to_parent[1], &ready, 1) != 1) _exit(16);
+    ibv_wc wc;
+    if (!PollOne(s.cq[0], &wc, 10000)) _exit(17);
+    int status = wc.status;
+    if (write(to_parent[1], &status, sizeof(status)) != sizeof(status)) _exit(18);
+    char done;
+    if (read(to_child[0], &done, 1) != 1) _exit(19);  // alive while the parent sends again
+    _exit(0);
+  }
+  close(to_parent[1]);  // a dead child ends the parent's reads
+  close(to_child[0]);
+  Side s{};
+  ASSERT_TRUE(MakeSide(&s));
+  Endpoint peer;
+  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
+  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
+  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
+  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
+  char ready;
+  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+
+  // The receiver's buffer is gone: its poll reports LOC_PROT_ERR.
+  ibv_wc wc;
+  ASSERT_EQ(Post(s, 0, IBV_WR_SEND, 1, 0, 8), 0);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc));
+  int child_status = -1;
+  EXPECT_EQ(read(to_parent[0], &child_status, sizeof(child_status)),
+            static_cast<ssize_t>(sizeof(child_status)));
+  EXPECT_EQ(child_status, IBV_WC_LOC_PROT_ERR);
+
+  // The sender's buffer is gone: LOC_PROT_ERR before anything is sent.
+  ibv_mr* gone = RegisterUnmappedPage(s);
+  ASSERT_NE(gone, nullptr);
+  ibv_sge sge{reinterpret_cast<uint64_t>(gone->addr), 8, gone->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 2;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(s.qp[1], &wr, &bad), 0);
+  ASSERT_TRUE(PollOne(s.cq[1], &wc));
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(ibv_dereg_mr(gone), 0);
+  char done = 'q';
+  EXPECT_EQ(write(to_child[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the receiver died: status " << status;
   DestroySide(&s);
 }
 
