@@ -272,7 +272,7 @@ constexpr size_t kMaxHidden = 4;
 std::atomic<uintptr_t> g_hidden_lo[kMaxHidden];
 std::atomic<uintptr_t> g_hidden_hi[kMaxHidden];
 std::atomic<size_t> g_nhidden{0};
-std::atomic<int> g_hidden_state{0};  // 0 = own object not looked at yet, 1 = done
+std::atomic<int> g_hidden_state{0};  // 0 = own object not looked at yet, 1 = being looked at, 2 = done
 constinit SpinLock g_hidden_lock;
 
 void AddHidden(uintptr_t lo, uintptr_t hi) {
@@ -284,10 +284,7 @@ void AddHidden(uintptr_t lo, uintptr_t hi) {
   g_nhidden.store(n + 1, std::memory_order_release);
 }
 
-void HideOwnObjectOnce() {
-  if (g_hidden_state.load(std::memory_order_acquire)) return;
-  int expected = 0;
-  if (!g_hidden_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+void HideOwnObject() {
   const ElfW(Ehdr)* eh = &__ehdr_start;
   if (!eh) return;
   const auto* phdrs = reinterpret_cast<const ElfW(Phdr)*>(reinterpret_cast<uintptr_t>(eh) + eh->e_phoff);
@@ -303,6 +300,19 @@ void HideOwnObjectOnce() {
   for (int i = 0; i < eh->e_phnum; ++i)
     if (phdrs[i].p_type == PT_LOAD && (phdrs[i].p_flags & PF_X))
       AddHidden(bias + phdrs[i].p_vaddr, bias + phdrs[i].p_vaddr + phdrs[i].p_memsz);
+}
+
+// The first capture of the process looks; one racing with it waits the
+// few loads that takes, so no capture ever sees the text half hidden.
+void HideOwnObjectOnce() {
+  if (g_hidden_state.load(std::memory_order_acquire) == 2) return;
+  int expected = 0;
+  if (g_hidden_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    HideOwnObject();
+    g_hidden_state.store(2, std::memory_order_release);
+    return;
+  }
+  for (int spins = 0; g_hidden_state.load(std::memory_order_acquire) != 2; ++spins) SpinWait(spins);
 }
 
 bool IsHidden(uintptr_t pc) {
@@ -426,6 +436,32 @@ std::string DieFunctionName(Dwarf_Die* die) {
   return mangled ? Demangle(name) : std::string(name);
 }
 
+// The name of a physical frame's function: the DIE's linkage name where it
+// has one, else the symbol's (qualified, for C++ in an anonymous namespace
+// under LTO, whose DIEs carry only the short name), without the suffixes
+// of the optimizer's clones (foo.constprop.0, foo(int) [clone .isra.0],
+// foo.cold), else the DIE's name.
+std::string PhysicalFunctionName(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Die* subprogram) {
+  Dwarf_Attribute attr;
+  if (subprogram && (dwarf_attr_integrate(subprogram, DW_AT_linkage_name, &attr) ||
+                     dwarf_attr_integrate(subprogram, DW_AT_MIPS_linkage_name, &attr))) {
+    if (const char* s = dwarf_formstring(&attr)) return Demangle(s);
+  }
+  const char* sym = dwfl_module_addrname(mod, addr);
+  if (!sym) return subprogram ? DieFunctionName(subprogram) : "";
+  bool mangled = sym[0] == '_' && sym[1] == 'Z';
+  std::string name = Demangle(sym);
+  if (!mangled) {
+    size_t dot = name.find('.', 1);  // C names have no dots
+    return dot == std::string::npos ? name : name.substr(0, dot);
+  }
+  for (size_t at; (at = name.find(" [clone .")) != std::string::npos;) {
+    size_t end = name.find(']', at);
+    name.erase(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  }
+  return name;
+}
+
 bool IsScopeContainer(int tag) {
   switch (tag) {
     case DW_TAG_namespace:
@@ -512,8 +548,7 @@ std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Fr
       line = static_cast<int>(call_line);
   }
   Frame outer = base;
-  if (first_inlined) outer.function = DieFunctionName(&chain[0]);
-  if (outer.function.empty()) outer.function = Demangle(dwfl_module_addrname(mod, addr));
+  outer.function = PhysicalFunctionName(mod, addr, first_inlined ? &chain[0] : nullptr);
   outer.file = file;
   outer.line = line;
   frames.push_back(std::move(outer));
