@@ -191,9 +191,16 @@ void WriteAll(int fd, absl::string_view text) {
 // inline function is a real one with its own frame.  Either way those frames
 // are rdmasan's interception point, not the user's code (as the sanitizers
 // hide their interceptors): drop the leading ones while a frame remains.
+// Only frames of verbs.h's own ibv_* / __ibv_* functions go: a frame of the
+// application's function goes nowhere, whatever file its line is in.
+bool IsVerbsInlineFrame(const Frame& f) {
+  if (f.file.find("/infiniband/") == std::string::npos) return false;
+  return absl::StartsWith(f.function, "ibv_") || absl::StartsWith(f.function, "__ibv_");
+}
+
 void DropVerbsInlineFrames(std::vector<Frame>* frames) {
   size_t skip = 0;
-  while (skip + 1 < frames->size() && (*frames)[skip].file.find("/infiniband/") != std::string::npos) ++skip;
+  while (skip + 1 < frames->size() && IsVerbsInlineFrame((*frames)[skip])) ++skip;
   frames->erase(frames->begin(), frames->begin() + skip);
 }
 

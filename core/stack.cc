@@ -1,14 +1,19 @@
 #include "core/stack.h"
 
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <dwarf.h>
+#include <elf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -140,9 +145,192 @@ const StackBounds& ThreadStackBounds() {
   return b;
 }
 
+// ------------------------------------------------------------ code map --
+// Where the loaded objects' executable segments are, so that the walk can
+// tell a return address from garbage: a program built without frame
+// pointers leaves rbp holding anything, and a walk that follows it must stop
+// at the first word that is not the address right after a call instruction
+// in some object's text.  The map is an immutable sorted array, rebuilt
+// (and the old one leaked, a few KiB per dlopen) only when a return address
+// lies in an object it does not know yet.
+
+struct TextSegment {
+  uintptr_t lo;
+  uintptr_t hi;
+};
+
+struct CodeMap {
+  size_t nsegments;
+  size_t nobjects;
+  TextSegment* segments;  // sorted by lo
+  uintptr_t* objects;     // each object's lowest mapped address, sorted
+};
+
+constexpr size_t kMaxCodeSegments = 512;
+std::atomic<const CodeMap*> g_code_map{nullptr};
+
+struct CodeMapBuilder {
+  TextSegment segments[kMaxCodeSegments];
+  uintptr_t objects[kMaxCodeSegments];
+  size_t nsegments = 0;
+  size_t nobjects = 0;
+};
+
+int AddObject(dl_phdr_info* info, size_t, void* arg) {
+  auto* b = static_cast<CodeMapBuilder*>(arg);
+  uintptr_t lowest = UINTPTR_MAX;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    lowest = std::min(lowest, lo & ~uintptr_t{4095});
+    if ((ph.p_flags & PF_X) && b->nsegments < kMaxCodeSegments)
+      b->segments[b->nsegments++] = {lo, lo + ph.p_memsz};
+  }
+  if (lowest != UINTPTR_MAX && b->nobjects < kMaxCodeSegments) b->objects[b->nobjects++] = lowest;
+  return 0;
+}
+
+// No lock of ours is held around dl_iterate_phdr (which takes the
+// loader's): two threads that rebuild at once each publish a whole map.
+const CodeMap* RebuildCodeMap() {
+  auto* b = static_cast<CodeMapBuilder*>(MapZeroed(sizeof(CodeMapBuilder)));
+  if (!b) return g_code_map.load(std::memory_order_acquire);
+  dl_iterate_phdr(AddObject, b);
+  std::sort(b->segments, b->segments + b->nsegments,
+            [](const TextSegment& x, const TextSegment& y) { return x.lo < y.lo; });
+  std::sort(b->objects, b->objects + b->nobjects);
+  auto* map = static_cast<CodeMap*>(ArenaAlloc(sizeof(CodeMap)));
+  if (!map) return g_code_map.load(std::memory_order_acquire);
+  *map = {b->nsegments, b->nobjects, b->segments, b->objects};
+  g_code_map.store(map, std::memory_order_release);
+  return map;
+}
+
+const TextSegment* FindSegment(const CodeMap* map, uintptr_t pc) {
+  const TextSegment* begin = map->segments;
+  const TextSegment* end = begin + map->nsegments;
+  const TextSegment* it =
+      std::upper_bound(begin, end, pc, [](uintptr_t v, const TextSegment& s) { return v < s.lo; });
+  if (it == begin) return nullptr;
+  --it;
+  return pc < it->hi ? it : nullptr;
+}
+
+// The text segment holding pc, after a rebuild if pc lies in an object
+// loaded since the map was made; null if pc is no loaded code.
+const TextSegment* CodeSegmentOf(uintptr_t pc) {
+  const CodeMap* map = g_code_map.load(std::memory_order_acquire);
+  if (!map) map = RebuildCodeMap();
+  if (!map) return nullptr;
+  if (const TextSegment* s = FindSegment(map, pc)) return s;
+  dl_find_object found;
+  if (_dl_find_object(reinterpret_cast<void*>(pc), &found) != 0) return nullptr;
+  uintptr_t start = reinterpret_cast<uintptr_t>(found.dlfo_map_start) & ~uintptr_t{4095};
+  if (std::binary_search(map->objects, map->objects + map->nobjects, start)) return nullptr;
+  map = RebuildCodeMap();
+  return map ? FindSegment(map, pc) : nullptr;
+}
+
+// True if the bytes before `ret` (inside `seg`) end with a call
+// instruction, as a return address's do.
+bool FollowsCall(uintptr_t ret, const TextSegment& seg) {
+#if defined(__x86_64__)
+  if (ret - seg.lo < 7) return false;
+  const auto* p = reinterpret_cast<const uint8_t*>(ret);
+  if (p[-5] == 0xe8) return true;  // call rel32
+  // call r/m64: FF /2, ModRM (and SIB, displacement) 1 to 6 bytes long.
+  for (int len : {2, 3, 4, 6, 7})
+    if (p[-len] == 0xff && ((p[-len + 1] >> 3) & 7) == 2) return true;
+  return false;
+#elif defined(__aarch64__)
+  if (ret - seg.lo < 4 || ret % 4) return false;
+  uint32_t insn;
+  std::memcpy(&insn, reinterpret_cast<const void*>(ret - 4), 4);
+  return (insn & 0xfc000000u) == 0x94000000u || (insn & 0xfffffc1fu) == 0xd63f0000u;  // bl, blr
+#else
+  return true;
+#endif
+}
+
+bool IsReturnAddress(uintptr_t ret) {
+  const TextSegment* seg = CodeSegmentOf(ret);
+  return seg && FollowsCall(ret, *seg);
+}
+
+// ------------------------------------------------------ hidden text --
+// rdmasan's own frames never appear in a report: a stack captured inside
+// the shim (an ibv_wr_* batch that softnic posts, a hook the shim calls
+// itself) starts at the application's call into the shim.  The hidden text
+// is by default the shared object holding this code (librdmasan.so), found
+// from its own ELF header; linked into the main program (the unit tests),
+// nothing is hidden unless a test says so.
+
+extern "C" const ElfW(Ehdr) __ehdr_start __attribute__((weak, visibility("hidden")));
+
+constexpr size_t kMaxHidden = 4;
+std::atomic<uintptr_t> g_hidden_lo[kMaxHidden];
+std::atomic<uintptr_t> g_hidden_hi[kMaxHidden];
+std::atomic<size_t> g_nhidden{0};
+std::atomic<int> g_hidden_state{0};  // 0 = own object not looked at yet, 1 = being looked at, 2 = done
+constinit SpinLock g_hidden_lock;
+
+void AddHidden(uintptr_t lo, uintptr_t hi) {
+  std::lock_guard<SpinLock> lock(g_hidden_lock);
+  size_t n = g_nhidden.load(std::memory_order_relaxed);
+  if (n >= kMaxHidden || lo >= hi) return;
+  g_hidden_lo[n].store(lo, std::memory_order_relaxed);
+  g_hidden_hi[n].store(hi, std::memory_order_relaxed);
+  g_nhidden.store(n + 1, std::memory_order_release);
+}
+
+void HideOwnObject() {
+  const ElfW(Ehdr)* eh = &__ehdr_start;
+  if (!eh) return;
+  const auto* phdrs = reinterpret_cast<const ElfW(Phdr)*>(reinterpret_cast<uintptr_t>(eh) + eh->e_phoff);
+  if (reinterpret_cast<uintptr_t>(phdrs) == getauxval(AT_PHDR)) return;  // the main program
+  uintptr_t bias = 0;
+  bool have_bias = false;
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (phdrs[i].p_type == PT_LOAD && phdrs[i].p_offset == 0) {
+      bias = reinterpret_cast<uintptr_t>(eh) - phdrs[i].p_vaddr;
+      have_bias = true;
+    }
+  if (!have_bias) return;
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (phdrs[i].p_type == PT_LOAD && (phdrs[i].p_flags & PF_X))
+      AddHidden(bias + phdrs[i].p_vaddr, bias + phdrs[i].p_vaddr + phdrs[i].p_memsz);
+}
+
+// The first capture of the process looks; one racing with it waits the
+// few loads that takes, so no capture ever sees the text half hidden.
+void HideOwnObjectOnce() {
+  if (g_hidden_state.load(std::memory_order_acquire) == 2) return;
+  int expected = 0;
+  if (g_hidden_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    HideOwnObject();
+    g_hidden_state.store(2, std::memory_order_release);
+    return;
+  }
+  for (int spins = 0; g_hidden_state.load(std::memory_order_acquire) != 2; ++spins) SpinWait(spins);
+}
+
+bool IsHidden(uintptr_t pc) {
+  size_t n = g_nhidden.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i)
+    if (pc - 1 >= g_hidden_lo[i].load(std::memory_order_relaxed) &&
+        pc - 1 < g_hidden_hi[i].load(std::memory_order_relaxed))
+      return true;
+  return false;
+}
+
+// ------------------------------------------------------------- the walk --
+
 // Frame record layout on x86-64 and AArch64: [fp] = caller's fp, [fp+8] =
 // return address.  Reads only words inside [frame, stack top) of this
-// thread's stack, which are mapped.
+// thread's stack, which are mapped.  The raw walk: rbp may be anything
+// where the program has no frame pointers, so the words it gives are only
+// candidates (ValidFrames sorts them out).
 __attribute__((no_sanitize("address", "thread", "undefined"))) size_t WalkFrames(uintptr_t pc,
                                                                                  uintptr_t frame,
                                                                                  uintptr_t* out) {
@@ -163,6 +351,19 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) size_t WalkFrames
     bp = rec[0];
   }
   return n;
+}
+
+// From the raw walk to the stack: the walk ends at the first candidate
+// past frame #0 that is not a return address (frame #0 is exact), and the
+// frames in hidden text (rdmasan's own) are left out.
+size_t ValidFrames(const uintptr_t* raw, size_t n, uintptr_t* out) {
+  HideOwnObjectOnce();
+  size_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && !IsReturnAddress(raw[i])) break;
+    if (!IsHidden(raw[i])) out[m++] = raw[i];
+  }
+  return m;
 }
 
 // ------------------------------------------------------------ symbolizer --
@@ -228,46 +429,108 @@ const char* DieName(Dwarf_Die* die, bool* mangled) {
   return nullptr;
 }
 
-// Symbolizes `addr` (a module address already moved back into the call
-// instruction) in `mod`; `base` carries pc, module and offset.
-std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Frame& base) {
-  Frame outer = base;
-  outer.function = Demangle(dwfl_module_addrname(mod, addr));
-  if (Dwfl_Line* line = dwfl_module_getsrc(mod, addr)) {
-    int lineno = 0;
-    const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
-    if (file) outer.file = file;
-    outer.line = lineno;
+std::string DieFunctionName(Dwarf_Die* die) {
+  bool mangled = false;
+  const char* name = DieName(die, &mangled);
+  if (!name) return "";
+  return mangled ? Demangle(name) : std::string(name);
+}
+
+// The name of a physical frame's function: the DIE's linkage name where it
+// has one, else the symbol's (qualified, for C++ in an anonymous namespace
+// under LTO, whose DIEs carry only the short name), without the suffixes
+// of the optimizer's clones (foo.constprop.0, foo(int) [clone .isra.0],
+// foo.cold), else the DIE's name.
+std::string PhysicalFunctionName(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Die* subprogram) {
+  Dwarf_Attribute attr;
+  if (subprogram && (dwarf_attr_integrate(subprogram, DW_AT_linkage_name, &attr) ||
+                     dwarf_attr_integrate(subprogram, DW_AT_MIPS_linkage_name, &attr))) {
+    if (const char* s = dwarf_formstring(&attr)) return Demangle(s);
   }
-  std::vector<Frame> frames;
+  const char* sym = dwfl_module_addrname(mod, addr);
+  if (!sym) return subprogram ? DieFunctionName(subprogram) : "";
+  bool mangled = sym[0] == '_' && sym[1] == 'Z';
+  std::string name = Demangle(sym);
+  if (!mangled) {
+    size_t dot = name.find('.', 1);  // C names have no dots
+    return dot == std::string::npos ? name : name.substr(0, dot);
+  }
+  for (size_t at; (at = name.find(" [clone .")) != std::string::npos;) {
+    size_t end = name.find(']', at);
+    name.erase(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  }
+  return name;
+}
+
+bool IsScopeContainer(int tag) {
+  switch (tag) {
+    case DW_TAG_namespace:
+    case DW_TAG_module:
+    case DW_TAG_class_type:
+    case DW_TAG_structure_type:
+    case DW_TAG_union_type:
+    case DW_TAG_interface_type:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool HasPcRange(Dwarf_Die* die) {
+  return dwarf_hasattr(die, DW_AT_low_pc) || dwarf_hasattr(die, DW_AT_ranges);
+}
+
+// The subprogram and inlined_subroutine DIEs of `parent`'s subtree whose
+// code covers `a`, outermost first.  Unlike dwarf_getscopes, which gives up
+// when an inlined instance's abstract origin lies in another CU (every
+// inlined call of a link-time optimized program), this only looks at the
+// concrete DIEs of the CU, which is all a frame needs: names come through
+// DW_AT_abstract_origin wherever it points.  A DIE with a PC range is
+// entered only if it covers `a`; one without (a namespace, a class) is
+// searched, and left if `a` is not in it.
+bool FindPcScopes(Dwarf_Die* parent, Dwarf_Addr a, int depth, std::vector<Dwarf_Die>* chain) {
+  if (depth > 64) return false;
+  Dwarf_Die die;
+  if (dwarf_child(parent, &die) != 0) return false;
+  do {
+    int tag = dwarf_tag(&die);
+    if (HasPcRange(&die)) {
+      if (dwarf_haspc(&die, a) <= 0) continue;
+      if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain->push_back(die);
+      FindPcScopes(&die, a, depth + 1, chain);
+      return true;
+    }
+    if (IsScopeContainer(tag) && FindPcScopes(&die, a, depth + 1, chain)) return true;
+  } while (dwarf_siblingof(&die, &die) == 0);
+  return false;
+}
+
+// Symbolizes `addr` (a module address already moved back into the call
+// instruction) in `mod`; `base` carries pc, module and offset.  Innermost
+// first: each inlined call is a frame at the current location, whose call
+// site (DW_AT_call_file/line) is the location of the next frame out; the
+// physical frame (the subprogram) comes last.  Without DWARF scopes for
+// the address, one frame: the symbol and the line table's location.
+std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Frame& base) {
+  std::string file;
+  int line = 0;
+  if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr)) {
+    const char* src = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr);
+    if (src) file = src;
+  }
+  std::vector<Dwarf_Die> chain;
   Dwarf_Addr cu_bias = 0;
   Dwarf_Die* cudie = dwfl_module_addrdie(mod, addr, &cu_bias);
-  Dwarf_Die* scopes = nullptr;
-  int nscopes = cudie ? dwarf_getscopes(cudie, addr - cu_bias, &scopes) : 0;
+  if (cudie) FindPcScopes(cudie, addr - cu_bias, 0, &chain);
   Dwarf_Files* files = nullptr;
   size_t nfiles = 0;
-  // Each inlined_subroutine scope (innermost first) is a frame whose
-  // location is the current one; its call site becomes the location of the
-  // next frame out.
-  std::string file = outer.file;
-  int line = outer.line;
-  // After an inlined instance, dwarf_getscopes goes on with its abstract
-  // origin's scopes; the callers' instances are the concrete parents of the
-  // inlined DIE, which dwarf_getscopes_die gives.
-  std::vector<Dwarf_Die*> owned;
-  Dwarf_Die* cur = scopes;
-  int n = nscopes;
-  for (int i = 0; i < n;) {
-    int tag = dwarf_tag(&cur[i]);
-    if (tag == DW_TAG_subprogram) break;
-    if (tag != DW_TAG_inlined_subroutine) {
-      ++i;
-      continue;
-    }
+  std::vector<Frame> frames;
+  size_t first_inlined = !chain.empty() && dwarf_tag(&chain[0]) == DW_TAG_subprogram ? 1 : 0;
+  for (size_t i = chain.size(); i-- > first_inlined;) {
+    Dwarf_Die* die = &chain[i];
+    if (dwarf_tag(die) != DW_TAG_inlined_subroutine) continue;
     Frame f = base;
-    bool mangled = false;
-    const char* name = DieName(&cur[i], &mangled);
-    f.function = name ? (mangled ? Demangle(name) : std::string(name)) : "";
+    f.function = DieFunctionName(die);
     f.file = file;
     f.line = line;
     frames.push_back(std::move(f));
@@ -275,28 +538,17 @@ std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Fr
     Dwarf_Word call_file = 0, call_line = 0;
     file.clear();
     line = 0;
-    if (dwarf_attr(&cur[i], DW_AT_call_file, &attr) && dwarf_formudata(&attr, &call_file) == 0) {
+    if (dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &call_file) == 0) {
       if (!files && dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
       if (files && call_file < nfiles) {
         if (const char* src = dwarf_filesrc(files, call_file, nullptr, nullptr)) file = src;
       }
     }
-    if (dwarf_attr(&cur[i], DW_AT_call_line, &attr) && dwarf_formudata(&attr, &call_line) == 0)
+    if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &call_line) == 0)
       line = static_cast<int>(call_line);
-    Dwarf_Die* parents = nullptr;
-    int m = dwarf_getscopes_die(&cur[i], &parents);
-    if (m > 1 && frames.size() < 64) {
-      owned.push_back(parents);
-      cur = parents;
-      n = m;
-      i = 1;  // parents[0] is the inlined DIE itself
-    } else {
-      std::free(parents);
-      ++i;
-    }
   }
-  for (Dwarf_Die* d : owned) std::free(d);
-  std::free(scopes);
+  Frame outer = base;
+  outer.function = PhysicalFunctionName(mod, addr, first_inlined ? &chain[0] : nullptr);
   outer.file = file;
   outer.line = line;
   frames.push_back(std::move(outer));
@@ -382,6 +634,8 @@ Symbolizer& GlobalSymbolizer() {
 
 }  // namespace
 
+void HideTextRange(uintptr_t lo, uintptr_t hi) { AddHidden(lo, hi); }
+
 StackId InternStack(const uintptr_t* pcs, size_t n) {
   if (n == 0) return 0;
   if (n > kMaxStackFrames) n = kMaxStackFrames;
@@ -424,8 +678,8 @@ StackId InternStack(const uintptr_t* pcs, size_t n) {
 namespace {
 
 // Each thread's last captured stack: a loop posting from one call site
-// captures the same stack every time, and comparing it with the last one
-// is cheaper than hashing and looking it up.  Ids never change meaning, so
+// captures the same stack every time, and comparing its raw walk with the
+// last one is cheaper than checking, hashing and looking it up.  Ids never change meaning, so
 // a stale entry is only a miss.
 struct LastStack {
   size_t n = 0;
@@ -443,15 +697,16 @@ bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
 }  // namespace
 
 __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
-  uintptr_t pcs[kMaxStackFrames];
-  size_t n = WalkFrames(pc, frame, pcs);
+  uintptr_t raw[kMaxStackFrames];
+  size_t n = WalkFrames(pc, frame, raw);
   LastStack& last = t_last_stack;
-  if (n == last.n && last.id && SamePcs(pcs, last.pcs, n)) return last.id;
-  StackId id = InternStack(pcs, n);
+  if (n == last.n && last.id && SamePcs(raw, last.pcs, n)) return last.id;
+  uintptr_t pcs[kMaxStackFrames];
+  StackId id = InternStack(pcs, ValidFrames(raw, n, pcs));
   if (id) {
     last.n = n;
     last.id = id;
-    std::memcpy(last.pcs, pcs, n * sizeof(uintptr_t));
+    std::memcpy(last.pcs, raw, n * sizeof(uintptr_t));
   }
   return id;
 }

@@ -5,13 +5,22 @@
 // frame #0 is always the exact return address of the capturing call (right
 // even when the application has no frame pointers); the deeper frames come
 // from the rbp chain, checked to be aligned, increasing and inside the
-// thread's stack, so a broken chain only ends the walk early.  Stacks are
-// interned in a depot and named by a 32-bit StackId; the hit path of
-// capture+intern takes no lock and does not allocate.
+// thread's stack, and each one to be a return address (inside a loaded
+// object's text, right after a call instruction), so a chain that is no
+// chain (a program built without frame pointers) ends the walk cleanly
+// instead of giving garbage frames.  The frames in rdmasan's own text
+// (librdmasan.so, which is built with frame pointers) are left out, so a
+// stack captured anywhere inside the shim starts at the application's call
+// into it.  Stacks are interned in a depot and named by a 32-bit StackId;
+// the hit path of capture+intern (the same walk as the thread's last one)
+// takes no lock and does not allocate.
 //
 // Symbolization (libdwfl) is slow, takes a lock and allocates: it is for
 // report time only, never for the data path.  It never crashes on odd
 // addresses and never reaches for the network (debuginfod is not used).
+// It finds the PC's scopes itself (not dwarf_getscopes, which fails on
+// every inlined call of a link-time optimized program, whose abstract
+// origins lie in other CUs), and it never drops a physical frame.
 #ifndef RDMASAN_CORE_STACK_H_
 #define RDMASAN_CORE_STACK_H_
 
@@ -40,6 +49,12 @@ StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame);
 #define RDMASAN_CAPTURE_CALLER_STACK()                                                        \
   ::rdmasan::core::CaptureStackFrom(reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
                                     reinterpret_cast<uintptr_t>(__builtin_frame_address(0)))
+
+// Frames whose return address lies in [lo, hi) are left out of the stacks
+// captured from now on (at most 4 ranges).  The text of librdmasan.so is
+// hidden without asking; linked into the main program (the unit tests),
+// nothing is, but what a test hides with this.
+void HideTextRange(uintptr_t lo, uintptr_t hi);
 
 // Interns an explicit list of return addresses (at most kMaxStackFrames are
 // kept).  The same PCs always give the same id; n == 0 gives 0.

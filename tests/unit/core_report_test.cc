@@ -606,6 +606,24 @@ TEST(Reporter, HidesInlinedVerbsHeaderFrames) {
   EXPECT_NE(out.text.find("SUMMARY: rdmasan: sq-overflow client.c:88 in teardown"), std::string::npos);
 }
 
+// The application's own frame is never dropped, even where the line table
+// puts its location in verbs.h (a symbolizer that missed the inlined call):
+// only verbs.h's ibv_* / __ibv_* frames are hidden (issue 10 item 1).
+TEST(Reporter, KeepsTheApplicationsFrameWhateverItsFile) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  Frame app = MainFrames()[0];
+  app.function = "issue_rpc";
+  app.file = "/usr/include/infiniband/verbs.h";
+  app.line = 3342;
+  std::vector<Frame> frames = {app, MainFrames()[1]};
+  Finding f{CheckId::kSqOverflow, "full", 11, {}};
+  ASSERT_TRUE(r.ReportSymbolized(f, frames, {}));
+  EXPECT_NE(out.text.find("    #0 0x55d0c0a1b2c3 in issue_rpc /usr/include/infiniband/verbs.h:3342\n"),
+            std::string::npos)
+      << out.text;
+}
+
 __attribute__((noinline)) StackId PostSomething(int* line) {
   *line = __LINE__ + 1;  // the next line
   StackId id = CaptureStack();

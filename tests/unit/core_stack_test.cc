@@ -159,6 +159,60 @@ TEST(Stack, WalksFramePointersPastFrameZero) {
   EXPECT_EQ(frames[1].line, line_a);
 }
 
+// A frame-pointer chain that is no chain (what rbp holds in a program built
+// without frame pointers): the walk must stop at the first word that is
+// not a return address, not report it as a frame.
+TEST(Stack, WalkStopsWhereTheChainIsNoChain) {
+  int line = 0;
+  uintptr_t pc = StackPcs(CaptureHere(&line))[0];               // a real return address
+  const uintptr_t data = reinterpret_cast<uintptr_t>(&g_sink);  // mapped, but no code
+  for (uintptr_t garbage : {uintptr_t{0x100000000}, uintptr_t{0x7fff00001000}, data}) {
+    volatile uintptr_t fake[4];
+    fake[0] = reinterpret_cast<uintptr_t>(&fake[2]);  // a "caller's frame" above
+    fake[1] = 0;
+    fake[2] = 0;
+    fake[3] = garbage;  // its "return address"
+    StackId id = CaptureStackFrom(pc, reinterpret_cast<uintptr_t>(&fake[0]));
+    EXPECT_EQ(StackPcs(id), std::vector<uintptr_t>{pc}) << std::hex << garbage;
+    std::vector<Frame> frames = SymbolizeStack(id);
+    for (const Frame& f : frames) EXPECT_EQ(FormatFrame(f).find("<unknown>"), std::string::npos);
+  }
+}
+
+// The shim's own frames never show: a stack captured inside hidden text
+// starts at the first caller outside it (librdmasan.so hides its own text;
+// here the test hides one call site of its own).
+__attribute__((noinline)) KEEP_FP StackId HiddenCallee(int* line) {
+  *line = __LINE__ + 1;  // the next line
+  StackId id = CaptureStack();
+  asm volatile("" ::: "memory");
+  return id;
+}
+
+__attribute__((noinline)) KEEP_FP StackId CallerOfHidden(int* line, int* callee_line) {
+  *line = __LINE__ + 1;  // the next line
+  StackId id = HiddenCallee(callee_line);
+  asm volatile("" ::: "memory");
+  return id;
+}
+
+TEST(Stack, HiddenTextIsLeftOut) {
+  int line = 0, callee_line = 0;
+  StackId before = CallerOfHidden(&line, &callee_line);
+  std::vector<uintptr_t> pcs = StackPcs(before);
+  ASSERT_GE(pcs.size(), 2u);
+  HideTextRange(pcs[0] - 1, pcs[0] + 1);  // HiddenCallee's call of CaptureStack
+  StackId after = CallerOfHidden(&line, &callee_line);
+  std::vector<uintptr_t> got = StackPcs(after);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], pcs[1]);
+  std::vector<Frame> frames = SymbolizeStack(after);
+  ASSERT_FALSE(frames.empty());
+  EXPECT_NE(frames[0].function.find("CallerOfHidden"), std::string::npos) << frames[0].function;
+  EXPECT_EQ(frames[0].line, line);
+  for (const Frame& f : frames) EXPECT_EQ(f.function.find("HiddenCallee"), std::string::npos) << f.function;
+}
+
 TEST(Stack, InternRoundTripsAndDedups) {
   uintptr_t pcs[] = {0x1000, 0x2000, 0x3000};
   StackId a = InternStack(pcs, 3);

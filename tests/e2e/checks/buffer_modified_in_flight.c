@@ -13,7 +13,7 @@ int main(void) {
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, sizeof src);
   struct ibv_send_wr wr = rig_write_wr(1, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
-  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // CHECK-ALSO: buffer-modified-in-flight
+  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // POSTED-AT: buffer-modified-in-flight
   memcpy(src, "PAYLOAD", 7);                                  /* the WR is still outstanding */
   struct ibv_wc wc;
   int n;

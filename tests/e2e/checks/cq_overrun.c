@@ -4,7 +4,8 @@
 
 int main(void) {
   struct rig r;
-  rig_setup(&r, &(struct rig_opts){.cqe = 4, .max_send_wr = 32, .max_recv_wr = 32});
+  struct rig_opts opts = {.cqe = 4, .max_send_wr = 32, .max_recv_wr = 32};
+  rig_setup(&r, &opts);  // CREATED-AT: cq-overrun
   const int cqe = r.cq[0]->cqe;
   if (cqe < 2 || cqe > (int)r.cap[0].max_recv_wr) DIE("cqe %d does not fit the test", cqe);
   static char buf[64], src[64], dst[64];

@@ -3,7 +3,7 @@
 
 int main(void) {
   struct rig r;
-  rig_setup(&r, NULL);
+  rig_setup(&r, NULL);                // CREATED-AT: destroy-in-use
   int ret = ibv_destroy_cq(r.cq[0]);  // CHECK: destroy-in-use
   printf("destroy_cq of a CQ in use returned %d\n", ret);
   if (ret == 0) {

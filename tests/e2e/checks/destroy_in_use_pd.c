@@ -6,7 +6,7 @@ int main(void) {
   struct rig r;
   rig_setup(&r, NULL);
   static char buf[64];
-  struct ibv_mr *mr = rig_reg(&r, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr *mr = rig_reg(&r, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: destroy-in-use
   for (int i = 0; i < 2; ++i) {
     if (ibv_destroy_qp(r.qp[i])) DIE("destroy_qp failed");
     r.qp[i] = NULL;

@@ -11,7 +11,7 @@ int main(void) {
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, 8);
   struct ibv_send_wr wr = rig_write_wr(0x33, &sge, (uintptr_t)dst, dmr->rkey + 0x100000, 1), *bad;
-  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // CHECK-ALSO: error-completion
+  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // POSTED-AT: error-completion
   struct ibv_wc wc;
   int n;
   double end = rig_now() + 2.0;

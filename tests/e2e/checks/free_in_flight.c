@@ -14,7 +14,7 @@ int main(void) {
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, 4096);
   struct ibv_send_wr wr = rig_write_wr(7, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
-  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // CHECK-ALSO: free-in-flight
+  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post failed");  // POSTED-AT: free-in-flight
   usleep(10000); /* let softnic move the data; the completion stays unpolled */
   free(src);     // CHECK: free-in-flight
   struct ibv_wc wc;

@@ -4,7 +4,7 @@
 
 int main(void) {
   struct rig r;
-  rig_setup(&r, &(struct rig_opts){.max_inline = 64});
+  rig_setup(&r, &(struct rig_opts){.max_inline = 64});  // CREATED-AT: inline-too-large
   const uint32_t max = r.cap[0].max_inline_data;
   char *src = calloc(1, max + 1), *dst = calloc(1, max + 1);
   if (!src || !dst) DIE("calloc failed");

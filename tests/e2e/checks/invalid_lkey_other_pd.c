@@ -8,7 +8,8 @@ int main(void) {
   struct ibv_pd *pd2 = ibv_alloc_pd(r.ctx);
   if (!pd2) DIE("ibv_alloc_pd failed");
   static char src[64], dst[64];
-  struct ibv_mr *smr = ibv_reg_mr(pd2, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr *smr =
+      ibv_reg_mr(pd2, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: invalid-lkey
   if (!smr) DIE("ibv_reg_mr failed");
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, 8);

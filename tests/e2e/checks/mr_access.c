@@ -6,7 +6,7 @@ int main(void) {
   struct rig r;
   rig_setup(&r, NULL);
   static char buf[64];
-  struct ibv_mr *mr = rig_reg(&r, buf, sizeof buf, 0);
+  struct ibv_mr *mr = rig_reg(&r, buf, sizeof buf, 0);  // REGISTERED-AT: mr-access
   struct ibv_sge sge = rig_sge(mr, buf, sizeof buf);
   struct ibv_recv_wr wr = {.wr_id = 1, .sg_list = &sge, .num_sge = 1}, *bad;
   int ret = ibv_post_recv(r.qp[1], &wr, &bad);  // CHECK: mr-access

@@ -6,7 +6,7 @@ int main(void) {
   struct rig r;
   rig_setup(&r, NULL);
   static char local[64], remote[64] = "remote bytes";
-  struct ibv_mr *lmr = rig_reg(&r, local, sizeof local, 0);
+  struct ibv_mr *lmr = rig_reg(&r, local, sizeof local, 0);  // REGISTERED-AT: mr-access
   struct ibv_mr *rmr = rig_reg(&r, remote, sizeof remote, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(lmr, local, 16);
   struct ibv_send_wr wr = rig_write_wr(1, &sge, (uintptr_t)remote, rmr->rkey, 1), *bad;

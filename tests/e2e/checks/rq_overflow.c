@@ -4,7 +4,7 @@
 
 int main(void) {
   struct rig r;
-  rig_setup(&r, &(struct rig_opts){.max_recv_wr = 4});
+  rig_setup(&r, &(struct rig_opts){.max_recv_wr = 4});  // CREATED-AT: rq-overflow
   static char buf[64];
   struct ibv_mr *mr = rig_reg(&r, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_sge sge = rig_sge(mr, buf, 16);

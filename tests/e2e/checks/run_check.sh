@@ -14,6 +14,13 @@
 #                    somewhere in that report, and its
 #                    `SUMMARY: rdmasan: ID SOURCE:LINE in FN`; exit status 66
 #                    for an error check, 0 for a warning check.
+#                    The labelled secondary stacks: for every line marked
+#                    `// POSTED-AT: ID` (`// REGISTERED-AT: ID`,
+#                    `// CREATED-AT: ID`), a stack of that report whose label
+#                    ends in "posted at" ("registered at", "created at") has
+#                    a frame ` in FN .../SOURCE:LINE`, FN being the function
+#                    the marker is in (the last `name(...) {` definition
+#                    starting in column 0 above it) and LINE its line.
 #   --silent         a control: exit 0, no rdmasan report at all.
 # In either mode, a line `// CHECK-NOT: OTHER-ID` in SOURCE forbids any
 # report of OTHER-ID (a known false positive that rides along).
@@ -71,6 +78,15 @@ if [[ $mode == expect ]]; then
   [[ -n $line ]] || die "$src has no '// CHECK: $id' marker"
   [[ $line != *$'\n'* ]] || die "$src has more than one '// CHECK: $id' marker"
   also=$(grep -n -- "// CHECK-ALSO: $id\$" "$src" | cut -d: -f1 | tr '\n' ' ')
+  # "kind:line:function ..." for the labelled-stack markers.
+  labelled=$(awk -v id="$id" '
+    /^[A-Za-z_][A-Za-z0-9_ *]*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*\) *\{/ {
+      fn = $0; sub(/\(.*/, "", fn); sub(/.*[ *]/, "", fn)
+    }
+    match($0, "// (POSTED|REGISTERED|CREATED)-AT: " id "$") {
+      kind = substr($0, RSTART + 3); sub(/-AT:.*/, "", kind)
+      printf "%s:%d:%s ", tolower(kind), NR, fn
+    }' "$src")
 else
   [[ -n $want_status ]] || want_status=0
 fi
@@ -114,8 +130,10 @@ if [[ $mode == silent ]]; then
 else
   # Judge every report of $id; one must match everything.  Prints the reason
   # the closest report failed otherwise.
-  verdict=$(awk -v id="$id" -v sev="$severity" -v base="$base" -v line="$line" -v also="$also" '
+  verdict=$(awk -v id="$id" -v sev="$severity" -v base="$base" -v line="$line" -v also="$also" \
+      -v labelled="$labelled" '
     function frame_re(l) { return " in [^ ]+ ([^ ]*/)?" ebase ":" l "([: \n]|$)" }
+    function fn_frame_re(f, l) { return " in " f "(\\(.*\\))? ([^ ]*/)?" ebase ":" l "$" }
     function judge(   why, n, a, i) {
       why = ""
       if (hdr !~ ("^==[0-9]+==" sev ": rdmasan: " id ":"))
@@ -124,6 +142,12 @@ else
       n = split(also, a, " ")
       for (i = 1; i <= n; i++)
         if (blk !~ frame_re(a[i])) why = why "no frame " base ":" a[i] " (CHECK-ALSO) in the report; "
+      n = split(labelled, a, " ")
+      for (i = 1; i <= n; i++) {
+        split(a[i], m, ":")
+        if (lab[m[1] " at", m[3], m[2]] == "")
+          why = why "no frame " m[3] " " base ":" m[2] " in a \"" m[1] " at\" stack; "
+      }
       if (summ !~ ("^SUMMARY: rdmasan: " id " " ebase ":" line " in [^ ]+$"))
         why = why "SUMMARY is \"" summ "\", wanted \"SUMMARY: rdmasan: " id " " base ":" line " in <fn>\"; "
       if (why == "") { ok = 1 } else if (last == "") { last = why }
@@ -135,10 +159,18 @@ else
       blk = blk "\n" $0
       if (prim && $0 ~ /^ +#[0-9]+ /) { if ($0 ~ frame_re(line)) prim_ok = 1 }
       else if (prim) prim = 0
+      if ($0 ~ /^  [^ ].*:$/) { label = $0; sub(/:$/, "", label) }
+      else if (label != "" && $0 ~ /^ +#[0-9]+ /) {
+        nl = split(labelled, la, " ")
+        for (k = 1; k <= nl; k++) {
+          split(la[k], m, ":")
+          if (label ~ (m[1] " at$") && $0 ~ fn_frame_re(m[3], m[2])) lab[m[1] " at", m[3], m[2]] = 1
+        }
+      }
       next
     }
     $0 ~ ("^==[0-9]+==(ERROR|WARNING): rdmasan: " id ":") {
-      inblk = 1; hdr = $0; blk = ""; prim = 1; prim_ok = 0; summ = ""
+      inblk = 1; hdr = $0; blk = ""; prim = 1; prim_ok = 0; summ = ""; label = ""; split("", lab)
     }
     END {
       if (inblk) { summ = "(none)"; judge() }

@@ -4,7 +4,7 @@
 
 int main(void) {
   struct rig r;
-  rig_setup(&r, &(struct rig_opts){.max_send_wr = 4});
+  rig_setup(&r, &(struct rig_opts){.max_send_wr = 4});  // CREATED-AT: unsignaled-deadlock
   static char src[64], dst[64];
   struct ibv_mr *smr = rig_reg(&r, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);

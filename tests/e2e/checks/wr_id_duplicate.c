@@ -11,7 +11,7 @@ int main(void) {
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, 8);
   struct ibv_send_wr wr = rig_write_wr(7, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;
-  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("first post failed");   // CHECK-ALSO: wr-id-duplicate
+  if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("first post failed");   // POSTED-AT: wr-id-duplicate
   if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("second post failed");  // CHECK: wr-id-duplicate
   rig_poll_ok(r.cq[0], 2);
   ibv_dereg_mr(smr);
