@@ -157,6 +157,13 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
 
 TraceWriter::~TraceWriter() {
   (void)Close();
+  {
+    // Close() after CloseFromSignalHandler() returns early: the exiting
+    // threads' caches must not find this writer any more either way.
+    Registry& r = GetRegistry();
+    std::lock_guard<std::mutex> rl(r.mu);
+    std::erase_if(r.live, [&](const auto& p) { return p.first == gen_; });
+  }
   for (size_t i = 0; i < num_slots_.load(); ++i) delete slots_[i].load();
   for (auto& seg : stack_bits_) delete[] seg.load();
 }
