@@ -677,16 +677,22 @@ StackId InternStack(const uintptr_t* pcs, size_t n) {
 
 namespace {
 
-// Each thread's last captured stack: a loop posting from one call site
-// captures the same stack every time, and comparing its raw walk with the
-// last one is cheaper than checking, hashing and looking it up.  Ids never change meaning, so
-// a stale entry is only a miss.
-struct LastStack {
+// Each thread's last few captured stacks: a loop posting from one call site
+// and polling from another captures the same few stacks every time, and
+// comparing a raw walk with them is cheaper than checking its frames
+// (ValidFrames reads each return address's code), hashing and looking it
+// up.  Ids never change meaning, so a stale entry is only a miss.
+struct RecentStack {
   size_t n = 0;
   StackId id = 0;
   uintptr_t pcs[kMaxStackFrames];
 };
-thread_local LastStack t_last_stack;
+struct RecentStacks {
+  static constexpr unsigned kEntries = 4;
+  RecentStack e[kEntries];
+  unsigned next = 0;  // the entry a miss replaces
+};
+thread_local RecentStacks t_recent_stacks;
 
 bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
@@ -699,14 +705,17 @@ bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
 __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
   uintptr_t raw[kMaxStackFrames];
   size_t n = WalkFrames(pc, frame, raw);
-  LastStack& last = t_last_stack;
-  if (n == last.n && last.id && SamePcs(raw, last.pcs, n)) return last.id;
+  RecentStacks& recent = t_recent_stacks;
+  for (const RecentStack& r : recent.e)
+    if (r.n == n && r.id && SamePcs(raw, r.pcs, n)) return r.id;
   uintptr_t pcs[kMaxStackFrames];
   StackId id = InternStack(pcs, ValidFrames(raw, n, pcs));
   if (id) {
-    last.n = n;
-    last.id = id;
-    std::memcpy(last.pcs, raw, n * sizeof(uintptr_t));
+    RecentStack& r = recent.e[recent.next];
+    recent.next = (recent.next + 1) % RecentStacks::kEntries;
+    r.n = n;
+    r.id = id;
+    std::memcpy(r.pcs, raw, n * sizeof(uintptr_t));
   }
   return id;
 }
