@@ -33,7 +33,8 @@ const char* EventKindName(EventKind k) {
                                            "retire",
                                            "free_range",
                                            "fork",
-                                           "fork_init"};
+                                           "fork_init",
+                                           "decision"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EventKind::kCount));
   auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(EventKind::kCount) ? kNames[i] : "unknown";

@@ -56,6 +56,12 @@ enum class EventKind : uint8_t {
   kFreeRange,  // free/munmap/realloc released [addr, addr+length)
   kFork,
   kForkInit,
+  // A decision of the harness (core/decision.h): count = the Point, obj =
+  // the object decided about (0: none), length = the hit, addr = the
+  // outcome; qp_num and wcs[0] (wr_id, status) say what it did, when it
+  // concerns a QP or a completion.  Checkers keep the latest ones to name
+  // in reports; no check fires on one.
+  kDecision,
   kCount
 };
 

@@ -1,5 +1,7 @@
 #include "core/options.h"
 
+#include "core/decision.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,6 +50,10 @@ bool IsFabricName(absl::string_view v) {
 std::string Disallowed(absl::string_view allowed, const std::string& v) {
   if (allowed.empty() || allowed == "<path>") return "";
   if (allowed == "<name>") return IsFabricName(v) ? "" : "want 1-64 characters from A-Z a-z 0-9 - _ .";
+  if (allowed == "<faults>") {
+    auto spec = ParseFaultSpec(v);
+    return spec.ok() ? "" : std::string(spec.status().message());
+  }
   if (allowed == "<checks>") {
     CheckSet scratch;
     absl::Status s = CheckSet::Parse(v, &scratch);
@@ -75,7 +81,20 @@ std::string BadValue(absl::string_view key, absl::string_view val, absl::string_
 
 absl::Status ParseOptions(absl::string_view text, Options* opts) {
   std::vector<std::string> errors;
+  // A fault spec's settings are ':'-separated too (faults=wc.error:p=0.1):
+  // an item that does not start with an option's name continues faults=.
+  std::vector<std::string> items;
+  bool in_faults = false;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(":\n "), absl::SkipEmpty())) {
+    const absl::string_view name = item.substr(0, item.find('='));
+    if (in_faults && !IsKnownOption(name)) {
+      absl::StrAppend(&items.back(), ":", item);
+      continue;
+    }
+    in_faults = name == "faults";
+    items.emplace_back(item);
+  }
+  for (absl::string_view item : items) {
     size_t eq = item.find('=');
     if (eq == absl::string_view::npos) {
       errors.push_back(absl::StrCat("option '", item, "' has no value (expected name=value)"));

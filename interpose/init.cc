@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "interpose/faults.h"
 #include "traces/trace.h"
 
 namespace {
@@ -46,6 +47,7 @@ __attribute__((constructor)) void RdmasanInit() {
   }
   std::vector<std::string> errors = rdmasan::core::StartupErrors();
   if (std::string e = TraceFolderError(opts.trace); !e.empty()) errors.push_back(std::move(e));
+  if (std::string e = rdmasan::interpose::ScheduleError(); !e.empty()) errors.push_back(std::move(e));
   if (errors.empty()) return;
   int pid = getpid();
   for (const std::string& e : errors) fprintf(stderr, "==%d==rdmasan: ERROR: %s\n", pid, e.c_str());

@@ -1,0 +1,226 @@
+// core/decision: where every choice the harness makes comes from.
+//
+// A *decision* is one choice at one named point: fail this post, fail this
+// registration, turn this completion into an error, hold this completion,
+// release that queue's completion first.  Each has a key (point, object,
+// hit: the hit-th time the point was reached for that object) and an
+// outcome, a number whose 0 is always "do nothing unusual" (no fault, the
+// natural order).  Outcomes come from one DecisionSource:
+//   - PrngSource: a seeded counter-based generator: the draws of a key
+//     depend only on (seed, key), never on what other threads decided, so
+//     two runs of a program deterministic under its schedule decide alike;
+//   - ByteSource: a byte stream (a libFuzzer input), consumed in order,
+//     all zero once exhausted;
+//   - LogSource: a recorded decision log: each key's recorded outcome,
+//     0 for every key the log does not name.
+// Only non-zero outcomes are recorded (a decision log lists what the
+// harness did, not what it left alone), so removing lines of a log gives
+// another valid schedule: the shrinker of a fuzzing campaign relies on it.
+//
+// Fault points form a hierarchy by name (libfiu style): a spec names a
+// point, or a group that is a prefix ending at '_' or '.', or '*':
+// `post` is post_send, post_recv and post_srq_recv; `create` every create_*;
+// `wc` wc.error; `async` every async.*.  FaultSpec parses --faults=SPEC:
+//   spec   := rule (',' rule)*
+//   rule   := name (':' setting)*
+//   setting:= 'p=' prob | 'nth=' N | 'once' | 'enable=' prob | 'status=' S('|'S)*
+//           | 'errno=' E('|'E)* | 'qp=' N | 'wr=' N
+// A rule with neither p, nth nor once is BUGGIFY-style: enabled for the run
+// with probability `enable` (default 0.5), then fires with p=0.05 per hit.
+//
+// May not: depend on anything but core/ and Abseil, allocate per decision
+// once a key's counter exists, or do I/O (the sink does).
+#ifndef RDMASAN_CORE_DECISION_H_
+#define RDMASAN_CORE_DECISION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace rdmasan::core {
+
+// Every point where the harness decides (names: PointName()).
+enum class Point : uint16_t {
+  kPostSend,           // post_send: fail the post at a chosen WR of the chain
+  kPostRecv,           // post_recv
+  kPostSrqRecv,        // post_srq_recv
+  kRegMr,              // reg_mr (ibv_reg_mr, _iova, _iova2, reg_dmabuf_mr)
+  kCreateCq,           // create_cq (ibv_create_cq, create_cq_ex)
+  kCreateQp,           // create_qp (ibv_create_qp, create_qp_ex)
+  kCreateSrq,          // create_srq
+  kCreateAh,           // create_ah
+  kCreateCompChannel,  // create_comp_channel
+  kAllocPd,            // alloc_pd
+  kWcError,            // wc.error: a completion becomes an error, the QP goes to ERR
+  kAsyncPortErr,       // async.port_err: PORT_ERR, then PORT_ACTIVE
+  kAsyncCqErr,         // async.cq_err: CQ_ERR on a CQ
+  kAsyncQpFatal,       // async.qp_fatal: QP_FATAL, the QP goes to ERR
+  kSchedHold,          // sched.hold: hold a completion back from this poll
+  kSchedPick,          // sched.pick: release the i-th eligible queue's completion
+  kCount
+};
+constexpr int kNumPoints = static_cast<int>(Point::kCount);
+const char* PointName(Point p);
+// The point named `name` exactly, or kCount.
+Point PointByName(absl::string_view name);
+// True for the points --faults may name (not the scheduler's).
+inline bool IsFaultPoint(Point p) { return p < Point::kSchedHold; }
+
+struct DecisionKey {
+  Point point = Point::kCount;
+  uint64_t obj = 0;  // the object the decision is about (rdmasan's id), 0: none
+  uint64_t hit = 0;  // 1-based: the hit-th decision at (point, obj)
+  bool operator==(const DecisionKey&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const DecisionKey& k) {
+    return H::combine(std::move(h), k.point, k.obj, k.hit);
+  }
+};
+
+// One recorded decision: a key and its non-zero outcome.  `note` is for
+// people (the WR, the status in words); a log's reader ignores it.
+struct Decision {
+  DecisionKey key;
+  uint64_t outcome = 0;
+  std::string note;
+  // What it concerns, when a QP or a WR (for the event; not in the log).
+  uint32_t qp_num = 0;
+  uint64_t wr_id = 0;
+};
+
+// Uniform draws for one key.
+class Draws {
+ public:
+  virtual ~Draws() = default;
+  // A value in [0, n) (n == 0 or 1: 0).
+  virtual uint64_t Below(uint64_t n) = 0;
+  // True with probability p.
+  bool Chance(double p);
+};
+
+class DecisionSource {
+ public:
+  virtual ~DecisionSource() = default;
+  // True for a recorded log: outcomes are looked up, not computed.
+  virtual bool Replaying() const { return false; }
+  // Replaying: the recorded outcome of `key` (0 if none).
+  virtual uint64_t Recorded(const DecisionKey& key) const { return 0; }
+  // Not replaying: runs `f` with the draws of `key`.
+  virtual uint64_t Draw(const DecisionKey& key, const std::function<uint64_t(Draws&)>& f) = 0;
+  // Draws that belong to the run rather than to one hit (BUGGIFY
+  // activation, PCT priorities): a pure function of (seed, tag, a, b) for
+  // the PRNG; from the stream for bytes; 0 for a log.
+  virtual uint64_t RunDraw(uint64_t tag, uint64_t a, uint64_t b, uint64_t n) = 0;
+  virtual std::string Describe() const = 0;  // "seed 42", "log FILE", "bytes"
+};
+
+std::unique_ptr<DecisionSource> MakePrngSource(uint64_t seed);
+std::unique_ptr<DecisionSource> MakeByteSource(const uint8_t* data, size_t size);  // copies the bytes
+std::unique_ptr<DecisionSource> MakeLogSource(std::vector<Decision> log, std::string name);
+
+// ------------------------------------------------------------ decision log --
+// Text, one decision per line, '#' to end of line is a comment:
+//   wc.error obj=5 hit=3 outcome=12   # RETRY_EXC_ERR on QP 0x11 wr_id=0x12
+// The header comment lines name the run's settings ("# seed=", "# reorder=",
+// "# faults=") so that --schedule can restore them.
+struct DecisionLog {
+  std::vector<Decision> decisions;
+  std::string reorder;  // from "# reorder=", "" if absent
+  std::string faults;   // from "# faults="
+};
+// Clear errors naming the line and the bad token; never crashes on any input.
+absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text);
+std::string FormatDecision(const Decision& d);  // one line, with '\n'
+std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source);
+
+// ------------------------------------------------------------------ faults --
+struct FaultRule {
+  std::string name;                // as written: a point, a group, or "*"
+  double p = -1;                   // per-hit probability; <0: unset
+  uint64_t nth = 0;                // fire at exactly the nth hit (1-based); 0: unset
+  bool once = false;               // fire at most once
+  double enable = -1;              // per-run activation probability; <0: unset
+  std::vector<uint32_t> statuses;  // wc.error: ibv_wc_status values to draw from
+  std::vector<int> errnos;         // failed calls: errno values to draw from
+  uint32_t qp = 0;                 // only this QP number (0: any)
+  int64_t wr = -1;                 // posts: fail at this WR of the chain (-1: draw)
+  bool Matches(Point p) const;
+};
+struct FaultSpec {
+  std::vector<FaultRule> rules;
+  bool empty() const { return rules.empty(); }
+};
+// Errors name the bad token: "faults: unknown fault point 'post_snd' in 'post_snd:nth=3'".
+absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view spec);
+// Status names: "retry-exc", "RETRY_EXC_ERR", "IBV_WC_RETRY_EXC_ERR" or a number.
+bool ParseWcStatus(absl::string_view s, uint32_t* out);
+bool ParseErrno(absl::string_view s, int* out);
+const char* ErrnoName(int e);               // "ENOMEM"; "E?" if unknown
+const char* WcStatusName(uint32_t status);  // "RETRY_EXC_ERR"; "SUCCESS"; "?" if unknown
+
+// --------------------------------------------------------------- decider --
+// The process's decisions: a source, the fault rules, per-(point, object)
+// hit counters, and a sink that records every non-zero outcome.
+class Decider {
+ public:
+  using Sink = std::function<void(const Decision&)>;
+  Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults);
+
+  // Whether any rule names `p` (or, replaying, the log does): the cheap
+  // test a call site makes before anything else.
+  bool Active(Point p) const { return active_[static_cast<int>(p)]; }
+  void SetActive(Point p) { active_[static_cast<int>(p)] = true; }
+  bool replaying() const { return source_->Replaying(); }
+
+  // The next key for (p, obj): hit counts from 1.
+  DecisionKey NextKey(Point p, uint64_t obj);
+
+  // A fault decision at a fault point: 0 (no fault) or, when a rule fires,
+  // what `outcome` makes of the rule and the draws (non-zero).  `qp_num`
+  // filters rules with qp=.  Replaying: the log's outcome.  Non-zero
+  // outcomes go to the sink with the note `note(outcome)`.
+  uint64_t Fault(Point p, uint64_t obj, uint32_t qp_num,
+                 const std::function<uint64_t(const FaultRule&, Draws&)>& outcome,
+                 const std::function<std::string(uint64_t)>& note = nullptr, uint64_t wr_id = 0);
+
+  // A scheduler decision: `f` computes the outcome from draws (not called
+  // when replaying).  Non-zero outcomes are recorded.
+  uint64_t Schedule(Point p, uint64_t obj, const std::function<uint64_t(Draws&)>& f,
+                    const std::function<std::string(uint64_t)>& note = nullptr, uint32_t qp_num = 0,
+                    uint64_t wr_id = 0);
+
+  DecisionSource& source() { return *source_; }
+  const FaultSpec& faults() const { return faults_; }
+  void SetSink(Sink sink) { sink_ = std::move(sink); }
+
+  // Non-zero outcomes so far, per point.
+  uint64_t Count(Point p) const;
+
+ private:
+  bool RuleEnabled(size_t rule_index, Point p);
+  void Record(const DecisionKey& key, uint64_t outcome, const std::function<std::string(uint64_t)>& note,
+              uint32_t qp_num, uint64_t wr_id);
+
+  std::unique_ptr<DecisionSource> source_;
+  FaultSpec faults_;
+  bool active_[kNumPoints] = {};
+  Sink sink_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::pair<uint16_t, uint64_t>, uint64_t> hits_ ABSL_GUARDED_BY(mu_);
+  // Per (rule, point): fired already (once=), enabled for the run (-1 unknown).
+  absl::flat_hash_map<std::pair<size_t, uint16_t>, int> enabled_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<size_t, uint16_t>, uint64_t> fired_ ABSL_GUARDED_BY(mu_);
+  uint64_t counts_[kNumPoints] ABSL_GUARDED_BY(mu_) = {};
+};
+
+}  // namespace rdmasan::core
+
+#endif  // RDMASAN_CORE_DECISION_H_

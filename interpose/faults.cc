@@ -1,0 +1,276 @@
+// interpose/faults: see faults.h.
+#include "interpose/faults.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "core/file.h"
+#include "core/options.h"
+#include "core/report.h"
+#include "interpose/hooks.h"
+#include "interpose/interpose.h"
+#include "softnic/softnic.h"
+
+namespace rdmasan::interpose {
+namespace {
+
+struct Recent {
+  static constexpr int kSize = 8;
+  std::string line[kSize];
+  int next = 0, count = 0;
+};
+
+struct State {
+  std::unique_ptr<core::Decider> decider;
+  ReorderMode reorder = ReorderMode::kOff;
+  int log_fd = -1;
+  absl::Mutex mu;  // log_fd writes, recent
+  Recent recent;
+  uint64_t number = 0;  // decisions so far (their #n in reports)
+};
+
+std::atomic<State*> g_state{nullptr};
+std::atomic<bool> g_built{false};
+std::mutex g_build_mu;
+
+ReorderMode ParseReorder(const std::string& s) {
+  if (s == "random") return ReorderMode::kRandom;
+  if (s == "pct") return ReorderMode::kPct;
+  return ReorderMode::kOff;
+}
+
+// What a decision did, for the decision log and reports.
+std::string Describe(const core::Decision& d) {
+  using core::Point;
+  const uint64_t o = d.outcome;
+  switch (d.key.point) {
+    case Point::kPostSend:
+    case Point::kPostRecv:
+    case Point::kPostSrqRecv:
+      return absl::StrFormat("%s fails with %s at WR %u of the chain%s", core::PointName(d.key.point),
+                             core::ErrnoName(static_cast<int>(o >> 32)),
+                             static_cast<uint32_t>(o & 0xffffffff) - 1,
+                             d.qp_num ? absl::StrFormat(" on QP 0x%x", d.qp_num) : "");
+    case Point::kWcError:
+      return absl::StrFormat("wc.error %s on QP 0x%x wr_id=0x%x",
+                             core::WcStatusName(static_cast<uint32_t>(o)), d.qp_num, d.wr_id);
+    case Point::kAsyncPortErr:
+    case Point::kAsyncCqErr:
+    case Point::kAsyncQpFatal:
+      return absl::StrCat(core::PointName(d.key.point),
+                          d.qp_num ? absl::StrFormat(" on QP 0x%x", d.qp_num) : "");
+    case Point::kSchedHold:
+    case Point::kSchedPick:
+      return d.note;
+    default:
+      return absl::StrCat(core::PointName(d.key.point), " fails with ", core::ErrnoName(static_cast<int>(o)));
+  }
+}
+
+void Sink(State* s, const core::Decision& d) {
+  std::string what = d.note.empty() ? Describe(d) : d.note;
+  uint64_t number;
+  {
+    absl::MutexLock l(&s->mu);
+    number = ++s->number;
+    if (core::IsFaultPoint(d.key.point)) {
+      s->recent.line[s->recent.next] = absl::StrCat("injected ", what, " (decision #", number, ")");
+      s->recent.next = (s->recent.next + 1) % Recent::kSize;
+      ++s->recent.count;
+    }
+    if (s->log_fd >= 0) {
+      core::Decision copy = d;
+      copy.note = what;
+      const std::string line = core::FormatDecision(copy);
+      (void)!write(s->log_fd, line.data(), line.size());
+    }
+  }
+  if (!Checking()) return;
+  core::Event e;
+  e.kind = core::EventKind::kDecision;
+  e.count = static_cast<uint32_t>(d.key.point);
+  e.obj = d.key.obj;
+  e.length = d.key.hit;
+  e.addr = d.outcome;
+  e.qp_num = d.qp_num;
+  if (d.key.point == core::Point::kWcError || d.wr_id) {
+    core::Completion c;
+    c.wr_id = d.wr_id;
+    c.status = d.key.point == core::Point::kWcError ? static_cast<uint32_t>(d.outcome) : 0;
+    c.qp_num = d.qp_num;
+    e.wcs.push_back(c);
+  }
+  Emit(e);
+}
+
+// Reads the schedule file; "" and fills *log, or what is wrong.
+std::string ReadSchedule(const std::string& path, core::DecisionLog* log) {
+  std::ifstream in(path);
+  if (!in) return absl::StrCat("schedule: cannot read '", path, "': ", std::strerror(errno));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  auto parsed = core::ParseDecisionLog(buf.str());
+  if (!parsed.ok()) return absl::StrCat("schedule '", path, "': ", parsed.status().message());
+  *log = std::move(*parsed);
+  return "";
+}
+
+State* Build() {
+  const core::Options& o = core::GlobalOptions();
+  auto* s = new State();
+  std::string faults = o.faults;
+  std::string reorder = o.reorder;
+  std::unique_ptr<core::DecisionSource> source;
+  if (!o.schedule.empty()) {
+    core::DecisionLog log;
+    if (std::string err = ReadSchedule(o.schedule, &log); !err.empty()) {
+      core::Diag(err);  // init.cc stopped the program already if it was bad at start
+    } else {
+      if (reorder == "off" && !log.reorder.empty()) reorder = log.reorder;
+      if (faults.empty()) faults = log.faults;
+      source = core::MakeLogSource(std::move(log.decisions), o.schedule);
+    }
+  }
+  s->reorder = ParseReorder(reorder);
+  if (!source && (!faults.empty() || s->reorder != ReorderMode::kOff))
+    source = core::MakePrngSource(static_cast<uint64_t>(o.seed));
+  if (!source) return s;
+  auto spec = core::ParseFaultSpec(source->Replaying() ? "" : faults);
+  s->decider = std::make_unique<core::Decider>(std::move(source), spec.ok() ? *spec : core::FaultSpec());
+  if (!o.decision_log.empty()) {
+    std::string path = absl::StrReplaceAll(o.decision_log, {{"%p", absl::StrCat(getpid())}});
+    s->log_fd = core::CreateForWrite(path, core::CreateMode::kFresh);
+    if (s->log_fd < 0) {
+      core::Diag(absl::StrCat("decision_log: cannot create '", path, "': ", std::strerror(errno)));
+    } else {
+      const std::string head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe());
+      (void)!write(s->log_fd, head.data(), head.size());
+    }
+  }
+  s->decider->SetSink([s](const core::Decision& d) { Sink(s, d); });
+  return s;
+}
+
+State* GetState() {
+  if (g_built.load(std::memory_order_acquire)) return g_state.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> l(g_build_mu);
+  if (!g_built.load(std::memory_order_relaxed)) {
+    g_state.store(Build(), std::memory_order_relaxed);
+    g_built.store(true, std::memory_order_release);
+  }
+  return g_state.load(std::memory_order_relaxed);
+}
+
+// QPs by (context, number).
+absl::Mutex g_qps_mu;
+absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>* g_qps =
+    new absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>();
+
+}  // namespace
+
+core::Decider* Decider() {
+  State* s = GetState();
+  return s ? s->decider.get() : nullptr;
+}
+
+ReorderMode Reorder() {
+  State* s = GetState();
+  return s ? s->reorder : ReorderMode::kOff;
+}
+
+std::string ScheduleError() {
+  const std::string& path = core::GlobalOptions().schedule;
+  if (path.empty()) return "";
+  core::DecisionLog log;
+  return ReadSchedule(path, &log);
+}
+
+void NoteQp(ibv_qp* qp, ibv_srq* srq) {
+  if (!qp || !GetState()->decider) return;
+  QpInfo info{qp, Id(qp), Id(srq), srq != nullptr, static_cast<uint32_t>(qp->qp_type)};
+  absl::MutexLock l(&g_qps_mu);
+  (*g_qps)[{qp->context, qp->qp_num}] = info;
+}
+
+void ForgetQpNum(ibv_qp* qp) {
+  if (!qp) return;
+  absl::MutexLock l(&g_qps_mu);
+  auto it = g_qps->find({qp->context, qp->qp_num});
+  if (it != g_qps->end() && it->second.qp == qp) g_qps->erase(it);
+}
+
+bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
+  absl::MutexLock l(&g_qps_mu);
+  auto it = g_qps->find({ctx, qp_num});
+  if (it == g_qps->end()) return false;
+  *out = it->second;
+  return true;
+}
+
+int MoveQpToError(ibv_qp* qp) {
+  Reentry re;  // the shim's call, not the program's
+  ibv_qp_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_ERR;
+  if (softnic::IsContext(qp->context)) return softnic::ModifyQp(qp, &attr, IBV_QP_STATE);
+  static const auto real =
+      reinterpret_cast<int (*)(ibv_qp*, ibv_qp_attr*, int)>(Real("ibv_modify_qp", "IBVERBS_1.1"));
+  return real ? real(qp, &attr, IBV_QP_STATE) : ENOSYS;
+}
+
+void PoisonErrorWc(ibv_wc* wc) {
+  wc->opcode = static_cast<ibv_wc_opcode>(kPoison32);
+  wc->byte_len = kPoison32;
+  wc->imm_data = kPoison32;
+  wc->src_qp = kPoison32;
+  wc->wc_flags = kPoison32;
+  wc->pkey_index = 0xbeef;
+  wc->slid = 0xbeef;
+  wc->sl = 0xef;
+  wc->dlid_path_bits = 0xef;
+}
+
+std::string RecentInjections() {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (!s || !s->mu.TryLock()) return "";
+  std::string out;
+  const int n = std::min(s->recent.count, Recent::kSize);
+  for (int i = 0; i < n; ++i) {
+    const int at = (s->recent.next - n + i + Recent::kSize) % Recent::kSize;
+    absl::StrAppend(&out, out.empty() ? "" : "\n", s->recent.line[at]);
+  }
+  s->mu.Unlock();
+  return out;
+}
+
+std::string DecisionSummary() {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (!s || !s->decider) return "";
+  std::string out;
+  for (int i = 0; i < core::kNumPoints; ++i) {
+    const auto p = static_cast<core::Point>(i);
+    if (uint64_t n = s->decider->Count(p))
+      absl::StrAppend(&out, out.empty() ? "" : ", ", core::PointName(p), " ", n);
+  }
+  if (out.empty()) return "";
+  return absl::StrCat("decisions (", s->decider->source().Describe(), "): ", out);
+}
+
+void ResetDecisionsForTest() {
+  std::lock_guard<std::mutex> l(g_build_mu);
+  g_state.store(Build(), std::memory_order_release);  // the old state leaks: tests only
+  g_built.store(true, std::memory_order_release);
+}
+
+}  // namespace rdmasan::interpose

@@ -1,0 +1,81 @@
+// interpose/faults: the harness bends the world the program lives in.
+//
+// Holds the process's core::Decider, built at first use from the options
+// (seed=, faults=, reorder=, schedule=, decision_log=), and what the fault
+// points and the completion scheduler (interpose/sched.h) need to know of
+// the program's QPs.  Every non-zero decision becomes a kDecision event
+// (in the trace, and kept by the checkers to name in reports) and a line of
+// decision_log=PATH.  The fault points themselves live where the calls are:
+// the post wrappers (wrap.cc) fail a post at a chosen WR of the chain, the
+// create/alloc/reg exports (exports.cc) fail with NULL and an errno, the
+// scheduler turns a completion into an error and moves its QP to ERR
+// through the provider's own modify_qp.
+//
+// May not: cost anything when no fault, reorder or schedule option is set
+// (Decider() is then null after one load), change what a call returns
+// except as the decision says, or fail a call in a way its man page does
+// not allow.
+#ifndef RDMASAN_INTERPOSE_FAULTS_H_
+#define RDMASAN_INTERPOSE_FAULTS_H_
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/decision.h"
+#include "core/event.h"
+
+namespace rdmasan::interpose {
+
+// The decider, or null when the run decides nothing (no faults=, reorder=
+// off, no schedule=).  Cheap after the first call.
+core::Decider* Decider();
+
+enum class ReorderMode { kOff, kRandom, kPct };
+// reorder= (or the schedule's "# reorder=" when the option is not given).
+ReorderMode Reorder();
+
+// What the shim knows of a QP for faults and scheduling (by its number on
+// its context).  Noted at creation whether or not checking is on.
+struct QpInfo {
+  ibv_qp* qp = nullptr;
+  core::ObjId id = 0;   // rdmasan's object id (0 if checking is off)
+  core::ObjId srq = 0;  // its SRQ's id, 0 if none
+  bool has_srq = false;
+  uint32_t type = 0;  // ibv_qp_type
+};
+void NoteQp(ibv_qp* qp, ibv_srq* srq);
+void ForgetQpNum(ibv_qp* qp);
+// False if unknown.
+bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out);
+
+// Moves a QP to ERR through its provider (softnic or the real
+// ibv_modify_qp), as a NIC does after an error completion; the call is
+// the shim's, not the program's (no event).  Returns the provider's rc.
+int MoveQpToError(ibv_qp* qp);
+
+// Fills the fields of an error completion that ibv_poll_cq(3) leaves
+// undefined (all but wr_id, status, qp_num, vendor_err) with poison, so
+// code that reads them misbehaves visibly.
+void PoisonErrorWc(ibv_wc* wc);
+inline constexpr uint32_t kPoison32 = 0xdeadbeefu;
+
+// A short line per recent injected fault, newest last (crash and hang
+// reports name what preceded them).  Safe to call from a signal handler
+// only in the sense that it never blocks: it may return "".
+std::string RecentInjections();
+
+// Decisions per point so far, for the exit summary ("" if none).
+std::string DecisionSummary();
+
+// What is wrong with schedule= ("" if nothing): the preloaded library
+// stops the program at start on it (init.cc).
+std::string ScheduleError();
+
+// Tests: rebuild the decider from the current options.
+void ResetDecisionsForTest();
+
+}  // namespace rdmasan::interpose
+
+#endif  // RDMASAN_INTERPOSE_FAULTS_H_
