@@ -222,10 +222,10 @@ TEST(Traces, RoundTripsEveryKindWithAllFields) {
   std::vector<Event> written;
   uint64_t seq = 1;
   for (int round = 0; round < 40; ++round)
-    for (int k = 0; k < rdmasan::traces::kNumEventKinds; ++k)
+    for (int k = 0; k < static_cast<int>(EventKind::kDecision); ++k)
       written.push_back(FullEvent(static_cast<EventKind>(k), seq++, rng));
   // A few minimal events (all defaults) too.
-  for (int k = 0; k < rdmasan::traces::kNumEventKinds; ++k) {
+  for (int k = 0; k < static_cast<int>(EventKind::kDecision); ++k) {
     Event e;
     e.kind = static_cast<EventKind>(k);
     e.seq = seq++;
