@@ -95,7 +95,13 @@ absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl) {
     absl::string_view value = body.substr(eq + 1);
     // RDMASAN_OPTIONS separates items with ':', spaces and newlines, so a
     // value holding one of them cannot be passed through it.
-    if (value.find_first_of(": \n") != absl::string_view::npos)
+    // A fault spec's settings are the exception: its ':' items continue
+    // faults= there, unless one would read as an option of its own.
+    bool spec_colons = name == "faults";
+    if (spec_colons)
+      for (absl::string_view item : absl::StrSplit(value, ':'))
+        if (rdmasan::core::IsKnownOption(std::string(item.substr(0, item.find('='))))) spec_colons = false;
+    if (value.find_first_of(spec_colons ? " \n" : ": \n") != absl::string_view::npos)
       return absl::InvalidArgumentError(
           absl::StrFormat("option '--%s': value '%s' may not contain ':', spaces or newlines", name, value));
     std::string item = absl::StrCat(name, "=", value);

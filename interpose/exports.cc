@@ -18,6 +18,7 @@
 #include "core/options.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -57,6 +58,18 @@ Event Ev(EventKind kind, rdmasan::core::StackId stack) {
   e.stack = stack;
   return e;
 }
+
+// Whether an injected fault (faults=, schedule=) fails this create, alloc
+// or registration call under `parent`: errno is set, the caller returns
+// NULL as the provider would.  Never inside libibverbs' own calls.
+bool Fails(const Reentry& re, rdmasan::core::Point p, const void* parent) {
+  if (__builtin_expect(!ip::FaultActive(p), 1) || !re.outer()) return false;
+  const int err = ip::CallFault(p, ip::Id(parent));
+  if (!err) return false;
+  errno = err;
+  return true;
+}
+using rdmasan::core::Point;
 
 // Emits the event of a verb that returns an int (0 or an error code).
 int Done(Event e, int rc) {
@@ -377,7 +390,10 @@ RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   Reentry re;
   const auto stack = CALLER_STACK();
   if (RefuseDestroyed(EventKind::kAllocPd, context, stack, re, /*as_parent=*/true)) return nullptr;
-  ibv_pd* pd = IsSn(context) ? sn::AllocPd(context) : real ? real(context) : (errno = ENOSYS, nullptr);
+  ibv_pd* pd = Fails(re, Point::kAllocPd, context) ? nullptr
+               : IsSn(context)                     ? sn::AllocPd(context)
+               : real                              ? real(context)
+                                                   : (errno = ENOSYS, nullptr);
   return AfterCreate(re, stack, EventKind::kAllocPd, context, pd);
 }
 
@@ -404,9 +420,10 @@ RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
 template <typename CallReal>
 ibv_mr* RegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, void* addr, size_t length,
               uint64_t iova, unsigned access, bool have_real, CallReal call_real) {
-  ibv_mr* mr = IsSn(pd->context) ? sn::RegMr(pd, addr, length, iova, access)
-               : have_real       ? call_real()
-                                 : (errno = ENOSYS, nullptr);
+  ibv_mr* mr = Fails(re, Point::kRegMr, pd) ? nullptr
+               : IsSn(pd->context)          ? sn::RegMr(pd, addr, length, iova, access)
+               : have_real                  ? call_real()
+                                            : (errno = ENOSYS, nullptr);
   return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
@@ -439,6 +456,8 @@ RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len
                                          int access) {
   REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12");
   if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  Reentry re;
+  if (Fails(re, Point::kRegMr, pd)) return nullptr;
   return real(pd, offset, length, iova, fd, access);
 }
 
@@ -500,9 +519,10 @@ RDMASAN_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   Reentry re;
   if (RefuseDestroyed(EventKind::kCreateCompChannel, context, CALLER_STACK(), re, /*as_parent=*/true))
     return nullptr;
-  ibv_comp_channel* ch = IsSn(context) ? sn::CreateCompChannel(context)
-                         : real        ? real(context)
-                                       : (errno = ENOSYS, nullptr);
+  ibv_comp_channel* ch = Fails(re, Point::kCreateCompChannel, context) ? nullptr
+                         : IsSn(context)                               ? sn::CreateCompChannel(context)
+                         : real                                        ? real(context)
+                                                                       : (errno = ENOSYS, nullptr);
   if (ch && re.outer()) ip::Assign(ch);
   return ch;
 }
@@ -520,9 +540,10 @@ RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_con
   Reentry re;
   const auto stack = CALLER_STACK();
   if (RefuseDestroyed(EventKind::kCreateCq, context, stack, re, /*as_parent=*/true)) return nullptr;
-  ibv_cq* cq = IsSn(context) ? sn::CreateCq(context, cqe, cq_context, channel, comp_vector)
-               : real        ? real(context, cqe, cq_context, channel, comp_vector)
-                             : (errno = ENOSYS, nullptr);
+  ibv_cq* cq = Fails(re, Point::kCreateCq, context) ? nullptr
+               : IsSn(context) ? sn::CreateCq(context, cqe, cq_context, channel, comp_vector)
+               : real          ? real(context, cqe, cq_context, channel, comp_vector)
+                               : (errno = ENOSYS, nullptr);
   if (Watch(re)) ip::OnCreateCq(cq, context, channel, stack);
   return cq;
 }
@@ -587,9 +608,10 @@ RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_a
   REAL(ibv_create_srq, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  ibv_srq* srq = IsSn(pd->context) ? sn::CreateSrq(pd, srq_init_attr)
-                 : real            ? real(pd, srq_init_attr)
-                                   : (errno = ENOSYS, nullptr);
+  ibv_srq* srq = Fails(re, Point::kCreateSrq, pd) ? nullptr
+                 : IsSn(pd->context)              ? sn::CreateSrq(pd, srq_init_attr)
+                 : real                           ? real(pd, srq_init_attr)
+                                                  : (errno = ENOSYS, nullptr);
   if (Watch(re)) {
     Event e = Ev(EventKind::kCreateSrq, stack);
     e.parent = ip::Id(pd);
@@ -626,12 +648,14 @@ RDMASAN_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr)
   REAL(ibv_create_qp, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  ibv_qp* qp = IsSn(pd->context) ? sn::CreateQp(pd, qp_init_attr)
-               : real            ? real(pd, qp_init_attr)
-                                 : (errno = ENOSYS, nullptr);
+  ibv_qp* qp = Fails(re, Point::kCreateQp, pd) ? nullptr
+               : IsSn(pd->context)             ? sn::CreateQp(pd, qp_init_attr)
+               : real                          ? real(pd, qp_init_attr)
+                                               : (errno = ENOSYS, nullptr);
   if (Watch(re))
     ip::OnCreateQp(qp, pd, qp_init_attr->cap, qp_init_attr->send_cq, qp_init_attr->recv_cq, qp_init_attr->srq,
                    qp_init_attr->qp_type, qp_init_attr->sq_sig_all, stack);
+  if (qp && re.outer()) ip::NoteQp(qp, qp_init_attr->srq);
   return qp;
 }
 
@@ -661,6 +685,8 @@ RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   REAL(ibv_destroy_qp, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
+  const bool known = ip::Id(qp) != 0 || !ip::Checking();
+  if (known) ip::ForgetQpNum(qp);
   int rc = Destroy(EventKind::kDestroyQp, qp, stack, re, sn::DestroyQp, real);
   if (!rc) ip::ForgetQp(qp);
   return rc;
@@ -708,7 +734,10 @@ RDMASAN_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   REAL(ibv_create_ah, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  ibv_ah* ah = IsSn(pd->context) ? sn::CreateAh(pd, attr) : real ? real(pd, attr) : (errno = ENOSYS, nullptr);
+  ibv_ah* ah = Fails(re, Point::kCreateAh, pd) ? nullptr
+               : IsSn(pd->context)             ? sn::CreateAh(pd, attr)
+               : real                          ? real(pd, attr)
+                                               : (errno = ENOSYS, nullptr);
   return AfterCreate(re, stack, EventKind::kCreateAh, pd, ah);
 }
 

@@ -179,9 +179,68 @@ absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>* g_qps =
 
 }  // namespace
 
-core::Decider* Decider() {
+std::atomic<core::Decider*> g_decider{nullptr};
+std::atomic<bool> g_decider_built{false};
+
+core::Decider* DeciderSlow() {
   State* s = GetState();
-  return s ? s->decider.get() : nullptr;
+  g_decider.store(s->decider.get(), std::memory_order_relaxed);
+  g_decider_built.store(true, std::memory_order_release);
+  return s->decider.get();
+}
+
+int PostFault(core::Point p, core::ObjId obj, uint32_t qp_num, uint32_t chain_len, uint32_t* index) {
+  core::Decider* d = Decider();
+  if (!d || !d->Active(p) || chain_len == 0) return 0;
+  const uint64_t o = d->Fault(p, obj, qp_num, [&](const core::FaultRule& r, core::Draws& draws) -> uint64_t {
+    uint32_t at = r.wr >= 0 ? static_cast<uint32_t>(std::min<int64_t>(r.wr, chain_len - 1))
+                            : static_cast<uint32_t>(draws.Below(chain_len));
+    static constexpr int kDefault[] = {ENOMEM, EINVAL};
+    int err = r.errnos.empty() ? kDefault[draws.Below(2)] : r.errnos[draws.Below(r.errnos.size())];
+    return (uint64_t(err) << 32) | (at + 1);
+  });
+  if (!o) return 0;
+  const uint32_t at = static_cast<uint32_t>(o & 0xffffffff);
+  *index = at ? std::min(at - 1, chain_len - 1) : 0;  // a log's outcome may name a WR past this chain
+  const int err = static_cast<int>(o >> 32);
+  return err > 0 ? err : ENOMEM;
+}
+
+void MaybeInjectAsync(ibv_qp* qp) {
+  core::Decider* d = Decider();
+  if (!d || !qp) return;
+  const bool sn = softnic::IsContext(qp->context);
+  auto fire = [&](core::Point p, core::ObjId obj) {
+    return d->Active(p) &&
+           d->Fault(p, obj, qp->qp_num, [](const core::FaultRule&, core::Draws&) { return 1; });
+  };
+  if (fire(core::Point::kAsyncQpFatal, Id(qp))) {
+    if (sn)
+      softnic::InjectAsync(qp->context, IBV_EVENT_QP_FATAL, qp, nullptr);
+    else
+      MoveQpToError(qp);
+  }
+  if (!sn) return;
+  if (qp->send_cq && fire(core::Point::kAsyncCqErr, Id(qp->send_cq)))
+    softnic::InjectAsync(qp->context, IBV_EVENT_CQ_ERR, nullptr, qp->send_cq);
+  if (fire(core::Point::kAsyncPortErr, Id(qp->context))) {
+    // A link flap: the port goes down and comes back.
+    softnic::InjectAsync(qp->context, IBV_EVENT_PORT_ERR, nullptr, nullptr);
+    softnic::InjectAsync(qp->context, IBV_EVENT_PORT_ACTIVE, nullptr, nullptr);
+  }
+}
+
+int CallFault(core::Point p, core::ObjId obj) {
+  core::Decider* d = Decider();
+  if (!d || !d->Active(p)) return 0;
+  const uint64_t o = d->Fault(p, obj, 0, [&](const core::FaultRule& r, core::Draws& draws) -> uint64_t {
+    if (!r.errnos.empty()) return static_cast<uint64_t>(r.errnos[draws.Below(r.errnos.size())]);
+    // What a registration fails with when pinning or resources run out; a
+    // create or alloc, when resources do.
+    if (p == core::Point::kRegMr) return draws.Below(2) ? EFAULT : ENOMEM;
+    return ENOMEM;
+  });
+  return o ? (o < 4096 ? static_cast<int>(o) : ENOMEM) : 0;
 }
 
 ReorderMode Reorder() {
@@ -269,8 +328,11 @@ std::string DecisionSummary() {
 
 void ResetDecisionsForTest() {
   std::lock_guard<std::mutex> l(g_build_mu);
-  g_state.store(Build(), std::memory_order_release);  // the old state leaks: tests only
+  State* s = Build();
+  g_state.store(s, std::memory_order_release);  // the old state leaks: tests only
   g_built.store(true, std::memory_order_release);
+  g_decider.store(s->decider.get(), std::memory_order_relaxed);
+  g_decider_built.store(true, std::memory_order_release);
 }
 
 }  // namespace rdmasan::interpose

@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -29,8 +30,43 @@
 namespace rdmasan::interpose {
 
 // The decider, or null when the run decides nothing (no faults=, reorder=
-// off, no schedule=).  Cheap after the first call.
-core::Decider* Decider();
+// off, no schedule=).  Two loads after the first call.
+core::Decider* DeciderSlow();
+struct FaultsState;
+extern std::atomic<core::Decider*> g_decider;  // set once built
+extern std::atomic<bool> g_decider_built;
+inline core::Decider* Decider() {
+  if (__builtin_expect(g_decider_built.load(std::memory_order_acquire), 1))
+    return g_decider.load(std::memory_order_relaxed);
+  return DeciderSlow();
+}
+// True when fault point `p` may fire in this run (one load when nothing is
+// decided).
+inline bool FaultActive(core::Point p) {
+  core::Decider* d = Decider();
+  return __builtin_expect(d != nullptr, 0) && d->Active(p);
+}
+
+// A post of a chain of `chain_len` WRs to the QP or SRQ `obj` (number
+// qp_num, 0 for an SRQ) reaches fault point `p`: 0, or the errno the post
+// fails with and in *index the WR it fails at (earlier WRs are posted).
+int PostFault(core::Point p, core::ObjId obj, uint32_t qp_num, uint32_t chain_len, uint32_t* index);
+// The async fault points, reached at each post to `qp` (any of
+// async.qp_fatal, async.cq_err on its send CQ, async.port_err): softnic
+// raises the event with its consequences (softnic::InjectAsync); on a real
+// provider only async.qp_fatal applies (the QP is moved to ERR; the event
+// itself comes from the kernel and cannot be injected).
+void MaybeInjectAsync(ibv_qp* qp);
+inline bool AnyAsyncActive() {
+  core::Decider* d = Decider();
+  return __builtin_expect(d != nullptr, 0) &&
+         (d->Active(core::Point::kAsyncQpFatal) || d->Active(core::Point::kAsyncCqErr) ||
+          d->Active(core::Point::kAsyncPortErr));
+}
+
+// A create/alloc/reg call under parent `obj` reaches fault point `p`: 0,
+// or the errno it fails with (NULL returned).
+int CallFault(core::Point p, core::ObjId obj);
 
 enum class ReorderMode { kOff, kRandom, kPct };
 // reorder= (or the schedule's "# reorder=" when the option is not given).

@@ -63,6 +63,8 @@ class Reentry {
   RDMASAN_TLS_ACCESSOR Reentry() : outer_(depth_++ == 0) {}
   RDMASAN_TLS_ACCESSOR ~Reentry() { --depth_; }
   bool outer() const { return outer_; }
+  // Calls of the shim in progress on this thread (0: the program's own).
+  static RDMASAN_TLS_ACCESSOR int Depth() { return depth_; }
 
  private:
   static thread_local int depth_;

@@ -11,8 +11,10 @@
 
 #include <mutex>
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
@@ -137,13 +139,59 @@ uint32_t BadIndex(const ibv_send_wr* wr, const ibv_send_wr* bad, uint32_t n) {
   return at;
 }
 
+// ------------------------------------------------------- post faults --
+// An injected post failure (interpose/faults.h) as a provider fails: the
+// WRs before the chosen one are posted, *bad points at the chosen one, the
+// call returns the errno.  The prefix is posted from a shallow copy of its
+// WRs (the program's chain is never modified).
+template <typename Wr, typename Obj, typename Post>
+int PostPrefixThenFail(Obj* obj, Wr* wr, Wr** bad, uint32_t k, int err, Post post) {
+  Wr* at = wr;
+  for (uint32_t i = 0; i < k && at; ++i) at = at->next;
+  if (k > 0) {
+    absl::InlinedVector<Wr, 8> copy(k);
+    Wr* w = wr;
+    for (uint32_t i = 0; i < k; ++i, w = w->next) {
+      copy[i] = *w;
+      copy[i].next = i + 1 < k ? &copy[i + 1] : nullptr;
+    }
+    Wr* cbad = nullptr;
+    if (int rc = post(obj, copy.data(), &cbad)) {
+      // The provider refused one of the prefix itself: name the program's WR.
+      Wr* orig = wr;
+      for (Wr* c = copy.data(); c && c != cbad && orig; c = c->next) orig = orig->next;
+      *bad = orig ? orig : wr;
+      return rc;
+    }
+  }
+  *bad = at ? at : wr;
+  return err;
+}
+
+template <typename Wr>
+uint32_t ChainLength(const Wr* wr, uint32_t bound) {
+  uint32_t n = 0;
+  for (; wr && n < bound; wr = wr->next) ++n;
+  return n;
+}
+
+// The provider's post, unless fault point `p` fires for this chain.
+template <typename Wr, typename Obj, typename Post>
+int PostOrFault(core::Point p, Obj* obj, uint32_t qp_num, Wr* wr, Wr** bad, Post post) {
+  if (__builtin_expect(!FaultActive(p), 1) || !wr) return post(obj, wr, bad);
+  uint32_t k = 0;
+  const int err = PostFault(p, Id(obj), qp_num, ChainLength(wr, 65536), &k);
+  return err ? PostPrefixThenFail(obj, wr, bad, k, err, post) : post(obj, wr, bad);
+}
+
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
   if (!s) {
     *bad = wr;
     return ENODEV;
   }
-  if (!Checking()) return s->post_send(qp, wr, bad);
+  if (__builtin_expect(AnyAsyncActive(), 0) && Reentry::Depth() == 0) MaybeInjectAsync(qp);
+  if (!Checking()) return PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, s->post_send);
   Bump(g_counters.post_send);
   Reentry re;
   if (!re.outer()) return s->post_send(qp, wr, bad);
@@ -166,7 +214,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const uint32_t copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
                                         ChainBound(lim.max_send_wr, 4096));
   HashSendPayloads(&e);
-  int rc = s->post_send(qp, wr, bad);
+  int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, s->post_send);
   e.ret = rc;
   e.err = rc;
   if (rc) e.bad_index = BadIndex(wr, *bad, copied);
@@ -194,7 +242,7 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  if (!Checking()) return s->post_recv(qp, wr, bad);
+  if (!Checking()) return PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, s->post_recv);
   Bump(g_counters.post_recv);
   Reentry re;
   if (!re.outer()) return s->post_recv(qp, wr, bad);
@@ -204,7 +252,8 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return EINVAL;
   }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad, s->post_recv(qp, wr, bad), stack);
+  return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
+                        PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, s->post_recv), stack);
 }
 
 int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -215,14 +264,16 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return s ? EOPNOTSUPP : ENODEV;
   }
   Reentry re;
-  if (!re.outer() || !Checking()) return s->post_srq_recv(srq, wr, bad);
+  if (!re.outer()) return s->post_srq_recv(srq, wr, bad);
+  if (!Checking()) return PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv);
   if (RDMASAN_REFUSE_DESTROYED(srq, core::EventKind::kPostSrqRecv,
                                [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
     *bad = wr;
     return EINVAL;
   }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad, s->post_srq_recv(srq, wr, bad), stack);
+  return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad,
+                        PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv), stack);
 }
 
 // Emits a poll event, then the retirement event of the send WRs it retired
@@ -610,15 +661,27 @@ void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
   if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
 }
+// ibv_wr_complete posts the batch all or nothing: an injected failure
+// aborts the batch at the provider and returns the errno.
+int CompleteOrFault(WrHooks* h, ibv_qp_ex* q, uint32_t n) {
+  if (__builtin_expect(!FaultActive(core::Point::kPostSend), 1) || n == 0 || !h->orig.wr_abort)
+    return h->orig.wr_complete(q);
+  uint32_t k = 0;
+  const int err = PostFault(core::Point::kPostSend, Id(&q->qp_base), q->qp_base.qp_num, n, &k);
+  if (!err) return h->orig.wr_complete(q);
+  h->orig.wr_abort(q);
+  return err;
+}
+
 int ShComplete(ibv_qp_ex* q) {
   Reentry re;
   WrHooks* h = WrHooksOf(q);
   if (!h) return EINVAL;
-  if (!h->open) return h->orig.wr_complete(q);
+  if (!h->open) return CompleteOrFault(h, q, 1);
   h->open = false;
   h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
   HashSendPayloads(&h->batch);
-  int rc = h->orig.wr_complete(q);
+  int rc = CompleteOrFault(h, q, static_cast<uint32_t>(h->batch.send_wrs.size()));
   h->batch.ret = rc;
   h->batch.err = rc;
   if (rc) h->batch.bad_index = 0;  // wr_complete posts all or nothing
@@ -669,11 +732,18 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     return nullptr;
   }
   Reentry re;
-  if (!re.outer() || !Checking()) return s->create_qp_ex(ctx, attr);
+  if (!re.outer()) return s->create_qp_ex(ctx, attr);
+  if (!Checking()) {
+    ibv_qp* qp = s->create_qp_ex(ctx, attr);
+    NoteQp(qp, attr->srq);
+    return qp;
+  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  ibv_qp* qp = s->create_qp_ex(ctx, attr);
+  int err = FaultActive(core::Point::kCreateQp) ? CallFault(core::Point::kCreateQp, Id(attr->pd)) : 0;
+  ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
   OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type,
              attr->sq_sig_all, stack);
+  NoteQp(qp, attr->srq);
   // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
   // the same address: qp_base is its first member).
   if (qp && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));

@@ -364,4 +364,34 @@ void MoveToErrorLocked(Process* p, ShmQp* q) {
   if (q->send_cq < kMaxCqs) h->cqs[q->send_cq].attention.fetch_add(1);
 }
 
+void InjectAsync(ibv_context* ctx, ibv_event_type type, ibv_qp* qp, ibv_cq* cq) {
+  Process* p = GetProcess();
+  if (!p || !IsContext(ctx)) return;
+  if (type == IBV_EVENT_QP_FATAL && qp) {
+    SnQp* q = Qp(qp);
+    std::lock_guard<std::mutex> sq(q->sq_mu);  // as ModifyQp: sq_mu, then the fabric
+    {
+      FabricLock lock(p->fab);
+      if (q->shm->state.load() != IBV_QPS_ERR) MoveToErrorLocked(p, q->shm);
+      qp->state = IBV_QPS_ERR;
+      RaiseAsyncLocked(p, q->shm->ctx, IBV_EVENT_QP_FATAL, kObjQp, q->slot);
+    }
+    FlushSq(p, q);
+    return;
+  }
+  FabricLock lock(p->fab);
+  if (type == IBV_EVENT_CQ_ERR && cq) {
+    SnCq* c = Cq(cq);
+    if (c->slot < kMaxCqs) {
+      ShmCq& s = p->fab->hdr()->cqs[c->slot];
+      if (s.in_use && !s.overrun) {
+        s.overrun = 1;
+        RaiseAsyncLocked(p, s.ctx, IBV_EVENT_CQ_ERR, kObjCq, c->slot);
+      }
+    }
+  } else if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_PORT_ACTIVE) {
+    RaiseAsyncLocked(p, Ctx(ctx)->slot, type, kObjPort, 1);
+  }
+}
+
 }  // namespace rdmasan::softnic

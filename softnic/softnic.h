@@ -64,6 +64,13 @@ int DestroySrq(ibv_srq* srq);
 
 ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr);
 int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+// Fault injection (interpose/faults.h): an async event the device raises
+// on its own, with what the device does with it.  IBV_EVENT_QP_FATAL: the
+// QP goes to ERR (its WRs are flushed) and the event names it;
+// IBV_EVENT_CQ_ERR: the CQ takes no more completions, as after an overrun;
+// IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE: the port event.  Other types
+// are ignored.
+void InjectAsync(ibv_context* ctx, ibv_event_type type, ibv_qp* qp, ibv_cq* cq);
 int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 int DestroyQp(ibv_qp* qp);
 ibv_qp_ex* QpToQpEx(ibv_qp* qp);
