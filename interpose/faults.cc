@@ -126,8 +126,7 @@ std::string ReadSchedule(const std::string& path, core::DecisionLog* log) {
   return "";
 }
 
-State* Build() {
-  const core::Options& o = core::GlobalOptions();
+State* Build(const core::Options& o) {
   auto* s = new State();
   std::string faults = o.faults;
   std::string reorder = o.reorder;
@@ -166,7 +165,7 @@ State* GetState() {
   if (g_built.load(std::memory_order_acquire)) return g_state.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> l(g_build_mu);
   if (!g_built.load(std::memory_order_relaxed)) {
-    g_state.store(Build(), std::memory_order_relaxed);
+    g_state.store(Build(core::GlobalOptions()), std::memory_order_relaxed);
     g_built.store(true, std::memory_order_release);
   }
   return g_state.load(std::memory_order_relaxed);
@@ -326,9 +325,11 @@ std::string DecisionSummary() {
   return absl::StrCat("decisions (", s->decider->source().Describe(), "): ", out);
 }
 
-void ResetDecisionsForTest() {
+void ResetDecisionsForTest(const std::string& options) {
   std::lock_guard<std::mutex> l(g_build_mu);
-  State* s = Build();
+  core::Options o = core::GlobalOptions();
+  (void)core::ParseOptions(options, &o);
+  State* s = Build(o);
   g_state.store(s, std::memory_order_release);  // the old state leaks: tests only
   g_built.store(true, std::memory_order_release);
   g_decider.store(s->decider.get(), std::memory_order_relaxed);

@@ -109,8 +109,9 @@ std::string DecisionSummary();
 // stops the program at start on it (init.cc).
 std::string ScheduleError();
 
-// Tests: rebuild the decider from the current options.
-void ResetDecisionsForTest();
+// Tests: rebuild the decider from the process's options with `options`
+// (RDMASAN_OPTIONS syntax) applied on top ("faults=post_send:once").
+void ResetDecisionsForTest(const std::string& options = "");
 
 }  // namespace rdmasan::interpose
 

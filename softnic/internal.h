@@ -224,7 +224,9 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   ShmHeader* h = p->fab->hdr();
   if (cq_slot >= kMaxCqs) return false;
   ShmCq& cq = h->cqs[cq_slot];
-  if (!cq.in_use) return false;
+  // A CQ in error (an overrun, or CQ_ERR injected) takes no more, as on
+  // hardware.
+  if (!cq.in_use || cq.overrun) return false;
   uint64_t cons = cq.cons.load(std::memory_order_acquire);
   if (cq.prod - cons >= cq.cqe) {
     if (!cq.overrun) {
