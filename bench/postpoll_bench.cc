@@ -1,7 +1,11 @@
 // Nanoseconds per post+poll pair (one 8-byte signaled RDMA WRITE, 1 SGE) on
 // softnic in-process, in one run: no shim (the softnic ops called straight),
 // pass-through (through the shim's data-path wrappers, checking off) and
-// full checking (every call an Event through the checkers).
+// full checking (every call an Event through the checkers), and full
+// checking with the fault and scheduling machinery on: "scheduling on"
+// (a fault rule that never fires, faults=wc.error:p=0: every completion
+// passes through the scheduler, nothing is injected) and "reorder=random"
+// (completions merged and held back as the random strategy decides).
 //
 // On Google Benchmark: each mode is a registered benchmark, run for a fixed
 // number of pairs in five rounds taken in turns; the table shows every round
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "bench/best_of.h"
+#include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
@@ -103,9 +108,11 @@ inline void PostPoll(Setup& s, uint64_t wr_id) {
   if (wc.status != IBV_WC_SUCCESS) abort();
 }
 
-enum Mode : int64_t { kNoShim, kPassThrough, kFullChecking };
-constexpr const char* kModeNames[] = {"no shim", "pass-through", "full checking"};
-constexpr const char* kModeIds[] = {"no_shim", "pass_through", "full_checking"};
+enum Mode : int64_t { kNoShim, kPassThrough, kFullChecking, kScheduling, kReorder };
+constexpr const char* kModeNames[] = {"no shim", "pass-through", "full checking", "scheduling on",
+                                      "reorder=random"};
+constexpr const char* kModeIds[] = {"no_shim", "pass_through", "full_checking", "scheduling",
+                                    "reorder_random"};
 
 Setup* g_setup;  // built before the benchmarks run
 
@@ -113,12 +120,15 @@ Setup* g_setup;  // built before the benchmarks run
 // pass-through: the shim's wrappers with checking off; full checking.
 void SetMode(Setup& s, Mode mode) {
   namespace ip = rdmasan::interpose;
+  ip::ResetDecisionsForTest(mode == kScheduling ? "faults=wc.error:p=0"
+                            : mode == kReorder  ? "reorder=random"
+                                                : "faults=:reorder=off");
   if (mode == kNoShim) {
     ip::UnwrapRealContext(s.ctx);
     return;
   }
   ip::WrapRealContext(s.ctx);
-  ip::SetChecking(mode == kFullChecking);
+  ip::SetChecking(mode >= kFullChecking);
 }
 
 void BM_PostPoll(benchmark::State& state, Mode mode) {
@@ -145,11 +155,14 @@ double NsPerPair(const benchmark::BenchmarkReporter::Run& run) {
 
 void PrintSummary(const rdmasan::bench::BestOfReporter& best, int rounds, int iters) {
   const double raw = best.Best("postpoll/no_shim"), pass = best.Best("postpoll/pass_through"),
-               full = best.Best("postpoll/full_checking");
+               full = best.Best("postpoll/full_checking"), sched = best.Best("postpoll/scheduling"),
+               reorder = best.Best("postpoll/reorder_random");
   printf("post+poll pair, softnic in-process, 1 SGE, best of %d rounds of %d:\n", rounds, iters);
   printf("  %-22s %8.1f ns\n", kModeNames[kNoShim], raw);
   printf("  %-22s %8.1f ns  (+%.1f ns)\n", kModeNames[kPassThrough], pass, pass - raw);
   printf("  %-22s %8.1f ns  (+%.1f ns)\n", kModeNames[kFullChecking], full, full - raw);
+  printf("  %-22s %8.1f ns  (+%.1f ns over full checking)\n", kModeNames[kScheduling], sched, sched - full);
+  printf("  %-22s %8.1f ns  (+%.1f ns over full checking)\n", kModeNames[kReorder], reorder, reorder - full);
   printf("targets: pass-through < 10 ns, checking < 100 ns over no shim: %s, %s\n",
          pass - raw < 10 ? "PASS" : "MISS", full - raw < 100 ? "PASS" : "MISS");
 }
@@ -182,10 +195,11 @@ int main(int argc, char** argv) {
     printf("full checking: %.1f ns per pair\n", best.Best("postpoll/full_checking"));
     return 0;
   }
-  // The three modes in turns, five rounds; each mode's best round counts.
+  // The modes in turns, five rounds; each mode's best round counts.
   constexpr int kRounds = 5;
   for (int round = 0; round < kRounds; ++round)
-    for (Mode mode : {kNoShim, kPassThrough, kFullChecking}) Register(mode, round, iters);
+    for (Mode mode : {kNoShim, kPassThrough, kFullChecking, kScheduling, kReorder})
+      Register(mode, round, iters);
   benchmark::RunSpecifiedBenchmarks(&best);
   PrintSummary(best, kRounds, iters);
   benchmark::Shutdown();

@@ -255,7 +255,7 @@ std::string ScheduleError() {
 }
 
 void NoteQp(ibv_qp* qp, ibv_srq* srq) {
-  if (!qp || !GetState()->decider) return;
+  if (!qp) return;
   QpInfo info{qp, Id(qp), Id(srq), srq != nullptr, static_cast<uint32_t>(qp->qp_type)};
   absl::MutexLock l(&g_qps_mu);
   (*g_qps)[{qp->context, qp->qp_num}] = info;
