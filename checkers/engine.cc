@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+
 #include <deque>
 #include <utility>
+#include "core/decision.h"
 
 namespace rdmasan::checkers {
 namespace {
@@ -333,6 +335,7 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
   if (!d) return false;
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   void* books = n->books;  // live: destruction takes d's lock too
+  const size_t first = findings ? findings->size() : 0;
   constexpr size_t k = static_cast<size_t>(K);
   if constexpr (K == EventKind::kPostSend) {
     // The busiest two kinds, straight: a post or poll that no check can
@@ -350,6 +353,8 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
           kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
     state_.Apply(e, retired, books);
   }
+  if (any_fault_.load(std::memory_order_acquire))
+    NameInjected(e, kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr, findings, first);
   if (!one_thread_) d->mu.unlock();
   return true;
 }
@@ -357,20 +362,23 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
 void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
                  std::vector<RetiredWr>* retired) {
   // An event of the data path on a queue the engine knows locks only that
-  // queue's domain; anything else takes every lock.
+  // queue's domain; anything else takes every lock.  Decisions take none.
   switch (e.kind) {
+    case EventKind::kDecision:
+      OnDecision(e, seq);
+      return;
 #define RDMASAN_DATA_KIND(K)                           \
   case K:                                              \
     if (RunData<K>(e, seq, findings, retired)) return; \
     break;
-    RDMASAN_DATA_KIND(EventKind::kPostSend)
-    RDMASAN_DATA_KIND(EventKind::kPollCq)
-    RDMASAN_DATA_KIND(EventKind::kPostRecv)
-    RDMASAN_DATA_KIND(EventKind::kPostSrqRecv)
-    RDMASAN_DATA_KIND(EventKind::kRetire)
-    RDMASAN_DATA_KIND(EventKind::kReqNotifyCq)
-    RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
-    RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
+      RDMASAN_DATA_KIND(EventKind::kPostSend)
+      RDMASAN_DATA_KIND(EventKind::kPollCq)
+      RDMASAN_DATA_KIND(EventKind::kPostRecv)
+      RDMASAN_DATA_KIND(EventKind::kPostSrqRecv)
+      RDMASAN_DATA_KIND(EventKind::kRetire)
+      RDMASAN_DATA_KIND(EventKind::kReqNotifyCq)
+      RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
+      RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
 #undef RDMASAN_DATA_KIND
     default:
       break;
@@ -380,11 +388,60 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   if (!one_thread_) held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Check(e, &control_emitted_, &control_mrs_, findings,
-        CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
+  const size_t first = findings ? findings->size() : 0;
+  const QpState* qp = CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr;
+  Check(e, &control_emitted_, &control_mrs_, findings, qp);
+  if (any_fault_.load(std::memory_order_acquire)) NameInjected(e, qp, findings, first);
   state_.Apply(e, retired, nullptr);
   UpdateDomains(e);
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
+}
+
+void Engine::OnDecision(const core::Event& e, uint64_t* seq) {
+  std::lock_guard<std::mutex> l(decisions_mu_);
+  // The number and the seq are taken together: in seq order, a replay
+  // counts the decisions as this run did.
+  if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t number = ++decisions_seen_;
+  if (e.count >= static_cast<uint32_t>(core::kNumPoints) ||
+      !core::IsFaultPoint(static_cast<core::Point>(e.count)))
+    return;
+  Injected what{number,
+                absl::StrCat("after injected ", core::DescribeDecisionEvent(e), " (decision #", number, ")")};
+  if (e.qp_num) last_fault_on_qpn_[e.qp_num] = what;
+  last_fault_ = std::move(what);
+  any_fault_.store(true, std::memory_order_release);
+}
+
+void Engine::NameInjected(const core::Event& e, const QpState* qp, std::vector<core::Finding>* findings,
+                          size_t first) {
+  if (!findings || findings->size() == first) return;
+  // The QPs the event is about: its QP's, the one it names, its
+  // completions'.  The latest fault injected on any of them; for an event
+  // about no QP, the latest injected anywhere.
+  absl::InlinedVector<uint32_t, 4> qpns;
+  if (qp) qpns.push_back(qp->qpn);
+  if (e.qp_num) qpns.push_back(e.qp_num);
+  for (const core::Completion& c : e.wcs)
+    if (c.qp_num) qpns.push_back(c.qp_num);
+  std::string context;
+  {
+    std::lock_guard<std::mutex> l(decisions_mu_);
+    if (qpns.empty()) {
+      context = last_fault_.what;
+    } else {
+      uint64_t latest = 0;
+      for (uint32_t qpn : qpns) {
+        auto it = last_fault_on_qpn_.find(qpn);
+        if (it != last_fault_on_qpn_.end() && it->second.number > latest) {
+          latest = it->second.number;
+          context = it->second.what;
+        }
+      }
+    }
+  }
+  if (context.empty()) return;
+  for (size_t i = first; i < findings->size(); ++i) (*findings)[i].context = context;
 }
 
 bool Engine::LkeyInFlight(uint32_t lkey) {
