@@ -211,18 +211,23 @@ int Stats(traces::TraceReader& r) {
   std::map<core::ObjId, uint64_t> posts_per_qp;
   std::map<core::ObjId, size_t> peak_sq, peak_rq;
   std::map<core::ObjId, uint64_t> peak_cq;
+  std::map<uint32_t, uint64_t> per_point;  // decisions per core::Point
   uint64_t events = 0, errors = 0, flushes = 0, failed_calls = 0;
   const int status = ForEachEvent(r, [&](const core::Event& e) {
     ++events;
     ++per_kind[core::EventKindName(e.kind)];
     if (e.ret != 0) ++failed_calls;
     if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) ++posts_per_qp[e.obj];
-    for (const auto& c : e.wcs) {
-      if (c.status == IBV_WC_WR_FLUSH_ERR)
-        ++flushes;
-      else if (c.status != IBV_WC_SUCCESS)
-        ++errors;
-    }
+    // A decision's wcs[0] names the completion it made an error, which the
+    // poll that returns it counts.
+    if (e.kind == core::EventKind::kDecision) ++per_point[e.count];
+    if (e.kind != core::EventKind::kDecision)
+      for (const auto& c : e.wcs) {
+        if (c.status == IBV_WC_WR_FLUSH_ERR)
+          ++flushes;
+        else if (c.status != IBV_WC_SUCCESS)
+          ++errors;
+      }
     engine.OnEvent(e);
     engine.TakeRetired();
     if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
@@ -257,6 +262,16 @@ int Stats(traces::TraceReader& r) {
   std::printf("errors: %llu error completions, %llu flushed, %llu failed calls\n",
               static_cast<unsigned long long>(errors), static_cast<unsigned long long>(flushes),
               static_cast<unsigned long long>(failed_calls));
+  if (!per_point.empty()) {
+    std::string line;
+    for (const auto& [p, n] : per_point)
+      absl::StrAppend(&line, line.empty() ? "" : ", ",
+                      p < static_cast<uint32_t>(core::kNumPoints)
+                          ? core::PointName(static_cast<core::Point>(p))
+                          : absl::StrCat("point ", p),
+                      " ", n);
+    std::printf("decisions: %s\n", line.c_str());
+  }
   return 0;
 }
 

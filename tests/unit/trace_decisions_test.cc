@@ -1,6 +1,7 @@
 // Decisions in traces, offline (issue 11): `rdmasan trace decisions` prints
 // a decision log that parses back to the recorded decisions and settings,
-// `trace dump` shows them numbered, `replay` shows them where its findings
+// `trace dump` shows them numbered, `trace stats` counts them per point,
+// `replay` shows them where its findings
 // go and names the injected fault in the finding it preceded; bad input is
 // a clear error, never a crash.
 #include <gtest/gtest.h>
@@ -144,6 +145,11 @@ TEST(TraceDecisions, DumpAndReplayShowThem) {
   EXPECT_NE(out.find(" decision #2: wc.error RETRY_EXC_ERR on QP 0x100 wr_id=0x2a (obj 3, hit 1)\n"),
             std::string::npos)
       << out;
+  out = Cli("trace stats '" + path + "'", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("decisions: wc.error 1, sched.pick 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("errors: 1 error completions"), std::string::npos)
+      << out;  // the poll's, not the decision's
   out = Cli("replay '" + path + "'", &status);
   const size_t line = out.find("rdmasan: decision #2: wc.error RETRY_EXC_ERR on QP 0x100 wr_id=0x2a");
   const size_t finding = out.find("rdmasan: error-completion:");
