@@ -2,13 +2,12 @@
 
 #include "checkers/check.h"
 #include "checkers/quiet.h"
+#include "core/decision.h"
 
 #include <algorithm>
 #include <array>
-
 #include <deque>
 #include <utility>
-#include "core/decision.h"
 
 namespace rdmasan::checkers {
 namespace {
@@ -364,22 +363,22 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   // An event of the data path on a queue the engine knows locks only that
   // queue's domain; anything else takes every lock.  Decisions take none.
   switch (e.kind) {
-    case EventKind::kDecision:
-      OnDecision(e, seq);
-      return;
 #define RDMASAN_DATA_KIND(K)                           \
   case K:                                              \
     if (RunData<K>(e, seq, findings, retired)) return; \
     break;
-      RDMASAN_DATA_KIND(EventKind::kPostSend)
-      RDMASAN_DATA_KIND(EventKind::kPollCq)
-      RDMASAN_DATA_KIND(EventKind::kPostRecv)
-      RDMASAN_DATA_KIND(EventKind::kPostSrqRecv)
-      RDMASAN_DATA_KIND(EventKind::kRetire)
-      RDMASAN_DATA_KIND(EventKind::kReqNotifyCq)
-      RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
-      RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
+    RDMASAN_DATA_KIND(EventKind::kPostSend)
+    RDMASAN_DATA_KIND(EventKind::kPollCq)
+    RDMASAN_DATA_KIND(EventKind::kPostRecv)
+    RDMASAN_DATA_KIND(EventKind::kPostSrqRecv)
+    RDMASAN_DATA_KIND(EventKind::kRetire)
+    RDMASAN_DATA_KIND(EventKind::kReqNotifyCq)
+    RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
+    RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
 #undef RDMASAN_DATA_KIND
+    case EventKind::kDecision:
+      OnDecision(e, seq);
+      return;
     default:
       break;
   }
