@@ -405,7 +405,7 @@ void Engine::OnDecision(const core::Event& e, uint64_t* seq) {
   if (e.count >= static_cast<uint32_t>(core::kNumPoints) ||
       !core::IsFaultPoint(static_cast<core::Point>(e.count)))
     return;
-  Injected what{number,
+  Injected what{number, seq ? *seq : e.seq,
                 absl::StrCat("after injected ", core::DescribeDecisionEvent(e), " (decision #", number, ")")};
   if (e.qp_num) last_fault_on_qpn_[e.qp_num] = what;
   last_fault_ = std::move(what);
@@ -423,16 +423,19 @@ void Engine::NameInjected(const core::Event& e, const QpState* qp, std::vector<c
   if (e.qp_num) qpns.push_back(e.qp_num);
   for (const core::Completion& c : e.wcs)
     if (c.qp_num) qpns.push_back(c.qp_num);
+  // A decision another thread made after this event's seq was taken (live
+  // runs) is not before it: the replay, in seq order, would not name it.
+  auto before = [&](const Injected& i) { return i.seq == 0 || e.seq == 0 || i.seq < e.seq; };
   std::string context;
   {
     std::lock_guard<std::mutex> l(decisions_mu_);
     if (qpns.empty()) {
-      context = last_fault_.what;
+      if (before(last_fault_)) context = last_fault_.what;
     } else {
       uint64_t latest = 0;
       for (uint32_t qpn : qpns) {
         auto it = last_fault_on_qpn_.find(qpn);
-        if (it != last_fault_on_qpn_.end() && it->second.number > latest) {
+        if (it != last_fault_on_qpn_.end() && it->second.number > latest && before(it->second)) {
           latest = it->second.number;
           context = it->second.what;
         }

@@ -147,6 +147,7 @@ class Engine {
   // wr_id=0x12 (decision #3)".
   struct Injected {
     uint64_t number = 0;  // the decision's #
+    uint64_t seq = 0;     // its event's
     std::string what;
   };
   std::mutex decisions_mu_;

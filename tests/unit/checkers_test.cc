@@ -2065,6 +2065,20 @@ TEST(CheckersInjected, ReplayNamesTheSameDecisions) {
   EXPECT_EQ(got[0].context, live);
 }
 
+// Live, a decision another thread records after an event's seq was taken
+// may be seen while that event is checked: it is not named, since the
+// replay (in seq order) checks the event before it.
+TEST(CheckersInjected, ADecisionWithALaterSeqIsNotNamed) {
+  Basic b(8);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true)}), kNone);
+  Event d = Decision(core::Point::kWcError, IBV_WC_RETRY_EXC_ERR, b.qpn, 1);
+  d.seq = 1000;
+  EXPECT_TRUE(b.f.eng.OnEvent(d).empty());
+  EXPECT_EQ(b.f.Poll(b.cq, {Wc(b.qpn, 1, IBV_WC_RETRY_EXC_ERR)}), Ids{"error-completion"});
+  ASSERT_EQ(b.f.last.size(), 1u);
+  EXPECT_EQ(b.f.last[0].context, "");
+}
+
 }  // namespace injected
 }  // namespace
 }  // namespace rdmasan
