@@ -2,6 +2,7 @@
 
 #include "checkers/check.h"
 #include "checkers/quiet.h"
+#include "core/decision.h"
 
 #include <algorithm>
 #include <array>
@@ -333,6 +334,7 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
   if (!d) return false;
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   void* books = n->books;  // live: destruction takes d's lock too
+  const size_t first = findings ? findings->size() : 0;
   constexpr size_t k = static_cast<size_t>(K);
   if constexpr (K == EventKind::kPostSend) {
     // The busiest two kinds, straight: a post or poll that no check can
@@ -350,6 +352,8 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
           kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr);
     state_.Apply(e, retired, books);
   }
+  if (any_fault_.load(std::memory_order_acquire))
+    NameInjected(e, kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr, findings, first);
   if (!one_thread_) d->mu.unlock();
   return true;
 }
@@ -357,7 +361,7 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
 void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>* findings,
                  std::vector<RetiredWr>* retired) {
   // An event of the data path on a queue the engine knows locks only that
-  // queue's domain; anything else takes every lock.
+  // queue's domain; anything else takes every lock.  Decisions take none.
   switch (e.kind) {
 #define RDMASAN_DATA_KIND(K)                           \
   case K:                                              \
@@ -372,6 +376,9 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
     RDMASAN_DATA_KIND(EventKind::kGetCqEvent)
     RDMASAN_DATA_KIND(EventKind::kAckCqEvents)
 #undef RDMASAN_DATA_KIND
+    case EventKind::kDecision:
+      OnDecision(e, seq);
+      return;
     default:
       break;
   }
@@ -380,11 +387,63 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
   if (!one_thread_) held = live_;
   for (Domain* d : held) d->mu.lock();
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  Check(e, &control_emitted_, &control_mrs_, findings,
-        CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr);
+  const size_t first = findings ? findings->size() : 0;
+  const QpState* qp = CheckContext::OnQp(e.kind) ? state_.Qp(e.obj) : nullptr;
+  Check(e, &control_emitted_, &control_mrs_, findings, qp);
+  if (any_fault_.load(std::memory_order_acquire)) NameInjected(e, qp, findings, first);
   state_.Apply(e, retired, nullptr);
   UpdateDomains(e);
   for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
+}
+
+void Engine::OnDecision(const core::Event& e, uint64_t* seq) {
+  std::lock_guard<std::mutex> l(decisions_mu_);
+  // The number and the seq are taken together: in seq order, a replay
+  // counts the decisions as this run did.
+  if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t number = ++decisions_seen_;
+  if (e.count >= static_cast<uint32_t>(core::kNumPoints) ||
+      !core::IsFaultPoint(static_cast<core::Point>(e.count)))
+    return;
+  Injected what{number, seq ? *seq : e.seq,
+                absl::StrCat("after injected ", core::DescribeDecisionEvent(e), " (decision #", number, ")")};
+  if (e.qp_num) last_fault_on_qpn_[e.qp_num] = what;
+  last_fault_ = std::move(what);
+  any_fault_.store(true, std::memory_order_release);
+}
+
+void Engine::NameInjected(const core::Event& e, const QpState* qp, std::vector<core::Finding>* findings,
+                          size_t first) {
+  if (!findings || findings->size() == first) return;
+  // The QPs the event is about: its QP's, the one it names, its
+  // completions'.  The latest fault injected on any of them; for an event
+  // about no QP, the latest injected anywhere.
+  absl::InlinedVector<uint32_t, 4> qpns;
+  if (qp) qpns.push_back(qp->qpn);
+  if (e.qp_num) qpns.push_back(e.qp_num);
+  for (const core::Completion& c : e.wcs)
+    if (c.qp_num) qpns.push_back(c.qp_num);
+  // A decision another thread made after this event's seq was taken (live
+  // runs) is not before it: the replay, in seq order, would not name it.
+  auto before = [&](const Injected& i) { return i.seq == 0 || e.seq == 0 || i.seq < e.seq; };
+  std::string context;
+  {
+    std::lock_guard<std::mutex> l(decisions_mu_);
+    if (qpns.empty()) {
+      if (before(last_fault_)) context = last_fault_.what;
+    } else {
+      uint64_t latest = 0;
+      for (uint32_t qpn : qpns) {
+        auto it = last_fault_on_qpn_.find(qpn);
+        if (it != last_fault_on_qpn_.end() && it->second.number > latest && before(it->second)) {
+          latest = it->second.number;
+          context = it->second.what;
+        }
+      }
+    }
+  }
+  if (context.empty()) return;
+  for (size_t i = first; i < findings->size(); ++i) (*findings)[i].context = context;
 }
 
 bool Engine::LkeyInFlight(uint32_t lkey) {

@@ -19,6 +19,14 @@
 // two events that touch the same books: replaying a trace in seq order on
 // one thread reproduces the live findings.
 //
+// Decisions of the harness (kDecision events) run no check: the engine
+// numbers them (1-based, in the order it sees them, so a live run and the
+// replay of its trace agree) and keeps the latest injected fault (a fault
+// point's decision) per QP number and overall.  A finding raised by a later
+// event on that QP, or by an event about no QP after any injected fault,
+// gets Finding::context naming it.  They take their own small lock, none of
+// the domains'.
+//
 // May not: depend on anything but core/, read clocks, do I/O, call verbs,
 // or look at application memory (payload hashes arrive inside Events).
 #ifndef RDMASAN_CHECKERS_ENGINE_H_
@@ -28,8 +36,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "checkers/check.h"
 #include "checkers/state.h"
@@ -107,6 +117,11 @@ class Engine {
              std::vector<core::Finding>* findings, const QpState* qp);
   // Under every lock:
   void UpdateDomains(const core::Event& e);
+  // kDecision events; and the context of the findings from `first` on,
+  // raised by `e` (qp: its QP's books, when known).
+  void OnDecision(const core::Event& e, uint64_t* seq);
+  void NameInjected(const core::Event& e, const QpState* qp, std::vector<core::Finding>* findings,
+                    size_t first);
   Domain* NewDomain();
   void Track(core::ObjId id, Node::Kind kind, void* books, Domain* d);
   void Join(Domain* d, core::ObjId id);
@@ -127,6 +142,19 @@ class Engine {
   MrCache control_mrs_;
   std::atomic<uint64_t> next_seq_{0};
   std::vector<RetiredWr> retired_;
+
+  // The latest injected faults: "wc.error RETRY_EXC_ERR on QP 0x5
+  // wr_id=0x12 (decision #3)".
+  struct Injected {
+    uint64_t number = 0;  // the decision's #
+    uint64_t seq = 0;     // its event's
+    std::string what;
+  };
+  std::mutex decisions_mu_;
+  uint64_t decisions_seen_ = 0;                                // under decisions_mu_
+  Injected last_fault_;                                        // under decisions_mu_
+  absl::flat_hash_map<uint32_t, Injected> last_fault_on_qpn_;  // under decisions_mu_
+  std::atomic<bool> any_fault_{false};                         // set once: the findings path looks only then
 };
 
 }  // namespace rdmasan::checkers

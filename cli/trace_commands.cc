@@ -1,4 +1,11 @@
-// `rdmasan replay` and `rdmasan trace dump|stats`: the offline side of traces.
+// `rdmasan replay` and `rdmasan trace dump|stats|decisions|export`: the
+// offline side of traces.
+//
+// Decisions of the harness (kDecision events: injected faults, completion
+// scheduling) are numbered in seq order from 1, as the checkers number
+// them, so "decision #3" in a finding, in `trace dump` and in `replay` is
+// the same one; `trace decisions` writes them as a decision log that
+// `rdmasan run --schedule=FILE` re-applies.
 //
 // replay feeds a recorded trace to a fresh checkers engine and reports its
 // findings through the same reporter as a live run, with the stacks
@@ -29,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "checkers/engine.h"
 #include "cli/cli.h"
+#include "core/decision.h"
 #include "core/options.h"
 #include "core/report.h"
 #include "traces/trace.h"
@@ -62,6 +70,12 @@ core::Options OptionsFrom(const CommandLine& cl, const traces::TraceHeader& h) {
 }
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+
+// "decision #3: wc.error RETRY_EXC_ERR on QP 0x5 wr_id=0x12 (obj 3, hit 2)"
+std::string DecisionLine(const core::Event& e, uint64_t number) {
+  return absl::StrFormat("decision #%d: %s (obj %d, hit %d)", number, core::DescribeDecisionEvent(e), e.obj,
+                         e.length);
+}
 
 // One line per event: greppable key=value fields.
 std::string DumpLine(const core::Event& e) {
@@ -131,7 +145,61 @@ int ForEachEvent(traces::TraceReader& r, Fn fn) {
 }
 
 int Dump(traces::TraceReader& r) {
-  return ForEachEvent(r, [](const core::Event& e) { std::printf("%s\n", DumpLine(e).c_str()); });
+  uint64_t decisions = 0;
+  return ForEachEvent(r, [&](const core::Event& e) {
+    if (e.kind == core::EventKind::kDecision) {
+      std::printf("%llu tid=%u %s\n", static_cast<unsigned long long>(e.seq), e.tid,
+                  DecisionLine(e, ++decisions).c_str());
+    } else {
+      std::printf("%s\n", DumpLine(e).c_str());
+    }
+  });
+}
+
+// The recorded run's options, as it was started (only the trace's own
+// record of RDMASAN_OPTIONS).
+core::Options RecordedOptions(const traces::TraceHeader& h) {
+  core::Options opts;
+  for (const auto& [k, v] : h.properties)
+    if (k == "RDMASAN_OPTIONS") core::ParseOptions(v, &opts).IgnoreError();
+  return opts;
+}
+
+// The trace's decision log (core/decision.h's text format): the header
+// naming the recorded reorder= and faults=, then each decision in seq
+// order.  `rdmasan run --schedule=FILE -- prog` re-applies it.
+int Decisions(traces::TraceReader& r, const char* path) {
+  const core::Options o = RecordedOptions(r.header());
+  std::string out = core::FormatLogHeader(o.reorder, o.faults,
+                                          absl::StrFormat("from trace %s of pid %d, seed %d", path,
+                                                          static_cast<long long>(r.header().pid), o.seed));
+  uint64_t decisions = 0;
+  std::string bad;
+  const int status = ForEachEvent(r, [&](const core::Event& e) {
+    if (e.kind != core::EventKind::kDecision || !bad.empty()) return;
+    ++decisions;
+    core::Decision d;
+    d.key.point = static_cast<core::Point>(e.count);
+    d.key.obj = e.obj;
+    d.key.hit = e.length;
+    d.outcome = e.addr;
+    // A log names only valid, non-zero decisions (ParseDecisionLog refuses
+    // anything else): a trace that holds another is damaged.
+    if (e.count >= static_cast<uint32_t>(core::kNumPoints) || d.key.hit == 0 || d.outcome == 0) {
+      bad = absl::StrFormat("decision event at seq %d is not a valid decision (point %d, hit %d, outcome %d)",
+                            e.seq, e.count, d.key.hit, d.outcome);
+      return;
+    }
+    d.note = DecisionLine(e, decisions);
+    absl::StrAppend(&out, core::FormatDecision(d));
+  });
+  if (status != 0) return status;
+  if (!bad.empty()) {
+    std::fprintf(stderr, "rdmasan: %s: %s\n", path, bad.c_str());
+    return kExitBadTrace;
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
 }
 
 // Counts per verb and per QP, peak occupancy of the SQ, RQ and CQ books as
@@ -143,18 +211,23 @@ int Stats(traces::TraceReader& r) {
   std::map<core::ObjId, uint64_t> posts_per_qp;
   std::map<core::ObjId, size_t> peak_sq, peak_rq;
   std::map<core::ObjId, uint64_t> peak_cq;
+  std::map<uint32_t, uint64_t> per_point;  // decisions per core::Point
   uint64_t events = 0, errors = 0, flushes = 0, failed_calls = 0;
   const int status = ForEachEvent(r, [&](const core::Event& e) {
     ++events;
     ++per_kind[core::EventKindName(e.kind)];
     if (e.ret != 0) ++failed_calls;
     if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) ++posts_per_qp[e.obj];
-    for (const auto& c : e.wcs) {
-      if (c.status == IBV_WC_WR_FLUSH_ERR)
-        ++flushes;
-      else if (c.status != IBV_WC_SUCCESS)
-        ++errors;
-    }
+    // A decision's wcs[0] names the completion it made an error, which the
+    // poll that returns it counts.
+    if (e.kind == core::EventKind::kDecision) ++per_point[e.count];
+    if (e.kind != core::EventKind::kDecision)
+      for (const auto& c : e.wcs) {
+        if (c.status == IBV_WC_WR_FLUSH_ERR)
+          ++flushes;
+        else if (c.status != IBV_WC_SUCCESS)
+          ++errors;
+      }
     engine.OnEvent(e);
     engine.TakeRetired();
     if (e.kind == core::EventKind::kPostSend || e.kind == core::EventKind::kPostRecv) {
@@ -189,6 +262,16 @@ int Stats(traces::TraceReader& r) {
   std::printf("errors: %llu error completions, %llu flushed, %llu failed calls\n",
               static_cast<unsigned long long>(errors), static_cast<unsigned long long>(flushes),
               static_cast<unsigned long long>(failed_calls));
+  if (!per_point.empty()) {
+    std::string line;
+    for (const auto& [p, n] : per_point)
+      absl::StrAppend(&line, line.empty() ? "" : ", ",
+                      p < static_cast<uint32_t>(core::kNumPoints)
+                          ? core::PointName(static_cast<core::Point>(p))
+                          : absl::StrCat("point ", p),
+                      " ", n);
+    std::printf("decisions: %s\n", line.c_str());
+  }
   return 0;
 }
 
@@ -464,7 +547,13 @@ int Replay(int argc, char** argv) {
   // module map are complete once it is open, so symbolizing findings here
   // reads nothing the decoding thread changes.
   absl::Status error;
+  uint64_t decisions = 0;
   DecodeAhead(r.get(), &error, [&](const core::Event& e) {
+    // The decisions, where the findings go, numbered as the findings name
+    // them: a finding "after injected ... (decision #3)" follows its line.
+    // (JSON lines stay JSON: there the findings' "context" names them.)
+    if (e.kind == core::EventKind::kDecision && ++decisions && opts.report_format != "json")
+      reporter.Message(DecisionLine(e, decisions));
     for (const core::Finding& f : engine.OnEvent(e)) {
       std::vector<std::vector<core::Frame>> related;
       for (const auto& rs : f.related) related.push_back(LiveFrames(*r, rs.stack));
@@ -487,15 +576,17 @@ int Replay(int argc, char** argv) {
 int Trace(int argc, char** argv) {
   const std::string sub = argc > 0 ? argv[0] : "";
   const bool is_export = sub == "export" && argc == 3 && std::string(argv[1]) == "--format=perfetto";
-  if (!is_export && (argc != 2 || (sub != "dump" && sub != "stats"))) {
+  if (!is_export && (argc != 2 || (sub != "dump" && sub != "stats" && sub != "decisions"))) {
     std::fprintf(stderr,
                  "usage: rdmasan trace dump TRACE | rdmasan trace stats TRACE |\n"
+                 "       rdmasan trace decisions TRACE > schedule.log |\n"
                  "       rdmasan trace export --format=perfetto TRACE > trace.json\n");
     return kExitUsage;
   }
   std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[argc - 1]);
   if (!r) return kExitBadTrace;
   if (is_export) return ExportPerfetto(*r);
+  if (sub == "decisions") return Decisions(*r, argv[argc - 1]);
   return sub == "dump" ? Dump(*r) : Stats(*r);
 }
 

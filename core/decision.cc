@@ -187,7 +187,9 @@ bool Draws::Chance(double p) {
   if (p <= 0) return false;
   if (p >= 1) return true;
   constexpr uint64_t kScale = uint64_t(1) << 32;
-  return Below(kScale) < static_cast<uint64_t>(p * kScale);
+  // The top p of the range fires, so a draw of 0 (an exhausted byte
+  // stream) never does: an empty input is the natural run.
+  return Below(kScale) >= kScale - static_cast<uint64_t>(p * kScale);
 }
 
 std::unique_ptr<DecisionSource> MakePrngSource(uint64_t seed) { return std::make_unique<PrngSource>(seed); }
@@ -222,8 +224,10 @@ absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text) {
     if (size_t hash = body.find('#'); hash != absl::string_view::npos) {
       absl::string_view comment = absl::StripAsciiWhitespace(body.substr(hash + 1));
       if (hash == 0 || absl::StripAsciiWhitespace(body.substr(0, hash)).empty()) {
-        if (absl::ConsumePrefix(&comment, "reorder=")) log.reorder = std::string(comment);
-        if (absl::ConsumePrefix(&comment, "faults=")) log.faults = std::string(comment);
+        if (absl::ConsumePrefix(&comment, "reorder="))
+          log.reorder = std::string(comment);
+        else if (absl::ConsumePrefix(&comment, "faults="))
+          log.faults = std::string(comment);
       }
       body = body.substr(0, hash);
     }

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/decision.h"
 #include "core/file.h"
 #include "core/status.h"
 
@@ -149,6 +150,7 @@ Json SarifResult(const RenderedFinding& rf) {
   result["ruleIndex"] = static_cast<size_t>(f.check);
   result["level"] = SarifLevel(f.check);
   result["message"]["text"] = f.message;
+  if (!f.context.empty()) result["properties"]["context"] = f.context;
   if (!rf.main.empty()) result["locations"] = Json::array({SarifLocation(rf.main[0])});
   Json stacks = Json::array({SarifStack(f.message, rf.main)});
   Json related_locations = Json::array();
@@ -248,6 +250,7 @@ std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
   std::string out =
       absl::StrFormat("==%d==%s: rdmasan: %s: %s\n", Pid(pid), SeverityName(CheckSeverity(finding.check)),
                       CheckName(finding.check), finding.message);
+  if (!finding.context.empty()) absl::StrAppend(&out, "  ", finding.context, "\n");
   AppendTextFrames(&out, main);
   for (size_t i = 0; i < finding.related.size(); ++i) {
     absl::StrAppend(&out, "  ", finding.related[i].label, ":\n");
@@ -264,6 +267,7 @@ std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
   j["check"] = CheckName(finding.check);
   j["severity"] = SarifLevel(finding.check);
   j["message"] = finding.message;
+  if (!finding.context.empty()) j["context"] = finding.context;
   j["stack"] = JsonFrames(main);
   Json& out = j["related"] = Json::array();
   for (size_t i = 0; i < finding.related.size(); ++i) {
@@ -618,5 +622,31 @@ std::vector<std::string> StartupErrors() {
 }
 
 void Diag(absl::string_view text) { GlobalReporter().Message(text); }
+
+std::string DescribeDecisionEvent(const Event& e) {
+  const auto point = static_cast<Point>(e.count);
+  const uint64_t o = e.addr;
+  const std::string on_qp = e.qp_num ? absl::StrFormat(" on QP 0x%x", e.qp_num) : "";
+  const std::string wr = e.wcs.empty() ? "" : absl::StrFormat(" wr_id=0x%x", e.wcs[0].wr_id);
+  if (e.count >= static_cast<uint32_t>(kNumPoints)) return absl::StrFormat("point %d outcome %d", e.count, o);
+  switch (point) {
+    case Point::kPostSend:
+    case Point::kPostRecv:
+    case Point::kPostSrqRecv:
+      return absl::StrFormat("%s %s at WR %d%s%s", PointName(point), ErrnoName(static_cast<int>(o >> 32)),
+                             static_cast<int64_t>(o & 0xffffffff) - 1, on_qp, wr);
+    case Point::kWcError:
+      return absl::StrCat("wc.error ", WcStatusName(static_cast<uint32_t>(o)), on_qp, wr);
+    case Point::kAsyncPortErr:
+    case Point::kAsyncCqErr:
+    case Point::kAsyncQpFatal:
+      return absl::StrCat(PointName(point), on_qp, wr);
+    case Point::kSchedHold:
+    case Point::kSchedPick:
+      return absl::StrCat(PointName(point), " outcome ", o, on_qp, wr);
+    default:  // reg_mr, create_*, alloc_pd: the errno
+      return absl::StrCat(PointName(point), " ", ErrnoName(static_cast<int>(o)), on_qp);
+  }
+}
 
 }  // namespace rdmasan::core

@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/checks.h"
+#include "core/event.h"
 #include "core/options.h"
 #include "core/stack.h"
 
@@ -41,7 +42,20 @@ struct Finding {
   std::string message;  // one line, no trailing newline
   StackId stack = 0;    // where the offending call was made
   std::vector<RelatedStack> related;
+  // What the harness injected before it, when anything ("after injected
+  // wc.error RETRY_EXC_ERR on QP 0x5 wr_id=0x12 (decision #3)"); "" if
+  // nothing.  Text: an indented line after the message; JSON: "context";
+  // SARIF: properties.context.  Not part of the finding's identity.
+  std::string context;
 };
+
+// What a kDecision event did, in words: "wc.error RETRY_EXC_ERR on QP 0x5
+// wr_id=0x12", "post_send ENOMEM at WR 1 on QP 0x5", "reg_mr ENOMEM",
+// "sched.pick outcome 2".  Outcomes as core/decision.h and
+// interpose/faults encode them: posts (errno << 32) | (wr_index + 1),
+// reg/create/alloc the errno, wc.error the ibv_wc_status, sched.* the
+// scheduler's.
+std::string DescribeDecisionEvent(const Event& e);
 
 // ------------------------------------------------------------ renderers --
 // `pid` 0 means getpid().  Text and JSON end with '\n'.

@@ -1,8 +1,12 @@
 // trace_synth: writes synthetic traces.
 //   trace_synth corpus DIR    the fuzzer's seed corpus: small valid traces
 //                             (one and several threads, every event kind,
+//                             decisions,
 //                             stacks) and damaged ones (truncated, flipped,
-//                             bad magic, newer major version)
+//                             bad magic, newer major version).  The
+//                             corpus also keeps pingpong_v1_0.trace, as
+//                             the format 1.0 writer wrote it (not
+//                             regenerated): 1.1 readers must read it.
 //   trace_synth bench N PATH  writes N post/poll events to PATH, then times
 //                             reading them back (events/s)
 // Not a test: a tool for the corpus and for the replay-speed figure.
@@ -151,6 +155,22 @@ int Corpus(const std::string& dir) {
     all.push_back(e);
   }
   if (!Write(dir + "/every_kind.trace", all)) return 1;
+  // A run with injected faults and scheduling decisions (format 1.1's
+  // length-prefixed decision records) among its post/poll events.
+  {
+    std::vector<Event> dec;
+    uint64_t s = 1;
+    for (uint64_t wr = 1; wr <= 8; ++wr) {
+      PingPong(&dec, &s, wr, 100);
+      Event& d = Next(&dec, EventKind::kDecision, &s, 100, 3, rdmasan::core::StackId{});
+      d.count = wr % 2 ? 10 : 15;  // wc.error, sched.pick
+      d.length = wr;
+      d.addr = wr % 2 ? 12 : 2;
+      d.qp_num = 0x11;
+      if (wr % 2) d.wcs = {{wr, 12, 0, 0x11, 0, 0}};
+    }
+    if (!Write(dir + "/decisions.trace", dec)) return 1;
+  }
   // Two threads interleaved in seq.
   {
     auto w = traces::TraceWriter::Open(dir + "/two_threads.trace", FixedHeader());

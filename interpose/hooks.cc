@@ -2,6 +2,7 @@
 #include "interpose/interpose.h"
 
 #include "interpose/destroyed.h"
+#include "interpose/faults.h"
 #include "interpose/ptr_table.h"
 
 #include <signal.h>
@@ -297,6 +298,9 @@ void AtExit() {
   Reentry re;  // what the trace writer and the reporter free is rdmasan's own
   CloseTrace();
   core::Reporter& r = core::GlobalReporter();
+  // The decisions per point ("decisions (seed 42): wc.error 1, sched.pick
+  // 120"), where the reports went, before their summary.
+  if (std::string decisions = DecisionSummary(); !decisions.empty()) r.Message(decisions);
   int code = r.Finish();
   if (code) {
     // Like the sanitizers' exitcode: the run had errors.  Flush what the

@@ -252,24 +252,43 @@ uint64_t EventMask(const Event& e, uint64_t* tp) {
 
 }  // namespace
 
-uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
-  const uint32_t code = KindCode(e.kind);
-  p = PutVarint(p, code);
-  p = PutVarint(p, Zig(static_cast<int64_t>(e.seq - t.prev_seq)));
-  t.prev_seq = e.seq;
+namespace {
+
+uint8_t* EncodeEventBody(uint8_t* p, const Event& e, uint32_t code, Templates& t) {
+  p = PutVarint(p, Zig(static_cast<int64_t>(e.seq - t.sh.prev_seq)));
+  t.sh.prev_seq = e.seq;
   // The time, against the previous record's: a few bytes when traced,
   // one (zero) when events carry no time.
-  p = PutVarint(p, Zig(static_cast<int64_t>(e.time - t.prev_ts)));
-  t.prev_ts = e.time;
-  uint64_t* tp = t.ev[code];
+  p = PutVarint(p, Zig(static_cast<int64_t>(e.time - t.sh.prev_ts)));
+  t.sh.prev_ts = e.time;
+  uint64_t* tp = t.ev[TemplateSlot(code)];
   const uint64_t m = EventMask(e, tp);
   p = PutVarint(p, m);
   p = EventCommonCodec::Put(p, e, m, tp);
   if (m >> kFirstRareBit) p = EventRareCodec::Put(p, e, m, tp);  // most events skip the 22
-  if (m & 1) p = EncodeWrs<SendWrCodec>(p, e.send_wrs, t.swr, t.ssge);
-  if (m & 2) p = EncodeWrs<RecvWrCodec>(p, e.recv_wrs, t.rwr, t.rsge);
-  if (m & 4) p = EncodeWcs(p, e.wcs, t.wc);
+  if (m & 1) p = EncodeWrs<SendWrCodec>(p, e.send_wrs, t.sh.swr, t.sh.ssge);
+  if (m & 2) p = EncodeWrs<RecvWrCodec>(p, e.recv_wrs, t.sh.rwr, t.sh.rsge);
+  if (m & 4) p = EncodeWcs(p, e.wcs, t.sh.wc);
   return p;
+}
+
+}  // namespace
+
+uint8_t* EncodeEvent(uint8_t* p, const Event& e, Templates& t) {
+  const uint32_t code = KindCode(e.kind);
+  p = PutVarint(p, code);
+  if (!IsSkippableCode(code)) return EncodeEventBody(p, e, code, t);
+  // Length-prefixed (FORMAT.md): the body goes after room for the longest
+  // length varint, then moves up behind the real one.  The shared
+  // templates are restored, so a reader that skips the record agrees.
+  const Templates::Shared saved = t.sh;
+  uint8_t* body = p + kMaxVarintBytes;
+  uint8_t* end = EncodeEventBody(body, e, code, t);
+  t.sh = saved;
+  const size_t len = static_cast<size_t>(end - body);
+  p = PutVarint(p, len);
+  std::memmove(p, body, len);
+  return p + len;
 }
 
 uint8_t* EncodeStackRecord(uint8_t* p, core::StackId id, const std::vector<uintptr_t>& pcs) {
@@ -303,8 +322,9 @@ absl::Status RecordError(uint64_t off, std::string_view what) {
 
 // ---------------------------------------------------------------- decode --
 EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len,
-                                     uint32_t count, const StackMap* stacks)
+                                     uint32_t count, const StackMap* stacks, bool skip_extensions)
     : stacks_(stacks),
+      skip_extensions_(skip_extensions),
       base_(payload),
       payload_off_(payload_off),
       d_{payload, payload + len},
@@ -319,19 +339,30 @@ absl::Status EventChunkDecoder::Peek() {
     uint64_t code = d_.Varint();
     if (!d_.ok) return RecordError(head_off_, "truncated record kind");
     --remaining_;
-    if (code >= kFirstSkippableCode) {
+    const core::EventKind kind = CodeKind(code);
+    if (IsSkippableCode(code)) {
       uint64_t len = d_.Varint();
-      if (!d_.ok || !d_.Skip(len))
+      if (!d_.ok || len > d_.left())
         return RecordError(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
-      continue;
-    }
-    if (code < kFirstEventCode || code >= kFirstEventCode + kNumEventKinds)
+      if (kind == core::EventKind::kCount || skip_extensions_) {
+        d_.Skip(len);
+        continue;
+      }
+      // An event of a minor version: decoded within its length, against
+      // the shared templates, which it then leaves as they were.
+      ext_saved_ = tpl_.sh;
+      ext_posted_saved_ = posted_local_;
+      chunk_end_ = d_.end;
+      ext_end_ = d_.p + len;
+      d_.end = ext_end_;
+    } else if (kind == core::EventKind::kCount) {
       return RecordError(head_off_, absl::StrCat("record kind ", code, " is not valid in an event chunk"));
+    }
     uint64_t delta = d_.Varint();
     if (!d_.ok) return RecordError(head_off_, "truncated sequence number");
-    tpl_.prev_seq += static_cast<uint64_t>(Unzig(delta));
+    tpl_.sh.prev_seq += static_cast<uint64_t>(Unzig(delta));
     head_code_ = static_cast<uint32_t>(code);
-    head_seq_ = tpl_.prev_seq;
+    head_seq_ = tpl_.sh.prev_seq;
     has_head_ = true;
     return absl::OkStatus();
   }
@@ -394,37 +425,43 @@ absl::Status EventChunkDecoder::DecodeWcs(decltype(Event::wcs)* wcs) {
   wcs->resize(n);
   for (core::Completion& c : *wcs) {
     uint64_t m = d_.Varint();
-    c.wr_id = GetWrId(d_, m, tpl_.wc);
-    WcCodec::Get(d_, &c, m, tpl_.wc);
+    c.wr_id = GetWrId(d_, m, tpl_.sh.wc);
+    WcCodec::Get(d_, &c, m, tpl_.sh.wc);
   }
   return absl::OkStatus();
 }
 
 absl::Status EventChunkDecoder::DecodeBody(Event* e) {
-  e->kind = static_cast<EventKind>(head_code_ - kFirstEventCode);
+  e->kind = CodeKind(head_code_);
   e->seq = head_seq_;
-  uint64_t* tp = tpl_.ev[head_code_];
-  tpl_.prev_ts += static_cast<uint64_t>(Unzig(d_.Varint()));
-  e->time = tpl_.prev_ts;
+  const uint32_t slot = TemplateSlot(head_code_);
+  uint64_t* tp = tpl_.ev[slot];
+  tpl_.sh.prev_ts += static_cast<uint64_t>(Unzig(d_.Varint()));
+  e->time = tpl_.sh.prev_ts;
   const uint64_t m = d_.Varint();
   if (!d_.ok) return RecordError(head_off_, "truncated field mask");
   const uint64_t old_stack = tp[EventCommonCodec::kStackBit];
   EventCommonCodec::Get(d_, e, m, tp);
   EventRareCodec::Get(d_, e, m, tp);
   if (!d_.ok) return RecordError(head_off_, "truncated fields");
-  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[head_code_]);
-      !s.ok())
+  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[slot]); !s.ok())
     return s;
-  e->stack = stack_local_[head_code_];
+  e->stack = stack_local_[slot];
   e->send_wrs.clear();
   e->recv_wrs.clear();
   e->wcs.clear();
   absl::Status s;
-  if (m & 1) s = DecodeWrs<SendWrCodec>(&e->send_wrs, tpl_.swr, tpl_.ssge);
-  if (s.ok() && (m & 2)) s = DecodeWrs<RecvWrCodec>(&e->recv_wrs, tpl_.rwr, tpl_.rsge);
+  if (m & 1) s = DecodeWrs<SendWrCodec>(&e->send_wrs, tpl_.sh.swr, tpl_.sh.ssge);
+  if (s.ok() && (m & 2)) s = DecodeWrs<RecvWrCodec>(&e->recv_wrs, tpl_.sh.rwr, tpl_.sh.rsge);
   if (s.ok() && (m & 4)) s = DecodeWcs(&e->wcs);
   if (!s.ok()) return s;
   if (!d_.ok) return RecordError(head_off_, "record overruns its chunk");
+  if (IsSkippableCode(head_code_)) {
+    if (d_.p != ext_end_) return RecordError(head_off_, "record shorter than its length");
+    d_.end = chunk_end_;
+    tpl_.sh = ext_saved_;
+    posted_local_ = ext_posted_saved_;
+  }
   return Peek();
 }
 

@@ -41,14 +41,19 @@ inline constexpr int kWcSlots = 6;
 
 // The templates; reset at the start of every chunk, so a chunk decodes alone.
 struct Templates {
-  uint64_t ev[kNumCodes][kEventSlots];
-  uint64_t swr[kSendWrSlots];
-  uint64_t rwr[kRecvWrSlots];
-  uint64_t ssge[kSgeSlots];  // SGEs of send WRs
-  uint64_t rsge[kSgeSlots];  // SGEs of receive WRs
-  uint64_t wc[kWcSlots];
-  uint64_t prev_seq;
-  uint64_t prev_ts;  // time of the previous record of any kind
+  uint64_t ev[kNumCodes][kEventSlots];  // per event code (TemplateSlot)
+  // What records of every kind share.  A length-prefixed record (code >=
+  // 64) is coded against them but leaves them as it found them, so a reader
+  // that skips it (an older minor version's) stays in step.
+  struct Shared {
+    uint64_t swr[kSendWrSlots];
+    uint64_t rwr[kRecvWrSlots];
+    uint64_t ssge[kSgeSlots];  // SGEs of send WRs
+    uint64_t rsge[kSgeSlots];  // SGEs of receive WRs
+    uint64_t wc[kWcSlots];
+    uint64_t prev_seq;
+    uint64_t prev_ts;  // time of the previous record of any kind it counts
+  } sh;
 
   void Reset() {
     std::memset(this, 0, sizeof(*this));
@@ -59,7 +64,7 @@ struct Templates {
 // Upper bound of an event's encoding.  Inline: the Append path sizes every
 // event with it.
 inline size_t EncodedBound(const core::Event& e) {
-  size_t n = 1 + 10 + 5 + kEventSlots * 10 + 3 * 10;
+  size_t n = 1 + 10 + 10 + 5 + kEventSlots * 10 + 3 * 10;  // code, length prefix (>= 64), ...
   for (const auto& w : e.send_wrs) n += 2 + 10 + 10 + kSendWrSlots * 10 + w.sges.size() * 48;
   for (const auto& w : e.recv_wrs) n += 1 + 10 + 10 + 10 + w.sges.size() * 48;
   n += e.wcs.size() * (1 + kWcSlots * 10);
@@ -90,8 +95,9 @@ class EventChunkDecoder {
  public:
   // payload: the chunk's len payload bytes, at file offset payload_off;
   // count: its record count; stacks: outlives the decoder.
+  // skip_extensions: skip length-prefixed events as a 1.0 reader does.
   EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count,
-                    const StackMap* stacks);
+                    const StackMap* stacks, bool skip_extensions = false);
 
   // Reads the next event record's kind and seq (skipping records of
   // unknown skippable kinds); has_head() is false at the chunk's end.
@@ -112,6 +118,7 @@ class EventChunkDecoder {
   absl::Status DecodeWcs(decltype(core::Event::wcs)* wcs);
 
   const StackMap* stacks_;
+  bool skip_extensions_;
   const uint8_t* base_;
   uint64_t payload_off_;
   Dec d_;
@@ -121,6 +128,12 @@ class EventChunkDecoder {
   // the send WRs' posted_at.
   core::StackId stack_local_[kNumCodes] = {};
   core::StackId posted_local_ = 0;
+  // A length-prefixed event record being read: where its body ends, the
+  // chunk's end, and the shared templates to restore after it.
+  const uint8_t* ext_end_ = nullptr;
+  const uint8_t* chunk_end_ = nullptr;
+  Templates::Shared ext_saved_{};
+  core::StackId ext_posted_saved_ = 0;
   // The peeked record: its kind code and seq are read, the body is next.
   bool has_head_ = false;
   uint32_t head_code_ = 0;

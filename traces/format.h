@@ -26,21 +26,43 @@ inline constexpr size_t kChunkHeaderBytes = 32;
 enum ChunkKind : uint8_t { kChunkHeader = 1, kChunkEvents = 2, kChunkMeta = 3, kChunkEnd = 4 };
 inline constexpr uint8_t kFlagSorted = 1;  // events chunk: records in increasing seq
 
-// Record kind codes.  Event kinds: 1..31 in EventKind's order (FORMAT.md).
-// Adding an EventKind breaks the static_assert on purpose: give it a code
-// (>= 64 with a length prefix for a minor version, see FORMAT.md).
-// kDecision is not yet given a code (pending: a length-prefixed record
-// >= 64, format 1.1); the writer drops it.
-inline constexpr int kNumEventKinds = static_cast<int>(core::EventKind::kDecision);
+// Record kind codes.  Event kinds before kDecision: codes 1..31 in
+// EventKind's order, no length prefix (format 1.0).  Kinds added in a minor
+// version get a code >= 64 with a length prefix, which an older reader
+// skips (FORMAT.md, "Records"): kDecision is 64 (format 1.1).
+// Adding an EventKind breaks the static_assert on purpose: give it a code.
+inline constexpr int kNumCoreEventKinds = static_cast<int>(core::EventKind::kDecision);  // codes 1..31
+inline constexpr int kNumEventKinds = static_cast<int>(core::EventKind::kCount);         // all recorded
 static_assert(static_cast<int>(core::EventKind::kCount) == 32,
               "new EventKind: update the trace format (FORMAT.md, traces/format.h)");
 inline constexpr uint32_t kFirstEventCode = 1;
 inline constexpr uint32_t kCodeStack = 32;
 inline constexpr uint32_t kCodeModule = 33;
 inline constexpr uint32_t kFirstSkippableCode = 64;  // >= 64: varint length, then body
-inline constexpr int kNumCodes = 32;                 // template slots (index = code)
+inline constexpr uint32_t kCodeDecision = 64;        // format 1.1: EventKind::kDecision
+// Template slots: index = code for codes 1..31; the skippable event codes
+// 64.. follow at kNumCoreCodes.. (TemplateSlot).
+inline constexpr int kNumCoreCodes = 32;
+inline constexpr int kNumCodes = kNumCoreCodes + (kNumEventKinds - kNumCoreEventKinds);
 
-inline uint32_t KindCode(core::EventKind k) { return kFirstEventCode + static_cast<uint32_t>(k); }
+inline uint32_t KindCode(core::EventKind k) {
+  const uint32_t i = static_cast<uint32_t>(k);
+  return i < kNumCoreEventKinds ? kFirstEventCode + i : kCodeDecision + (i - kNumCoreEventKinds);
+}
+// The event kind of code, or kCount when code names none.
+inline core::EventKind CodeKind(uint64_t code) {
+  if (code >= kFirstEventCode && code < kFirstEventCode + kNumCoreEventKinds)
+    return static_cast<core::EventKind>(code - kFirstEventCode);
+  if (code >= kCodeDecision && code < kCodeDecision + (kNumEventKinds - kNumCoreEventKinds))
+    return static_cast<core::EventKind>(kNumCoreEventKinds + (code - kCodeDecision));
+  return core::EventKind::kCount;
+}
+// The template slot of an event code (KindCode's values only).
+inline uint32_t TemplateSlot(uint32_t code) {
+  return code < kFirstSkippableCode ? code : kNumCoreCodes + (code - kFirstSkippableCode);
+}
+// Whether an event code is length-prefixed (a minor version's).
+inline bool IsSkippableCode(uint64_t code) { return code >= kFirstSkippableCode; }
 
 // A chunk header as stored (FORMAT.md, "Chunks").
 struct ChunkHeader {

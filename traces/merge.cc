@@ -26,8 +26,9 @@ using core::Event;
 // the merge reaches it; an unsorted one (a stream that got events out of
 // seq order) is decoded whole and sorted.
 struct TraceReader::Cursor {
-  Cursor(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count, const StackMap* stacks)
-      : dec(payload, payload_off, len, count, stacks) {}
+  Cursor(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count, const StackMap* stacks,
+         bool skip_extensions)
+      : dec(payload, payload_off, len, count, stacks, skip_extensions) {}
 
   EventChunkDecoder dec;
   std::vector<Event> all;
@@ -47,7 +48,8 @@ TraceReader::~TraceReader() {
 absl::Status TraceReader::OpenCursor(size_t i) {
   const ChunkRef& c = chunks_[i];
   const uint64_t payload_off = c.offset + kChunkHeaderBytes;
-  auto cur = std::make_unique<Cursor>(data_ + payload_off, payload_off, c.len, c.count, &stacks_);
+  auto cur = std::make_unique<Cursor>(data_ + payload_off, payload_off, c.len, c.count, &stacks_,
+                                      options_.skip_extension_events);
   if (absl::Status s = cur->dec.Peek(); !s.ok()) return s;
   if (!(c.flags & kFlagSorted)) {
     cur->whole = true;
@@ -77,9 +79,10 @@ absl::StatusOr<bool> TraceReader::Next(Event* out) {
   }
   if (cursors_.empty()) {
     finished_ = true;
-    if (have_end_ && events_read_ != end_events_)
+    const uint64_t expected = end_events_ + (options_.skip_extension_events ? 0 : end_ext_events_);
+    if (have_end_ && events_read_ != expected)
       return absl::DataLossError(
-          absl::StrFormat("the end record counts %d events, the chunks hold %d", end_events_, events_read_));
+          absl::StrFormat("the end record counts %d events, the chunks hold %d", expected, events_read_));
     return false;
   }
   Cursor* c = cursors_.front().get();

@@ -46,7 +46,13 @@ absl::Status CheckPrologue(const uint8_t* data, TraceHeader* h) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
+  return Open(path, Options{});
+}
+
+absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path,
+                                                               const Options& options) {
   std::unique_ptr<TraceReader> r(new TraceReader);
+  r->options_ = options;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open trace ", path));
   struct stat st;
@@ -140,6 +146,11 @@ absl::Status TraceReader::Scan() {
       case kChunkEnd: {
         Dec d{payload, payload + len};
         end_events_ = d.Varint();
+        (void)d.Varint();  // stacks
+        (void)d.Varint();  // dropped
+        // Format 1.1 appends the count of length-prefixed events; a 1.0
+        // writer's end chunk stops before it.
+        end_ext_events_ = d.ok && d.left() > 0 ? d.Varint() : 0;
         if (!d.ok)
           return absl::DataLossError(absl::StrFormat("chunk at offset %d: malformed end record", pos));
         have_end_ = true;

@@ -20,6 +20,8 @@
 
 namespace rdmasan::traces {
 
+inline constexpr size_t kMaxVarintBytes = 10;  // a 64-bit value in LEB128
+
 inline uint64_t Zig(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
 inline int64_t Unzig(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
 

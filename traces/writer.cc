@@ -58,6 +58,7 @@ struct TraceWriter::Stream {
   uint8_t* buf = nullptr;  // kChunkHeaderBytes + kStreamPayload
   size_t used = 0;         // payload bytes
   uint32_t records = 0;
+  uint32_t ext_records = 0;  // of them, length-prefixed events (code >= 64)
   uint64_t min_seq = 0;
   uint64_t last_seq = 0;
   bool sorted = true;
@@ -68,6 +69,7 @@ struct TraceWriter::Stream {
   void StartChunk() {
     used = 0;
     records = 0;
+    ext_records = 0;
     min_seq = UINT64_MAX;
     last_seq = 0;
     sorted = true;
@@ -203,6 +205,7 @@ void TraceWriter::WriteStreamChunkLocked(Stream* s) {
   if (WriteAllLocked(reinterpret_cast<const char*>(s->buf), kChunkHeaderBytes + s->used)) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
     written_events_.fetch_add(s->records, std::memory_order_relaxed);
+    written_ext_events_.fetch_add(s->ext_records, std::memory_order_relaxed);
   } else {
     dropped_.fetch_add(s->records, std::memory_order_relaxed);
   }
@@ -344,6 +347,7 @@ void TraceWriter::AppendTo(Stream* s, const Event& e) {
   uint8_t* end = EncodeEvent(start, e, s->tpl);
   s->used += static_cast<size_t>(end - start);
   ++s->records;
+  if (IsSkippableCode(KindCode(e.kind))) ++s->ext_records;
   if (e.seq < s->min_seq) s->min_seq = e.seq;
   if (s->records > 1 && e.seq < s->last_seq) s->sorted = false;
   s->last_seq = e.seq;
@@ -371,6 +375,7 @@ void TraceWriter::AppendLarge(Stream* s, const Event& e) {
   if (WriteAllLocked(reinterpret_cast<const char*>(buf.data()), kChunkHeaderBytes + len)) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
     written_events_.fetch_add(1, std::memory_order_relaxed);
+    if (IsSkippableCode(KindCode(e.kind))) written_ext_events_.fetch_add(1, std::memory_order_relaxed);
   } else {
     dropped_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -438,11 +443,14 @@ absl::Status TraceWriter::Close() {
   WriteModulesLocked(false);
   WritePendingMetaLocked();
   std::string end(kChunkHeaderBytes, '\0');
-  AppendVarint(&end, written_events_.load());
+  // events of codes < 64, stacks, dropped, then (1.1) events of codes >= 64.
+  const uint64_t ext = written_ext_events_.load();
+  AppendVarint(&end, written_events_.load() - ext);
   AppendVarint(&end, stacks_.load());
   AppendVarint(&end, dropped_.load());
+  AppendVarint(&end, ext);
   FillChunkHeader(reinterpret_cast<uint8_t*>(end.data()),
-                  static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 3, kChunkEnd, 0, 0, 0);
+                  static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(end.data(), end.size());
   if (ok) chunks_.fetch_add(1);
   if (ok && ::fsync(fd_) != 0) ok = false;
@@ -500,13 +508,15 @@ bool TraceWriter::CloseFromSignalHandler() {
   }
   WriteStreamsFromSignalLocked();
   // The end record, as Close() writes it, on the stack.
-  uint8_t end[kChunkHeaderBytes + 3 * 10];
+  uint8_t end[kChunkHeaderBytes + 4 * 10];
   uint8_t* p = end + kChunkHeaderBytes;
-  p = PutVarint(p, written_events_.load());
+  const uint64_t ext = written_ext_events_.load();
+  p = PutVarint(p, written_events_.load() - ext);
   p = PutVarint(p, stacks_.load());
   p = PutVarint(p, dropped_.load());
+  p = PutVarint(p, ext);
   const auto len = static_cast<uint32_t>(p - end - kChunkHeaderBytes);
-  FillChunkHeader(end, len, 3, kChunkEnd, 0, 0, 0);
+  FillChunkHeader(end, len, 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(reinterpret_cast<const char*>(end), kChunkHeaderBytes + len);
   if (ok) chunks_.fetch_add(1);
   ok = ok && ::fsync(fd_) == 0;

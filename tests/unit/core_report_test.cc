@@ -696,5 +696,66 @@ TEST(ReporterDeathTest, HaltOnErrorExitsWithExitcode) {
       "2 findings: unsignaled-run 1, dereg-in-flight 1");
 }
 
+// Findings that follow an injected fault name it (issue 11): an indented
+// line after the message in text, "context" in JSON, properties.context in
+// SARIF; nothing when there is none.
+Finding InjectedFinding() {
+  Finding f = DeregFinding();
+  f.context = "after injected wc.error RETRY_EXC_ERR on QP 0x5 wr_id=0x12 (decision #3)";
+  return f;
+}
+
+TEST(Render, ContextIsALineAfterTheMessage) {
+  std::string text = RenderText(InjectedFinding(), MainFrames(), {PostFrames()}, 4242);
+  EXPECT_EQ(text,
+            "==4242==ERROR: rdmasan: dereg-in-flight: MR 0x7 (lkey 0x1207) deregistered with 1 outstanding "
+            "WR on QP 0x11\n"
+            "  after injected wc.error RETRY_EXC_ERR on QP 0x5 wr_id=0x12 (decision #3)\n"
+            "    #0 0x55d0c0a1b2c3 in teardown /src/app/client.c:88\n"
+            "    #1 0x55d0c0a1b400 in main /src/app/client.c:120\n"
+            "  outstanding WR wr_id=0x2a RDMA_WRITE posted at:\n"
+            "    #0 0x55d0c0a1b111 in send_chunk /src/app/client.c:61\n"
+            "SUMMARY: rdmasan: dereg-in-flight client.c:88 in teardown\n");
+  EXPECT_EQ(RenderText(DeregFinding(), MainFrames(), {PostFrames()}, 4242).find("after injected"),
+            std::string::npos);
+}
+
+TEST(Render, ContextInJsonAndSarif) {
+  const Finding f = InjectedFinding();
+  const nlohmann::json j = nlohmann::json::parse(RenderJson(f, MainFrames(), {PostFrames()}, 1));
+  EXPECT_EQ(j["context"], f.context);
+  EXPECT_EQ(j["message"], DeregFinding().message);
+  EXPECT_FALSE(nlohmann::json::parse(RenderJson(DeregFinding(), MainFrames(), {}, 1)).contains("context"));
+  const nlohmann::json result =
+      nlohmann::json::parse(RenderSarif({{f, MainFrames(), {PostFrames()}}}))["runs"][0]["results"][0];
+  EXPECT_EQ(result["properties"]["context"], f.context);
+  EXPECT_EQ(result["message"]["text"], DeregFinding().message);
+  const nlohmann::json plain =
+      nlohmann::json::parse(RenderSarif({{DeregFinding(), MainFrames(), {}}}))["runs"][0]["results"][0];
+  EXPECT_FALSE(plain.contains("properties"));
+}
+
+TEST(Render, DescribesDecisionEvents) {
+  auto decision = [](uint32_t point, uint64_t outcome, uint32_t qpn, int64_t wr_id) {
+    Event e;
+    e.kind = EventKind::kDecision;
+    e.count = point;
+    e.addr = outcome;
+    e.qp_num = qpn;
+    if (wr_id >= 0) e.wcs.push_back({static_cast<uint64_t>(wr_id), 0, 0, qpn, 0, 0});
+    return e;
+  };
+  EXPECT_EQ(DescribeDecisionEvent(decision(10, 12, 0x5, 0x12)),
+            "wc.error RETRY_EXC_ERR on QP 0x5 wr_id=0x12");
+  EXPECT_EQ(DescribeDecisionEvent(decision(0, (uint64_t{12} << 32) | 2, 0x1a, 0x40)),
+            "post_send ENOMEM at WR 1 on QP 0x1a wr_id=0x40");
+  EXPECT_EQ(DescribeDecisionEvent(decision(1, (uint64_t{22} << 32) | 1, 0, -1)), "post_recv EINVAL at WR 0");
+  EXPECT_EQ(DescribeDecisionEvent(decision(3, 12, 0, -1)), "reg_mr ENOMEM");
+  EXPECT_EQ(DescribeDecisionEvent(decision(5, 14, 0, -1)), "create_qp EFAULT");
+  EXPECT_EQ(DescribeDecisionEvent(decision(13, 1, 0x7, -1)), "async.qp_fatal on QP 0x7");
+  EXPECT_EQ(DescribeDecisionEvent(decision(15, 3, 0, -1)), "sched.pick outcome 3");
+  EXPECT_EQ(DescribeDecisionEvent(decision(99, 3, 0, -1)), "point 99 outcome 3");
+}
+
 }  // namespace
 }  // namespace rdmasan::core
