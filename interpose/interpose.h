@@ -63,6 +63,8 @@ class Reentry {
   RDMASAN_TLS_ACCESSOR Reentry() : outer_(depth_++ == 0) {}
   RDMASAN_TLS_ACCESSOR ~Reentry() { --depth_; }
   bool outer() const { return outer_; }
+  // How deep this thread is inside the shim now (0: in the program).
+  static int Depth() { return depth_; }
 
  private:
   static thread_local int depth_;
