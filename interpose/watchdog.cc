@@ -272,7 +272,7 @@ void WatchLoop() {
 
 bool IsHangSignal(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGALRM || sig == SIGHUP; }
 
-bool HangSignalsWanted() { return core::GlobalOptions().hang_timeout > 0 || Decider() != nullptr; }
+bool HangSignalsWanted() { return core::GlobalOptions().hang_timeout > 0; }
 
 void Start() {
   std::call_once(g_start_once, [] {

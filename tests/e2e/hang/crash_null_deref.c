@@ -1,8 +1,10 @@
 /* crash: the program reads a completion's context through a pointer it
  * never set, after a verbs call: a NULL dereference.  rdmasan reports the
- * crash at the faulting line, and the program still dies of SIGSEGV.
- * EXPECT: crash: SIGSEGV on address 0x0 \(pc 0x[0-9a-f]+ bp 0x[0-9a-f]+ sp 0x[0-9a-f]+ T[0-9]+\); a WRITE
- * access EXPECT-NOT: rdmasan: [0-9]+ finding NO-DONE STATUS: 139 */
+ * crash at the faulting line, and the program still dies of SIGSEGV. */
+// EXPECT: crash: SIGSEGV on address 0x0 \(pc 0x[0-9a-f]+ bp 0x[0-9a-f]+ sp 0x[0-9a-f]+ T[0-9]+\); a WRITE
+// EXPECT-NOT: rdmasan: [0-9]+ finding
+// NO-DONE
+// STATUS: 139
 #include "../checks/common.h"
 
 struct request {

@@ -2,12 +2,15 @@
  * ibv_get_cq_event for a message the peer never sends; the job's time
  * limit ends it with SIGTERM.  With hang_timeout set (longer than the
  * wait), the report comes from the SIGTERM, and the program still dies of
- * SIGTERM.  The receive is on the books: it could still complete.
- * RUN-OPTS: --hang_timeout=60
- * SIGNAL: TERM 3
- * EXPECT: hang: no verbs progress for [0-9]+ s while 1 thread waits when SIGTERM ended it: thread [0-9]+
- * blocks in ibv_get_cq_event EXPECT: CQ 0x[0-9a-f]+, armed: 1 outstanding WR could still complete EXPECT: 0
- * signaled sends, 0 unsignaled sends, 1 receive outstanding NO-DONE STATUS: 143 */
+ * SIGTERM.  The receive is on the books: it could still complete. */
+// RUN-OPTS: --hang_timeout=60
+// SIGNAL: TERM 3
+// EXPECT: hang: no verbs progress for [0-9]+ s while 1 thread waits when SIGTERM ended it: thread [0-9]+
+// EXPECT: blocks in ibv_get_cq_event
+// EXPECT: CQ 0x[0-9a-f]+, armed: 1 outstanding WR could still complete
+// EXPECT: 0 signaled sends, 0 unsignaled sends, 1 receive outstanding
+// NO-DONE
+// STATUS: 143
 #include "../checks/common.h"
 
 int main(void) {
