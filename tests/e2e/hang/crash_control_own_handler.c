@@ -23,7 +23,7 @@ int main(void) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_segv;
   if (sigaction(SIGSEGV, &sa, NULL)) DIE("sigaction failed");
-  int *volatile p = getenv("CRASH_NEVER_SET") ? malloc(sizeof(int)) : NULL;
+  volatile int *volatile p = getenv("CRASH_NEVER_SET") ? malloc(sizeof(int)) : NULL;
   *p = 1;
   printf("DONE\n");
   return 0;

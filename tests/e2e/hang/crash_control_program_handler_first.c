@@ -24,7 +24,7 @@ int main(void) {
   if (sigaction(SIGSEGV, &sa, NULL)) DIE("sigaction failed");
   struct rig r;
   rig_setup(&r, NULL);
-  int *volatile p = getenv("CRASH_NEVER_SET") ? malloc(sizeof(int)) : NULL;
+  volatile int *volatile p = getenv("CRASH_NEVER_SET") ? malloc(sizeof(int)) : NULL;
   *p = 1;
   printf("DONE\n");
   return 0;

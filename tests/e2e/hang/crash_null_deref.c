@@ -8,7 +8,7 @@
 #include "../checks/common.h"
 
 struct request {
-  int done;
+  volatile int done;
 };
 
 static struct request *lookup(uint64_t wr_id) {
