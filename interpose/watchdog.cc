@@ -8,6 +8,7 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <algorithm>
 #include <chrono>
@@ -363,6 +364,44 @@ void ReportHangAtSignal(int sig, bool inside_shim) {
   ReportHang(stalled, !inside_shim || waiting, why.c_str());
 }
 
+namespace {
+
+// The stack of a signal the thread raised itself (abort(), raise()): the
+// frame-pointer walk stops in libc, which has none, so the unwinder walks
+// the CFI instead, through the signal frame; the stack is intact, as the
+// thread was in a call.  Frames from the interrupted pc on; 0 if it is not
+// among them.
+struct Unwound {
+  uintptr_t pc = 0;  // the interrupted pc
+  uintptr_t pcs[core::kMaxStackFrames];
+  size_t n = 0;
+  bool found = false;
+};
+
+_Unwind_Reason_Code CollectFrame(_Unwind_Context* ctx, void* arg) {
+  auto* u = static_cast<Unwound*>(arg);
+  int before = 0;
+  const uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
+  if (!u->found) {
+    if (ip != u->pc) return _URC_NO_REASON;  // the handler's frames
+    u->found = true;
+    u->pcs[u->n++] = ip + 1;  // the pc itself, looked up at pc - 1 + 1
+    return _URC_NO_REASON;
+  }
+  if (ip < 4096) return _URC_END_OF_STACK;
+  u->pcs[u->n++] = ip;
+  return u->n < core::kMaxStackFrames ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+core::StackId UnwindRaised(uintptr_t pc) {
+  Unwound u;
+  u.pc = pc;
+  _Unwind_Backtrace(CollectFrame, &u);
+  return u.found ? core::InternStack(u.pcs, u.n) : 0;
+}
+
+}  // namespace
+
 void ReportCrash(int sig, siginfo_t* info, void* ucontext) {
   uintptr_t pc = 0, bp = 0, sp = 0;
   bool write = false;
@@ -382,10 +421,12 @@ void ReportCrash(int sig, siginfo_t* info, void* ucontext) {
   uintptr_t record[2] = {bp, 0};
   uintptr_t first = pc ? pc + 1 : 0;
   if (pc < 4096 && sp && sp % sizeof(uintptr_t) == 0) first = *reinterpret_cast<const uintptr_t*>(sp);
-  const core::StackId stack = first ? core::CaptureStackFrom(first, reinterpret_cast<uintptr_t>(record)) : 0;
+  const bool fault = info && info->si_code > 0;  // raised by the CPU, not sent
+  core::StackId stack = 0;
+  if (!fault && info && info->si_code == SI_TKILL && info->si_pid == getpid() && pc) stack = UnwindRaised(pc);
+  if (!stack && first) stack = core::CaptureStackFrom(first, reinterpret_cast<uintptr_t>(record));
   const char* name = sigabbrev_np(sig);
   std::string what = absl::StrCat("SIG", name ? name : "?");
-  const bool fault = info && info->si_code > 0;  // raised by the CPU, not sent
   if (fault && (sig == SIGSEGV || sig == SIGBUS))
     absl::StrAppend(&what, absl::StrFormat(" on address 0x%x", reinterpret_cast<uintptr_t>(info->si_addr)));
   absl::StrAppend(&what, absl::StrFormat(" (pc 0x%x bp 0x%x sp 0x%x T%d)", pc, bp, sp,

@@ -11,8 +11,10 @@
 #   // CHECK: ID     (at the end of a code line) the report
 #                    `==PID==ERROR: rdmasan: ID:`, exactly one, and none
 #                    of another check; it has a frame ` in FN .../SOURCE:LINE` in its first
-#                    stack, LINE being this marker's line, and its SUMMARY
+#                    (first) stack, LINE being this marker's line, and its SUMMARY
 #                    line is `SUMMARY: rdmasan: ID SOURCE:LINE in FN`
+#   // SUMMARY: RE    instead of the SUMMARY line above, one matching RE
+#                    (a crash raised inside libc is summarized there)
 #   // EXPECT: RE     an extended regex some line of the output matches
 #   // EXPECT-NOT: RE an extended regex no line of the output matches
 #   // STATUS: N      the exit status (128+n: died of signal n)
@@ -102,8 +104,13 @@ else
   grep -qE " in [^ ]+ ([^ ]*/)?$ebase:$line([: ]|$)" <<<"$first" ||
     failures+=("no frame $base:$line in the report's first stack")
   fn=$(grep -E " in [^ ]+ ([^ ]*/)?$ebase:$line([: ]|$)" <<<"$first" | head -1 | sed -E 's/.* in ([^ ]+) .*/\1/')
-  grep -qE "^SUMMARY: rdmasan: $id $ebase:$line in ${fn:-[^ ]+}\$" "$log" ||
-    failures+=("no 'SUMMARY: rdmasan: $id $base:$line in ${fn:-<fn>}'")
+  summary_re=$(sed -n 's|^// SUMMARY: ||p' "$src" | head -1)
+  if [[ -n $summary_re ]]; then
+    grep -qE -- "$summary_re" "$log" || failures+=("no SUMMARY line matches: $summary_re")
+  else
+    grep -qE "^SUMMARY: rdmasan: $id $ebase:$line in ${fn:-[^ ]+}\$" "$log" ||
+      failures+=("no 'SUMMARY: rdmasan: $id $base:$line in ${fn:-<fn>}'")
+  fi
 fi
 while IFS= read -r re; do
   [[ -z $re ]] && continue
