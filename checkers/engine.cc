@@ -456,6 +456,16 @@ bool Engine::LkeyInFlight(uint32_t lkey) {
   return r;
 }
 
+std::vector<CqOutstanding> Engine::Outstanding() {
+  std::lock_guard<std::mutex> control(control_mu_);
+  std::vector<Domain*> held;
+  if (!one_thread_) held = live_;
+  for (Domain* d : held) d->mu.lock();
+  std::vector<CqOutstanding> r = state_.Outstanding();
+  for (auto it = held.rbegin(); it != held.rend(); ++it) (*it)->mu.unlock();
+  return r;
+}
+
 void Engine::OnEvent(core::Event& e, std::vector<core::Finding>* findings, std::vector<RetiredWr>* retired) {
   Run(e, assign_seq_ ? &e.seq : nullptr, findings, retired);
 }

@@ -82,6 +82,10 @@ class Engine {
   // ibv_dereg_mr, to keep watching the memory of WRs still in flight.
   bool LkeyInFlight(uint32_t lkey);
 
+  // Thread-safe (takes every lock, like LkeyInFlight): every live CQ's
+  // outstanding work, for the hang report (interpose/watchdog.h).
+  std::vector<CqOutstanding> Outstanding();
+
   // The books; only while no event is in flight.
   const State& state() const { return state_; }
 

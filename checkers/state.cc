@@ -385,6 +385,55 @@ void State::ApplyAsyncEvent(const Event& e) {
   if (it != qps_.end() && e.qp_state == IBV_QPS_ERR) it->second.state = IBV_QPS_ERR;
 }
 
+uint64_t CqOutstanding::CouldComplete() const {
+  uint64_t n = 0;
+  for (const Queue& q : queues)
+    n += q.signaled_sends + q.recvs + (q.qp && q.state == IBV_QPS_ERR ? q.unsignaled_sends : 0);
+  return n;
+}
+
+std::vector<CqOutstanding> State::Outstanding() const {
+  std::vector<CqOutstanding> out;
+  out.reserve(cqs_.size());
+  for (const auto& [id, cq] : cqs_) {
+    CqOutstanding o;
+    o.cq = id;
+    o.channel = cq.channel;
+    o.armed = cq.armed;
+    o.events_unacked = cq.events_got > cq.events_acked ? cq.events_got - cq.events_acked : 0;
+    o.stack = cq.stack;
+    for (ObjId q : cq.qps) {
+      const QpState* qp = Qp(q);
+      if (!qp) continue;
+      CqOutstanding::Queue b;
+      b.qp = q;
+      b.qpn = qp->qpn;
+      b.state = qp->state;
+      if (qp->send_cq == id) {
+        b.signaled_sends = qp->sq_signaled;
+        b.unsignaled_sends = static_cast<uint32_t>(qp->sq.size()) - qp->sq_signaled;
+      }
+      if (qp->recv_cq == id && !qp->srq) b.recvs = static_cast<uint32_t>(qp->rq.size());
+      o.queues.push_back(b);
+    }
+    std::sort(o.queues.begin(), o.queues.end(),
+              [](const CqOutstanding::Queue& a, const CqOutstanding::Queue& b) { return a.qp < b.qp; });
+    std::vector<ObjId> srqs(cq.srqs.begin(), cq.srqs.end());
+    std::sort(srqs.begin(), srqs.end());
+    for (ObjId s : srqs)
+      if (const SrqState* srq = Srq(s)) {
+        CqOutstanding::Queue b;
+        b.srq = s;
+        b.recvs = static_cast<uint32_t>(srq->rq.size());
+        o.queues.push_back(b);
+      }
+    out.push_back(std::move(o));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CqOutstanding& a, const CqOutstanding& b) { return a.cq < b.cq; });
+  return out;
+}
+
 bool State::LkeyInFlight(uint32_t lkey) const {
   auto uses = [lkey](const Ring<OutstandingWr>& q) {
     for (const auto& w : q) {

@@ -178,6 +178,31 @@ struct DestroyedObj {
   StackId created = 0, destroyed = 0;
 };
 
+// The books of one CQ as a hang report tells them: the work outstanding on
+// the queues whose completions land on it (read-only, see
+// State::Outstanding).
+struct CqOutstanding {
+  struct Queue {
+    ObjId qp = 0;        // the QP, or 0 for an SRQ
+    ObjId srq = 0;       // the SRQ, for an SRQ's receives
+    uint32_t qpn = 0;    // of the QP
+    uint32_t state = 0;  // the QP's shadow ibv_qp_state
+    // Outstanding sends whose completions land here (a QP whose send CQ
+    // this is), and posted receives (its receive CQ, or an SRQ's).
+    uint32_t signaled_sends = 0, unsignaled_sends = 0, recvs = 0;
+  };
+  ObjId cq = 0;
+  ObjId channel = 0;  // its completion channel, 0 if none
+  bool armed = false;
+  uint64_t events_unacked = 0;
+  StackId stack = 0;          // where it was made
+  std::vector<Queue> queues;  // in QP (then SRQ) id order, the idle ones too
+  // Completions that can still land here without the peer's help or the
+  // program's: signaled sends and posted receives; in a QP in ERR every
+  // outstanding WR is flushed, its unsignaled sends too.
+  uint64_t CouldComplete() const;
+};
+
 class State {
  public:
   // Applies an event to the books (after the checks of that event ran).
@@ -239,6 +264,9 @@ class State {
   // True if an outstanding WR (of any QP or SRQ) has a non-empty SGE with
   // this lkey.
   bool LkeyInFlight(uint32_t lkey) const;
+
+  // Every live CQ's outstanding work, in CQ id order.
+  std::vector<CqOutstanding> Outstanding() const;
 
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.

@@ -22,6 +22,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
+#include "interpose/watchdog.h"
 #include "softnic/softnic.h"
 
 #undef ibv_reg_mr
@@ -298,6 +299,8 @@ RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
 
 RDMASAN_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   REAL(ibv_get_async_event, "IBVERBS_1.1");
+  ip::watchdog::AsyncWaitScope wait(context, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                                    reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   ip::FlushTraceBeforeBlocking();
   if (IsSn(context)) return sn::GetAsyncEvent(context, event);
   return real ? real(context, event) : -1;

@@ -4,6 +4,7 @@
 #include "interpose/destroyed.h"
 #include "interpose/faults.h"
 #include "interpose/ptr_table.h"
+#include "interpose/watchdog.h"
 
 #include <signal.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 #include <x86intrin.h>
 #endif
 #include <sys/syscall.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <errno.h>
@@ -128,7 +130,17 @@ std::once_flag g_trace_once;
 // leaves the trace's valid prefix as PATH.incomplete, recognisable; any
 // other (SIGTERM, SIGINT, SIGHUP, SIGALRM, SIGUSR1, real-time signals, ...)
 // is how a CI job or a user stops a program: its trace is closed properly.
+//
+// The crash signals of the `crash` check (interpose/watchdog.h) are handled
+// in every checked run, as AddressSanitizer handles SIGSEGV: nothing is
+// paid until one arrives, the program's own handlers stay its own, and the
+// process still dies of the signal (its exit status is unchanged).  The
+// termination signals of the `hang` check only when HangSignalsWanted().
+// softnic's safe copies (softnic/safe_copy.cc) install their SIGSEGV/SIGBUS
+// handler at their first copy, after ours (the first verbs event), and
+// chain to it for every fault that is not theirs.
 constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+constexpr int kReportedCrashSignals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
 constexpr int kTerminationSignals[] = {SIGTERM, SIGINT,  SIGQUIT, SIGHUP,    SIGALRM,
                                        SIGUSR1, SIGUSR2, SIGPIPE, SIGVTALRM, SIGPROF,
                                        SIGXCPU, SIGXFSZ, SIGIO,   SIGPWR,    SIGSTKFLT};
@@ -141,31 +153,102 @@ bool IsCrashSignal(int sig) {
   return false;
 }
 
-// The signal that ends the process: write what the trace holds (and close
-// it, unless the process crashed), then let the program's previous
-// disposition (the default) run.
-void OnFatalSignal(int sig) {
+bool IsReportedCrash(int sig) {
+  for (int c : kReportedCrashSignals)
+    if (c == sig) return true;
+  return false;
+}
+
+// The thread inside OnFatalSignal (0: none).
+std::atomic<pid_t> g_fatal_tid{0};
+
+// Puts `sig` back to the program's previous disposition (the default).
+void RestoreDisposition(int sig) {
+  if (sig > 0 && sig < NSIG) sigaction(sig, &g_old_actions[sig], nullptr);
+}
+
+// A report from a signal handler allocates and takes locks; the signal may
+// have interrupted a thread holding one of them (malloc's, the reporter's).
+// So before reporting: the signal goes back to its previous disposition and
+// is unblocked in this thread (a fault inside the report then takes the
+// default action at once), and a timer sends it to this thread again in
+// 10 s, ending the process by it if the report cannot finish.
+void ArmDeadline(int sig) {
+  RestoreDisposition(sig);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  struct sigevent sev = {};
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = sig;
+  sev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+  int timer = -1;  // the kernel's timer id
+  if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &sev, &timer) != 0) return;
+  struct itimerspec its = {};
+  its.it_value.tv_sec = 10;
+  syscall(SYS_timer_settime, timer, 0, &its, nullptr);
+}
+
+// The signal that ends the process: report a crash (or a hang, for a
+// termination signal while the program waits in verbs), write what the
+// trace holds (and close it, unless the process crashed), then let the
+// program's previous disposition (the default) run.
+void OnFatalSignal(int sig, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  pid_t none = 0;
+  if (!g_fatal_tid.compare_exchange_strong(none, tid)) {
+    // A second fatal signal: inside this handler (a fault in the report)
+    // it takes the default action now; on another thread it waits for the
+    // first one to end the process (at most the deadline's 10 s).
+    if (none != tid) {
+      timespec ts = {11, 0};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
+    RestoreDisposition(sig);
+    raise(sig);
+    return;
+  }
+  const bool inside_shim = Reentry::Depth() > 0;
+  Reentry re;  // what the reports free and allocate is rdmasan's own
+  const bool crash = IsReportedCrash(sig) && Checking();
+  const bool hang = watchdog::IsHangSignal(sig) && watchdog::Enabled();
+  if (crash || hang) ArmDeadline(sig);
+  if (crash) watchdog::ReportCrash(sig, info, ucontext);
+  if (hang) watchdog::ReportHangAtSignal(sig, inside_shim);
   if (traces::TraceWriter* w = g_trace.load(std::memory_order_acquire)) {
     if (IsCrashSignal(sig))
       w->FlushFromSignalHandler();
     else
       w->CloseFromSignalHandler();
   }
-  if (sig > 0 && sig < NSIG) sigaction(sig, &g_old_actions[sig], nullptr);
+  RestoreDisposition(sig);
+  errno = saved_errno;
   raise(sig);
 }
 
 // Installs OnFatalSignal for `sig` if the program left it at the default.
 void HandleIfDefault(int sig) {
   struct sigaction old;
-  if (sig <= 0 || sig >= NSIG || sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
-      (old.sa_flags & SA_SIGINFO))
+  if (sig <= 0 || sig >= NSIG || g_handled[sig].load(std::memory_order_relaxed) ||
+      sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
     return;
   struct sigaction sa = {};
-  sa.sa_handler = OnFatalSignal;
+  sa.sa_sigaction = OnFatalSignal;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   g_old_actions[sig] = old;
   if (sigaction(sig, &sa, nullptr) == 0) g_handled[sig].store(true, std::memory_order_relaxed);
+}
+
+// At the first verbs event, after the trace opened: the crash signals in
+// every checked run, the termination signals for hang reports.
+void InstallSignalHandlers() {
+  if (Checking())
+    for (int sig : kReportedCrashSignals) HandleIfDefault(sig);
+  if (watchdog::HangSignalsWanted())
+    for (int sig : {SIGTERM, SIGINT, SIGALRM, SIGHUP}) HandleIfDefault(sig);
 }
 
 void CloseTrace();
@@ -347,9 +430,12 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
     if (!g_atexit_registered.exchange(true)) atexit(AtExit);
     std::call_once(g_trace_once, OpenTrace);
     g_started.store(true, std::memory_order_release);
+    watchdog::Start();
+    InstallSignalHandlers();
   }
   std::vector<core::Finding> findings;
   GetEngine().OnEvent(e, &findings, retired);
+  watchdog::Note(e);
   // Recorded outside the engine's locks: the writer is thread-safe, each
   // thread's events reach it in that thread's seq order, and the reader
   // merges the threads back into seq order (the engine's order).  Only
@@ -363,6 +449,11 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
 }
 
 bool LkeyInFlight(uint32_t lkey) { return Checking() && GetEngine().LkeyInFlight(lkey); }
+
+std::vector<checkers::CqOutstanding> Outstanding() {
+  if (!Checking()) return {};
+  return GetEngine().Outstanding();
+}
 
 void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::StackId stack) {
   core::Event e;

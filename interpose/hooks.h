@@ -61,6 +61,10 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
 // checking is off).
 bool LkeyInFlight(uint32_t lkey);
 
+// Every live CQ's outstanding work, from the checkers' books (empty when
+// checking is off): the hang report's books (interpose/watchdog.h).
+std::vector<checkers::CqOutstanding> Outstanding();
+
 // Writes the events the trace buffers (if the run is traced): called before
 // a verb that can block (ibv_get_cq_event, ibv_get_async_event), so a
 // program killed while it waits leaves them.

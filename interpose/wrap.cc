@@ -19,6 +19,7 @@
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
 #include "interpose/ptr_table.h"
+#include "interpose/watchdog.h"
 
 namespace rdmasan::interpose {
 
@@ -329,6 +330,9 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     return -1;
   int got = s->poll_cq(cq, n, wc);
   if (!re.outer()) return got;
+  if (got == 0 && watchdog::Enabled())
+    watchdog::OnEmptyPoll(cq, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                          reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   if (got <= 0) {
     if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
     std::lock_guard<std::mutex> l(g_armed_mu);
@@ -441,6 +445,9 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (!re.outer()) return rc;
   h->batch = core::Event();
   h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  if (rc == ENOENT && watchdog::Enabled())
+    watchdog::OnEmptyPoll(ibv_cq_ex_to_cq(cq), reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                          reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   if (rc == 0) {
     RecordCurrent(h, cq);
   } else if (rc == ENOENT && g_armed_count.load(std::memory_order_relaxed) != 0) {

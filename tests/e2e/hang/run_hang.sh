@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# run_hang.sh: run one tests/e2e/hang program under `rdmasan run` on
+# softnic and check its `hang` or `crash` report against the markers in
+# its source (these reports come from the watchdog and the signal
+# handlers, not from events, so a replay of the trace has none of them:
+# unlike run_check.sh, no replay is compared).
+#
+# usage: run_hang.sh PROG SOURCE --rdmasan PATH --fabric NAME [rdmasan options...]
+#
+# Markers in SOURCE:
+#   // CHECK: ID     (at the end of a code line) the report
+#                    `==PID==ERROR: rdmasan: ID:`, exactly one, and none
+#                    of another check; it has a frame ` in FN .../SOURCE:LINE` in its first
+#                    (first) stack, LINE being this marker's line, and its SUMMARY
+#                    line is `SUMMARY: rdmasan: ID SOURCE:LINE in FN`
+#   // SUMMARY: RE    instead of the SUMMARY line above, one matching RE
+#                    (a crash raised inside libc is summarized there)
+#   // EXPECT: RE     an extended regex some line of the output matches
+#   // EXPECT-NOT: RE an extended regex no line of the output matches
+#   // STATUS: N      the exit status (128+n: died of signal n)
+#   // SILENT         a control instead: no rdmasan report at all
+#   // SIGNAL: SIG S  send SIG to the program S seconds after its start
+#   // NO-DONE        the program does not get to print DONE (else it must)
+#   // RUN-OPTS: ...  (read by CMakeLists.txt) options for `rdmasan run`
+# (each marker a whole line, in column 0)
+set -uo pipefail
+
+die() { echo "run_hang: $*" >&2; exit 2; }
+
+[[ $# -ge 2 ]] || die "usage: run_hang.sh PROG SOURCE --rdmasan PATH --fabric NAME [options]"
+prog=$1 src=$2
+shift 2
+rdmasan="" fabric="checks-hang-$$"
+opts=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rdmasan) rdmasan=$2; shift 2 ;;
+    --fabric) fabric=$2; shift 2 ;;
+    --*) opts+=("$1"); shift ;;
+    *) die "unexpected argument '$1'" ;;
+  esac
+done
+[[ -x $prog ]] || die "no program $prog"
+[[ -x $rdmasan ]] || die "no rdmasan command at $rdmasan"
+
+base=$(basename "$src")
+silent=0
+grep -qx '// SILENT' "$src" && silent=1
+marker=$(grep -n -E -- '// CHECK: [a-z-]+$' "$src")
+if [[ $silent -eq 0 ]]; then
+  [[ $(wc -l <<<"$marker") -eq 1 && -n $marker ]] || die "$src wants exactly one '// CHECK: <id>' marker (or '* SILENT')"
+  line=${marker%%:*}
+  id=${marker##*CHECK: }
+else
+  [[ -z $marker ]] || die "$src: a '* SILENT' control has no '// CHECK:' marker"
+fi
+status_want=$(sed -n 's|^// STATUS: \([0-9]*\)$|\1|p' "$src" | head -1)
+[[ -n $status_want ]] || die "$src has no '// STATUS: N'"
+signal=$(sed -n 's|^// SIGNAL: \([A-Z]*\) \([0-9.]*\)$|\1 \2|p' "$src" | head -1)
+need_done=1
+grep -qx '// NO-DONE' "$src" && need_done=0
+
+log=$(mktemp "${TMPDIR:-/tmp}/run_hang.XXXXXX") || die "mktemp failed"
+trap 'rm -f "$log"' EXIT
+cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" -- "$prog")
+# `rdmasan run` execs the program: $! is the program itself.
+"${cmd[@]}" >"$log" 2>&1 </dev/null &
+pid=$!
+if [[ -n $signal ]]; then
+  sleep "${signal#* }"
+  kill -s "${signal% *}" "$pid" 2>/dev/null
+fi
+# A limit in any case: the program must not outlive 40 s.  (The guard's
+# output goes nowhere: ctest waits for every holder of the test's pipe.)
+(
+  exec >/dev/null 2>&1
+  sleep 40
+  kill -KILL "$pid"
+) &
+guard=$!
+wait "$pid"
+status=$?
+kill $(pgrep -P "$guard") "$guard" 2>/dev/null
+wait "$guard" 2>/dev/null
+
+failures=()
+[[ $status -eq $status_want ]] || failures+=("exit status $status, expected $status_want")
+if [[ $need_done -eq 1 ]] && ! grep -qx DONE "$log"; then failures+=("the program did not print DONE"); fi
+if [[ $silent -eq 1 ]]; then
+  if grep -qE '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log"; then
+    failures+=("a control got a report: $(grep -E '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log" | head -3 | tr '\n' ' ')")
+  fi
+else
+  n=$(grep -cE "^==[0-9]+==ERROR: rdmasan: $id: " "$log")
+  [[ $n -eq 1 ]] || failures+=("$n reports of $id, expected exactly 1")
+  others=$(grep -E "^==[0-9]+==(ERROR|WARNING): rdmasan: [a-z-]+: " "$log" | grep -vE "rdmasan: $id: " | head -3)
+  [[ -z $others ]] || failures+=("reports of other checks: $others")
+  ebase=${base//./\\.}
+  # The first stack of the report: the frame lines right after its header.
+  first=$(awk -v id="$id" '
+    $0 ~ ("^==[0-9]+==ERROR: rdmasan: " id ": ") { on = 1; next }
+    on && /^    #[0-9]+ / { print; next }
+    on { exit }' "$log")
+  grep -qE " in [^ ]+ ([^ ]*/)?$ebase:$line([: ]|$)" <<<"$first" ||
+    failures+=("no frame $base:$line in the report's first stack")
+  fn=$(grep -E " in [^ ]+ ([^ ]*/)?$ebase:$line([: ]|$)" <<<"$first" | head -1 | sed -E 's/.* in ([^ ]+) .*/\1/')
+  summary_re=$(sed -n 's|^// SUMMARY: ||p' "$src" | head -1)
+  if [[ -n $summary_re ]]; then
+    grep -qE -- "$summary_re" "$log" || failures+=("no SUMMARY line matches: $summary_re")
+  else
+    grep -qE "^SUMMARY: rdmasan: $id $ebase:$line in ${fn:-[^ ]+}\$" "$log" ||
+      failures+=("no 'SUMMARY: rdmasan: $id $base:$line in ${fn:-<fn>}'")
+  fi
+fi
+while IFS= read -r re; do
+  [[ -z $re ]] && continue
+  grep -qE -- "$re" "$log" || failures+=("no line matches: $re")
+done < <(sed -n 's|^// EXPECT: ||p' "$src")
+while IFS= read -r re; do
+  [[ -z $re ]] && continue
+  ! grep -qE -- "$re" "$log" || failures+=("a line matches what must not be there: $re")
+done < <(sed -n 's|^// EXPECT-NOT: ||p' "$src")
+
+if [[ ${#failures[@]} -gt 0 ]]; then
+  echo "---- ${cmd[*]} (exit $status)"
+  cat "$log"
+  echo "----"
+  for f in "${failures[@]}"; do echo "run_hang: FAIL: $f"; done
+  exit 1
+fi
+echo "run_hang: PASS ($(basename "$prog"): ${id:-silent}, exit $status)"
+grep -E "^==[0-9]+==ERROR: rdmasan: |^SUMMARY: rdmasan:" "$log"
+exit 0
