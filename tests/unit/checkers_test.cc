@@ -2080,6 +2080,8 @@ TEST(CheckersInjected, ADecisionWithALaterSeqIsNotNamed) {
 }
 
 }  // namespace injected
+}  // namespace
+}  // namespace rdmasan
 
 // ====================================== hang books (Engine::Outstanding) ==
 // The watchdog's `hang` report (interpose/watchdog.h) names, per CQ, the
