@@ -37,8 +37,9 @@ enum slot_state { SLOT_IDLE, SLOT_IN_FLIGHT };
 
 struct slot {
   enum slot_state state;
-  uint32_t id;   /* the RPC it carries */
-  uint64_t psum; /* what the reply must say */
+  uint32_t id;      /* the RPC it carries */
+  uint64_t req_seq; /* the WR number of its request SEND */
+  uint64_t psum;    /* what the reply must say */
   uint64_t wsum;
 };
 
@@ -86,6 +87,16 @@ static int handle_reply(struct client *c, const struct ibv_wc *wc) {
     return -1;
   }
   memcpy(&rep, c->rbufs + (size_t)idx * RPC_MSG_MAX, sizeof(rep));
+  struct slot *rs = rep.slot < RPC_SLOTS ? &c->slots[rep.slot] : NULL;
+  if (c->mode == MODE_REPLY_BEFORE_SEND && rs && rs->state == SLOT_IN_FLIGHT && rep.id == rs->id) {
+    /* BUG(reply-before-send): "the server answered, so our request SEND
+     * is done": its buffer is scrubbed for the next user at once.  The
+     * SEND's completion and the reply's are on different queues of the
+     * QP: a NIC may deliver the reply's first (rdmasan --reorder does),
+     * and then the SEND is still in flight here.  The CQ is shared, so in
+     * softnic's natural order the SEND always retires first. */
+    memset(c->ring + (size_t)(rs->req_seq % c->sq.depth) * RPC_WRITE_MAX, 0, sizeof(struct rpc_req));
+  }
   /* The buffer is consumed: put it back on the RQ right away. */
   if (post_recv(c, idx)) return -1;
   struct slot *s = rep.slot < RPC_SLOTS ? &c->slots[rep.slot] : NULL;
@@ -212,6 +223,7 @@ static int issue_rpc(struct client *c, uint32_t si, uint32_t id, uint32_t held) 
   }
   sq_commit(&c->sq, k, held); /* k SQEs now in use, held - k returned */
   s->id = id;
+  s->req_seq = seq;
   s->state = SLOT_IN_FLIGHT;
 
   if (c->mode == MODE_BUFFER_MODIFIED_IN_FLIGHT) {
@@ -334,8 +346,10 @@ int main(int argc, char **argv) {
   /* CQs: every WR may be signaled, so the send CQ holds the whole SQ; the
    * receive CQ holds every posted receive.  BUG(cq-overrun): one CQ for
    * both, sized for the receives only. */
-  const bool shared = c->mode == MODE_CQ_OVERRUN;
-  if (rpc_dev_open(&c->d, devname, want_sq, RPC_RECVS, (int)want_sq, RPC_RECVS, shared)) return 1;
+  const bool shared = c->mode == MODE_CQ_OVERRUN || c->mode == MODE_REPLY_BEFORE_SEND;
+  /* reply-before-send shares one CQ, sized for everything. */
+  const int rcq_cqe = c->mode == MODE_REPLY_BEFORE_SEND ? (int)want_sq + RPC_RECVS : RPC_RECVS;
+  if (rpc_dev_open(&c->d, devname, want_sq, RPC_RECVS, (int)want_sq, rcq_cqe, shared)) return 1;
   c->sq =
       (struct sq_credits){.depth = c->d.cap.max_send_wr, .per_rpc = RPC_CLIENT_WRS_PER_RPC, .mode = c->mode};
   if (c->sq.depth < want_sq) {

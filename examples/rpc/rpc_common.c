@@ -51,6 +51,7 @@ const char *const rpc_mode_names[MODE_COUNT] = {
     [MODE_BUFFER_MODIFIED_IN_FLIGHT] = "buffer-modified-in-flight",
     [MODE_DEREG_IN_FLIGHT] = "dereg-in-flight",
     [MODE_CQ_OVERRUN] = "cq-overrun",
+    [MODE_REPLY_BEFORE_SEND] = "reply-before-send",
 };
 
 int rpc_parse_mode(const char *s) {
@@ -75,7 +76,9 @@ void sq_check_post(const struct sq_credits *c, uint32_t k, uint32_t held) {
 
 unsigned sq_signal_flag(struct sq_credits *c, uint32_t i, uint32_t held, bool final) {
   bool sig;
-  if (c->mode == MODE_UNSIGNALED_DEADLOCK) {
+  if (c->mode == MODE_REPLY_BEFORE_SEND) {
+    sig = true; /* every WR signaled: each SEND's completion retires it alone */
+  } else if (c->mode == MODE_UNSIGNALED_DEADLOCK) {
     sig = false; /* BUG(unsignaled-deadlock): never signal */
   } else if (c->mode == MODE_UNSIGNALED_RUN) {
     sig = final || c->unsignaled + 1 >= c->depth - 1; /* BUG(unsignaled-run): every depth-1 WRs only */

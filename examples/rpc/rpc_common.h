@@ -82,6 +82,7 @@ enum rpc_mode {
   MODE_BUFFER_MODIFIED_IN_FLIGHT,
   MODE_DEREG_IN_FLIGHT,
   MODE_CQ_OVERRUN,
+  MODE_REPLY_BEFORE_SEND,
   MODE_COUNT
 };
 extern const char *const rpc_mode_names[MODE_COUNT];
