@@ -329,6 +329,26 @@ TEST_F(StubNic, ADecisionLogReplaysTheSameOrder) {
   unlink(path);
 }
 
+TEST_F(StubNic, TheSameSeedGivesTheSameOrderAndDecisions) {
+  for (const char* mode : {"random", "pct"}) {
+    for (int seed = 1; seed <= 100; ++seed) {
+      std::vector<uint64_t> orders[2];
+      uint64_t picks[2], holds[2];
+      for (int run = 0; run < 2; ++run) {
+        Configure(mode, seed);
+        NoteQps();
+        orders[run] = Drive(this, 1000 + seed, 8).order;
+        picks[run] = Decider()->Count(core::Point::kSchedPick);
+        holds[run] = Decider()->Count(core::Point::kSchedHold);
+        sched::ForgetCq(&cq_);
+      }
+      ASSERT_EQ(orders[0], orders[1]) << mode << " seed " << seed;
+      ASSERT_EQ(picks[0], picks[1]);
+      ASSERT_EQ(holds[0], holds[1]);
+    }
+  }
+}
+
 TEST_F(StubNic, WcErrorFailsTheQueueAndFlushesItsLaterCompletions) {
   Configure("off", 1, "wc.error:nth=2:status=retry-exc:qp=10");
   ASSERT_TRUE(sched::On());
