@@ -87,6 +87,9 @@ enum rpc_mode {
 };
 extern const char *const rpc_mode_names[MODE_COUNT];
 int rpc_parse_mode(const char *s); /* -1 if unknown */
+/* BUG(reply-before-send): scrubs a request's send buffer for its next user
+ * as soon as the reply is in (rpc_common.c says why that is wrong). */
+void rpc_bug_scrub(uint8_t *req_buf);
 
 /* ---- SQE credit accounting (docs/RULES.md) ---------------------------------- */
 
