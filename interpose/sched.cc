@@ -26,7 +26,10 @@ namespace {
 
 using core::Point;
 
-constexpr double kHoldChance = 0.25;  // random: share of polls that hold back
+// random: the share of completions held back (each for 1..reorder_delay
+// polls of its CQ, uniformly): a completion held over many polls lets later
+// ones of other queues, e.g. the reply to its request, overtake it.
+constexpr double kHoldChance = 0.25;
 constexpr uint64_t kTagPctPriority = 0x70637470;
 constexpr uint64_t kTagPctChange = 0x70637463;
 
@@ -39,6 +42,7 @@ struct Entry {
   uint64_t ident = 0;   // the stream across runs (PCT priorities)
   uint64_t seq = 0;     // pull order on its CQ
   uint32_t age = 0;     // polls of its CQ it stayed buffered through
+  uint32_t hold = 0;    // not eligible before this age (sched.hold)
   bool barrier = false;
   // ibv_cq_ex extras.
   uint64_t ts = 0, wallclock = 0;
@@ -314,9 +318,9 @@ void Eligible(const CqState& st, std::vector<uint32_t>* out) {
     bool ok = std::find(streams.begin(), streams.end(), e.stream) == streams.end();
     auto q = std::find_if(qps.begin(), qps.end(), [&](const auto& x) { return x.first == e.wc.qp_num; });
     if (q != qps.end() && (q->second || e.barrier)) ok = false;
+    if (e.age < e.hold && !IsForced(st, e)) ok = false;  // held back: still blocks its stream
     if (ok) out->push_back(i);
-    if (ok || std::find(streams.begin(), streams.end(), e.stream) == streams.end())
-      streams.push_back(e.stream);
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
     if (q == qps.end())
       qps.emplace_back(e.wc.qp_num, e.barrier);
     else
@@ -344,6 +348,8 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
   if (!IsForced(st, st.buf.front()) && (g->mode != Mode::kNatural || g->replaying)) {
     thread_local std::vector<uint32_t> elig;
     Eligible(st, &elig);
+    if (elig.empty()) return false;  // every stream head held back
+    at = elig[0];
     if (g->mode == Mode::kPct && !g->replaying) {
       std::lock_guard<std::mutex> l(g->pct.mu);
       PctInit(g->pct);
@@ -384,19 +390,24 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
   return true;
 }
 
-// The most completions this poll may return, given `want` asked for.
-int HoldLimit(CqState& st, uint64_t cq_obj, int want) {
-  if (st.buf.empty() || IsForced(st, st.buf.front())) return want;
-  if (!(g->mode == Mode::kRandom || g->replaying)) return want;
-  const int could = std::min<int>(want, static_cast<int>(st.buf.size()));
-  const uint64_t h = g->decider->Schedule(
-      Point::kSchedHold, cq_obj,
-      [could](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(could) : 0; },
-      [could](uint64_t h) {
-        return absl::StrFormat("sched.hold: poll returns %u of %d ready", static_cast<unsigned>(h - 1),
-                               could);
-      });
-  return h ? static_cast<int>(std::min<uint64_t>(h - 1, static_cast<uint64_t>(want))) : want;
+// sched.hold for each completion pulled by this poll (from `first_seq`
+// on): outcome h > 0 holds it back until it stayed buffered through h polls
+// of its CQ (at most reorder_delay: the forced bound wins).
+void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
+  if (!(g->mode == Mode::kRandom || g->replaying)) return;
+  const uint64_t most = std::max<uint32_t>(g->delay, 1);
+  for (Entry& e : st.buf) {
+    if (e.seq < first_seq || IsForced(st, e)) continue;
+    const uint64_t h = g->decider->Schedule(
+        Point::kSchedHold, cq_obj,
+        [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
+        [&e](uint64_t h) {
+          return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", e.wc.qp_num, Side(e),
+                                 e.wc.wr_id, static_cast<unsigned>(h));
+        },
+        e.wc.qp_num, e.wc.wr_id);
+    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, g->delay));
+  }
 }
 
 void AgeRest(CqState& st) {
@@ -441,9 +452,11 @@ int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (!ExOf(cq, &st)) return ENOENT;
   st->mu.lock();
   StartOfPoll(*st);
+  const uint64_t first = st->next_seq;
   PullEx(*st, cq, attr);
   AfterPullOfPoll(*st);
-  st->ex_budget = HoldLimit(*st, CqObj(cq), INT_MAX);
+  AssignHolds(*st, CqObj(cq), first);
+  st->ex_budget = INT_MAX;
   if (ServeNextEx(*st, cq)) return 0;  // the lock stays held until end_poll
   AgeRest(*st);
   st->mu.unlock();
@@ -505,14 +518,15 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   std::lock_guard<std::mutex> l(st->mu);
   StartOfPoll(*st);
   int err = 0;
+  const uint64_t first = st->next_seq;
   PullPoll(*st, cq, provider, &err);
   AfterPullOfPoll(*st);
   if (st->buf.empty()) return err < 0 ? err : 0;
   const uint64_t obj = CqObj(cq);
-  const int limit = HoldLimit(*st, obj, n);
+  AssignHolds(*st, obj, first);
   int out = 0;
   Entry e;
-  while (out < limit && Take(*st, obj, &e)) wc[out++] = e.wc;
+  while (out < n && Take(*st, obj, &e)) wc[out++] = e.wc;
   AgeRest(*st);
   return out;
 }

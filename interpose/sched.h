@@ -12,10 +12,13 @@
 // undefined, so whose queue is unknown) is a barrier for its QP: nothing of
 // that QP passes it and it passes nothing of that QP.  Each poll:
 //   1. pulls what the provider has;
-//   2. sched.hold (random; any mode when replaying): outcome h > 0 makes
-//      this poll return at most h-1 completions;
+//   2. sched.hold (random; any mode when replaying), once per completion
+//      pulled: outcome h > 0 holds it back until it stayed buffered
+//      through h polls of its CQ (random: a quarter of them, h uniform in
+//      1..reorder_delay); a held completion still blocks its stream;
 //   3. fills the caller's array, each step releasing one *eligible*
-//      completion (the head of its stream, behind no barrier of its QP):
+//      completion (the head of its stream, not held, behind no barrier of
+//      its QP):
 //      sched.pick outcome i releases the i-th eligible one counted from
 //      0 = the oldest in the buffer (the natural order); an outcome past
 //      the eligible ones (a log re-applied to another run) means 0.
@@ -23,7 +26,9 @@
 // polls of its CQ, and every completion buffered when the CQ is polled
 // after a successful ibv_req_notify_cq (or start_poll after arming), is
 // *forced*: while the oldest buffered completion is forced, polls neither
-// hold nor pick; they return the oldest first.  So a program that follows
+// hold nor pick; they return the oldest first.  (With polls that ask for at
+// least what is buffered, a completion is returned at most reorder_delay
+// polls of its CQ after the poll that pulled it.)  So a program that follows
 // poll, arm, poll never waits with a completion held.
 // pct: Burckhardt et al. (ASPLOS'10) over streams: each stream gets a
 // random priority >= pct_depth from the run's draws; pct_depth-1 change
