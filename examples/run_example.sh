@@ -6,6 +6,8 @@
 #   run_example.sh [--rdmasan PATH] [--outdir DIR] [--timeout S] [--also ID]...
 #                  NAME PORT MODE -- SERVER... --- CLIENT...
 #
+#   --id ID      the check the bug must trigger, when it is not named MODE
+#   --opt N=V    an rdmasan option for both runs (e.g. reorder=random)
 # MODE correct: run_pair.sh's own verdict (both exit 0, no rdmasan report).
 # Any other MODE is the id of the rdmasan check the planted bug must
 # trigger.  Passes when
@@ -23,6 +25,7 @@ run_pair=$script_dir/../tests/e2e/run_pair.sh
 pair_opts=()
 outdir=${RDMASAN_E2E_OUT:-$script_dir/../build/examples/out}
 also=()
+want_id=""
 timeout=30
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -30,6 +33,8 @@ while [[ $# -gt 0 ]]; do
     --outdir) outdir=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --also) also+=("$2"); shift 2 ;;
+    --id) want_id=$2; shift 2 ;;
+    --opt) pair_opts+=(--opt "$2"); shift 2 ;;
     -*) echo "run_example: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -37,13 +42,18 @@ done
 [[ $# -ge 4 && $4 == "--" ]] || { echo "usage: run_example.sh [opts] NAME PORT MODE -- SERVER... --- CLIENT..." >&2; exit 2; }
 name=$1 port=$2 mode=$3
 shift 3
+if [[ -n $want_id ]]; then
+  check_mode=$want_id
+else
+  check_mode=$mode
+fi
 
 if [[ $mode == correct ]]; then
   exec "$run_pair" "${pair_opts[@]}" --outdir "$outdir" --timeout "$timeout" "$name" "$port" "$@"
 fi
 
 out=$("$run_pair" "${pair_opts[@]}" --outdir "$outdir" --timeout "$timeout" --allow-findings \
-        --expect "rdmasan: $mode:" "$name" "$port" "$@" 2>&1)
+        --expect "rdmasan: $check_mode:" "$name" "$port" "$@" 2>&1)
 echo "$out"
 safe_name=${name//[^A-Za-z0-9_.-]/-}
 logs=("$outdir/$safe_name.server.log" "$outdir/$safe_name.client.log")
@@ -61,7 +71,7 @@ mapfile -t found < <(grep -hoE '==[0-9]+==(ERROR|WARNING): rdmasan: [a-z0-9-]+:'
                      sed -E 's/.*rdmasan: ([a-z0-9-]+):/\1/' | sort -u)
 echo "run_example: $name: checks reported: ${found[*]:-none}"
 for id in "${found[@]}"; do
-  [[ $id == "$mode" ]] && continue
+  [[ $id == "$check_mode" ]] && continue
   ok=0
   for a in "${also[@]}"; do [[ $id == "$a" ]] && ok=1; done
   [[ $ok -eq 1 ]] || failures+=("unexpected finding: $id")
@@ -71,5 +81,5 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   for f in "${failures[@]}"; do echo "run_example: $name: FAIL: $f"; done
   exit 1
 fi
-echo "run_example: $name: PASS ($mode reported)"
+echo "run_example: $name: PASS ($check_mode reported)"
 exit 0

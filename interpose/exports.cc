@@ -658,7 +658,7 @@ RDMASAN_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr)
   if (Watch(re))
     ip::OnCreateQp(qp, pd, qp_init_attr->cap, qp_init_attr->send_cq, qp_init_attr->recv_cq, qp_init_attr->srq,
                    qp_init_attr->qp_type, qp_init_attr->sq_sig_all, stack);
-  if (qp && re.outer()) ip::NoteQp(qp, qp_init_attr->srq);
+  if (qp && re.outer()) ip::NoteQp(qp, qp_init_attr->srq);  // for wc.error and the scheduler's streams
   return qp;
 }
 
@@ -688,8 +688,8 @@ RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   REAL(ibv_destroy_qp, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
-  const bool known = ip::Id(qp) != 0 || !ip::Checking();
-  if (known) ip::ForgetQpNum(qp);
+  // Not a stale handle's fields (a destroyed QP is refused below).
+  if (re.outer() && (ip::Id(qp) != 0 || !ip::Checking())) ip::ForgetQpNum(qp);
   int rc = Destroy(EventKind::kDestroyQp, qp, stack, re, sn::DestroyQp, real);
   if (!rc) ip::ForgetQp(qp);
   return rc;

@@ -20,6 +20,7 @@
 #include "interpose/memory.h"
 #include "interpose/ptr_table.h"
 #include "interpose/watchdog.h"
+#include "interpose/sched.h"
 
 namespace rdmasan::interpose {
 
@@ -319,16 +320,22 @@ void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
   if (!r.send_wrs.empty()) Emit(r);
 }
 
+// The provider's poll, through the completion scheduler when the run
+// reorders or injects error completions (one predictable branch if not).
+inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
+  return sched::On() ? sched::Poll(cq, n, wc, provider) : provider(cq, n, wc);
+}
+
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* s = Find(cq->context);
   if (!s) return -1;
-  if (!Checking()) return s->poll_cq(cq, n, wc);
+  if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
   Bump(g_counters.poll_cq);
   Reentry re;
   if (re.outer() &&
       RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kPollCq, [&](core::Event& e) { e.count = n; }))
     return -1;
-  int got = s->poll_cq(cq, n, wc);
+  int got = ProviderPoll(s->poll_cq, cq, n, wc);
   if (!re.outer()) return got;
   if (got == 0 && watchdog::Enabled())
     watchdog::OnEmptyPoll(cq, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
@@ -380,6 +387,8 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
                                [&](core::Event& e) { e.count = solicited_only; }))
     return EINVAL;
   int rc = s->req_notify_cq(cq, solicited_only);
+  // Arming is a release point: the next poll returns what the scheduler held.
+  if (rc == 0 && sched::On()) sched::Armed(cq);
   if (!re.outer() || !Checking()) return rc;
   if (rc == 0) {
     std::lock_guard<std::mutex> l(g_armed_mu);
@@ -505,17 +514,23 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     return nullptr;
   }
   Reentry re;
-  if (!re.outer() || !Checking()) return s->create_cq_ex(ctx, attr);
-  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  // Completions must name their QP for the books: ask for the QP number
-  // (an extra the program does not see), unless the provider refuses it.
+  const bool scheduled = re.outer() && sched::On();
+  if (!re.outer() || (!Checking() && !scheduled)) return s->create_cq_ex(ctx, attr);
+  const core::StackId stack = Checking() ? RDMASAN_CAPTURE_CALLER_STACK() : 0;
+  // Completions must name their QP for the books and the scheduler's
+  // streams: ask for the QP number (an extra the program does not see),
+  // unless the provider refuses it.
   const uint64_t asked = attr->wc_flags;
   attr->wc_flags |= IBV_WC_EX_WITH_QP_NUM;
   ibv_cq_ex* cq = s->create_cq_ex(ctx, attr);
+  uint64_t got_flags = attr->wc_flags;
   attr->wc_flags = asked;
-  if (!cq && asked != (asked | IBV_WC_EX_WITH_QP_NUM)) cq = s->create_cq_ex(ctx, attr);
-  OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
-  if (cq) HookCqEx(cq);
+  if (!cq && asked != (asked | IBV_WC_EX_WITH_QP_NUM)) cq = s->create_cq_ex(ctx, attr), got_flags = asked;
+  if (Checking()) OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
+  // The scheduler's hooks go under the checking layer's: the checking
+  // layer reads what the scheduler serves.
+  if (cq && scheduled) sched::HookCqEx(cq, got_flags);
+  if (cq && Checking()) HookCqEx(cq);
   return cq;
 }
 
@@ -742,7 +757,7 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   if (!re.outer()) return s->create_qp_ex(ctx, attr);
   if (!Checking()) {
     ibv_qp* qp = s->create_qp_ex(ctx, attr);
-    NoteQp(qp, attr->srq);
+    if (qp) NoteQp(qp, attr->srq);  // for wc.error and the scheduler's streams
     return qp;
   }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
@@ -750,7 +765,7 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
   OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type,
              attr->sq_sig_all, stack);
-  NoteQp(qp, attr->srq);
+  if (qp) NoteQp(qp, attr->srq);  // after OnCreateQp: with its id
   // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
   // the same address: qp_base is its first member).
   if (qp && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
@@ -823,6 +838,7 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
 }
 
 void ForgetCq(ibv_cq* cq) {
+  if (sched::On()) sched::ForgetCq(cq);
   auto* h = reinterpret_cast<CqExHooks*>(g_cq_ex.Get(cq));
   if (!h) return;
   g_cq_ex.Erase(cq);

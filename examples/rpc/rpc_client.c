@@ -18,9 +18,8 @@
  *  - teardown: retire every WR, destroy the QP, deregister, then free.
  *
  * usage: rpc_client -p PORT [--mode M] [-n N] [-d DEV] HOST
- * --mode plants one classic bug (see rpc_common.h, "BUG(<mode>)" below);
- * every wait has a deadline, so a bug that stops progress ends the run with
- * a message and exit status 1. */
+ * --mode plants one classic bug (see rpc_common.h, "BUG(<mode>)" below); every wait has a deadline,
+ * so a bug that stops progress ends the run with a message and exit status 1. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -37,8 +36,9 @@ enum slot_state { SLOT_IDLE, SLOT_IN_FLIGHT };
 
 struct slot {
   enum slot_state state;
-  uint32_t id;   /* the RPC it carries */
-  uint64_t psum; /* what the reply must say */
+  uint32_t id;      /* the RPC it carries */
+  uint64_t req_seq; /* the WR number of its request SEND */
+  uint64_t psum;    /* what the reply must say */
   uint64_t wsum;
 };
 
@@ -49,9 +49,8 @@ struct client {
   struct sq_credits sq;
   struct rpc_conn_info remote;
   int tcp;
-  /* Send buffers: `depth` entries of RPC_WRITE_MAX bytes, entry k % depth
-   * for WR k; one more entry is the staging buffer of the
-   * buffer-modified-in-flight bug. */
+  /* Send buffers: `depth` entries of RPC_WRITE_MAX bytes, entry k % depth for WR k; one more entry
+   * is the staging buffer of the buffer-modified-in-flight bug. */
   uint8_t *ring;
   size_t ring_len;
   struct ibv_mr *ring_mr;
@@ -98,6 +97,7 @@ static int handle_reply(struct client *c, const struct ibv_wc *wc) {
             rep.psum == s->psum ? "ok" : "WRONG", rep.wsum == s->wsum ? "ok" : "WRONG");
     return -1;
   }
+  if (c->mode == MODE_REPLY_BEFORE_SEND) rpc_bug_scrub(send_buf(c, s->req_seq)); /* BUG(reply-before-send) */
   /* The slot's write region on the server is free again (the server read
    * it before replying); its send buffers are covered by the SQE credits. */
   s->state = SLOT_IDLE;
@@ -211,7 +211,7 @@ static int issue_rpc(struct client *c, uint32_t si, uint32_t id, uint32_t held) 
     return -1;
   }
   sq_commit(&c->sq, k, held); /* k SQEs now in use, held - k returned */
-  s->id = id;
+  s->id = id, s->req_seq = seq;
   s->state = SLOT_IN_FLIGHT;
 
   if (c->mode == MODE_BUFFER_MODIFIED_IN_FLIGHT) {
@@ -331,11 +331,11 @@ int main(int argc, char **argv) {
 
   /* Seed 000: "size the SQ length to be at least 2*N*(the # of RPC slots)". */
   const uint32_t want_sq = 2 * RPC_CLIENT_WRS_PER_RPC * RPC_SLOTS;
-  /* CQs: every WR may be signaled, so the send CQ holds the whole SQ; the
-   * receive CQ holds every posted receive.  BUG(cq-overrun): one CQ for
-   * both, sized for the receives only. */
-  const bool shared = c->mode == MODE_CQ_OVERRUN;
-  if (rpc_dev_open(&c->d, devname, want_sq, RPC_RECVS, (int)want_sq, RPC_RECVS, shared)) return 1;
+  /* CQs: every WR may be signaled, so the send CQ holds the whole SQ; the receive CQ holds every posted
+   * receive.  BUG(cq-overrun): one CQ for both, sized for the receives only (reply-before-send: for all). */
+  const bool shared = c->mode == MODE_CQ_OVERRUN || c->mode == MODE_REPLY_BEFORE_SEND;
+  const int rcqe = RPC_RECVS + (c->mode == MODE_REPLY_BEFORE_SEND ? (int)want_sq : 0);
+  if (rpc_dev_open(&c->d, devname, want_sq, RPC_RECVS, (int)want_sq, rcqe, shared)) return 1;
   c->sq =
       (struct sq_credits){.depth = c->d.cap.max_send_wr, .per_rpc = RPC_CLIENT_WRS_PER_RPC, .mode = c->mode};
   if (c->sq.depth < want_sq) {

@@ -51,7 +51,16 @@ const char *const rpc_mode_names[MODE_COUNT] = {
     [MODE_BUFFER_MODIFIED_IN_FLIGHT] = "buffer-modified-in-flight",
     [MODE_DEREG_IN_FLIGHT] = "dereg-in-flight",
     [MODE_CQ_OVERRUN] = "cq-overrun",
+    [MODE_REPLY_BEFORE_SEND] = "reply-before-send",
 };
+
+/* BUG(reply-before-send): "the server answered, so our request SEND is
+ * done", and the request's buffer is scrubbed for its next user at once.
+ * The SEND's completion and the reply's are on different queues of the QP:
+ * a NIC may deliver the reply's first (rdmasan --reorder does), and then the
+ * SEND is still in flight.  The client's CQ is shared in this mode, so in
+ * softnic's natural order the SEND always retires before the reply. */
+void rpc_bug_scrub(uint8_t *req_buf) { memset(req_buf, 0, sizeof(struct rpc_req)); }
 
 int rpc_parse_mode(const char *s) {
   for (int m = 0; m < MODE_COUNT; m++)
@@ -75,7 +84,9 @@ void sq_check_post(const struct sq_credits *c, uint32_t k, uint32_t held) {
 
 unsigned sq_signal_flag(struct sq_credits *c, uint32_t i, uint32_t held, bool final) {
   bool sig;
-  if (c->mode == MODE_UNSIGNALED_DEADLOCK) {
+  if (c->mode == MODE_REPLY_BEFORE_SEND) {
+    sig = true; /* every WR signaled: each SEND's completion retires it alone */
+  } else if (c->mode == MODE_UNSIGNALED_DEADLOCK) {
     sig = false; /* BUG(unsignaled-deadlock): never signal */
   } else if (c->mode == MODE_UNSIGNALED_RUN) {
     sig = final || c->unsignaled + 1 >= c->depth - 1; /* BUG(unsignaled-run): every depth-1 WRs only */

@@ -82,10 +82,14 @@ enum rpc_mode {
   MODE_BUFFER_MODIFIED_IN_FLIGHT,
   MODE_DEREG_IN_FLIGHT,
   MODE_CQ_OVERRUN,
+  MODE_REPLY_BEFORE_SEND,
   MODE_COUNT
 };
 extern const char *const rpc_mode_names[MODE_COUNT];
 int rpc_parse_mode(const char *s); /* -1 if unknown */
+/* BUG(reply-before-send): scrubs a request's send buffer for its next user
+ * as soon as the reply is in (rpc_common.c says why that is wrong). */
+void rpc_bug_scrub(uint8_t *req_buf);
 
 /* ---- SQE credit accounting (docs/RULES.md) ---------------------------------- */
 

@@ -1,0 +1,607 @@
+// interpose/sched: see sched.h.
+#include "interpose/sched.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "core/decision.h"
+#include "core/options.h"
+#include "interpose/faults.h"
+#include "interpose/hooks.h"
+#include "interpose/interpose.h"
+#include "interpose/ptr_table.h"
+
+namespace rdmasan::interpose::sched {
+
+std::atomic<int> g_on{0};
+
+namespace {
+
+using core::Point;
+
+// random: the share of completions held back (each for 1..reorder_delay
+// polls of its CQ, uniformly): a completion held over many polls lets later
+// ones of other queues, e.g. the reply to its request, overtake it.
+constexpr double kHoldChance = 0.25;
+constexpr uint64_t kTagPctPriority = 0x70637470;
+constexpr uint64_t kTagPctChange = 0x70637463;
+
+enum class Mode { kNatural, kRandom, kPct };
+
+// One buffered completion, with every field a reader may ask for.
+struct Entry {
+  ibv_wc wc;
+  uint64_t stream = 0;  // the FIFO it belongs to
+  uint64_t ident = 0;   // the stream across runs (PCT priorities)
+  uint64_t seq = 0;     // pull order on its CQ
+  uint32_t age = 0;     // polls of its CQ it stayed buffered through
+  uint32_t hold = 0;    // not eligible before this age (sched.hold)
+  bool barrier = false;
+  // ibv_cq_ex extras.
+  uint64_t ts = 0, wallclock = 0;
+  uint32_t flow_tag = 0;
+  uint16_t cvlan = 0;
+  ibv_wc_tm_info tm{};
+};
+
+// The provider's extended poll functions of a hooked ibv_cq_ex.
+struct ExFns {
+  int (*start_poll)(ibv_cq_ex*, ibv_poll_cq_attr*);
+  int (*next_poll)(ibv_cq_ex*);
+  void (*end_poll)(ibv_cq_ex*);
+  ibv_wc_opcode (*read_opcode)(ibv_cq_ex*);
+  uint32_t (*read_vendor_err)(ibv_cq_ex*);
+  uint32_t (*read_byte_len)(ibv_cq_ex*);
+  __be32 (*read_imm_data)(ibv_cq_ex*);
+  uint32_t (*read_qp_num)(ibv_cq_ex*);
+  uint32_t (*read_src_qp)(ibv_cq_ex*);
+  unsigned int (*read_wc_flags)(ibv_cq_ex*);
+  uint32_t (*read_slid)(ibv_cq_ex*);
+  uint8_t (*read_sl)(ibv_cq_ex*);
+  uint8_t (*read_dlid_path_bits)(ibv_cq_ex*);
+  uint64_t (*read_completion_ts)(ibv_cq_ex*);
+  uint16_t (*read_cvlan)(ibv_cq_ex*);
+  uint32_t (*read_flow_tag)(ibv_cq_ex*);
+  void (*read_tm_info)(ibv_cq_ex*, ibv_wc_tm_info*);
+  uint64_t (*read_completion_wallclock_ns)(ibv_cq_ex*);
+  uint64_t wc_flags;
+};
+
+struct CqState {
+  std::mutex mu;  // one poller at a time; held from start_poll to end_poll
+  std::deque<Entry> buf;
+  uint64_t next_seq = 1;
+  uint64_t release_below = 0;  // entries with seq < this are forced (armed)
+  bool arm_pending = false;
+  uint64_t pulls = 0;
+  // Send queues failed by an injected error: their later successful
+  // completions become flushes, until a pull after the failure drains the
+  // provider's CQ.  (qp_num, the pull that failed it)
+  std::vector<std::pair<uint32_t, uint64_t>> failing;
+  ExFns* ex = nullptr;
+  Entry current;  // ibv_cq_ex: the completion being read
+  int ex_budget = 0;
+};
+
+struct Pct {
+  std::mutex mu;
+  bool init = false;
+  int depth = 1;
+  std::vector<uint64_t> change;  // steps, 1-based, sorted by index i (change[i-1])
+  uint64_t steps = 0;
+  absl::flat_hash_map<uint64_t, int64_t> prio;
+};
+
+struct Global {
+  Mode mode = Mode::kNatural;
+  bool replaying = false;
+  bool wc_error = false;
+  uint32_t delay = 4;
+  core::Decider* decider = nullptr;
+  Pct pct;
+};
+
+Global* g = new Global();
+std::mutex g_create_mu;
+PtrTable g_states;
+
+CqState* StateOf(const void* cq) { return reinterpret_cast<CqState*>(g_states.Get(cq)); }
+
+CqState* GetState(const void* cq) {
+  if (CqState* s = StateOf(cq)) return s;
+  std::lock_guard<std::mutex> l(g_create_mu);
+  if (CqState* s = StateOf(cq)) return s;
+  auto* s = new CqState();
+  if (!g_states.Put(cq, reinterpret_cast<uint64_t>(s))) {
+    delete s;
+    return nullptr;
+  }
+  return s;
+}
+
+uint64_t CqObj(const void* cq) { return Id(cq); }
+
+bool IsForced(const CqState& st, const Entry& e) { return e.age >= g->delay || e.seq < st.release_below; }
+
+// --------------------------------------------------------------- wc.error --
+
+bool IsRdmaOrAtomic(uint32_t opcode) {
+  return opcode == IBV_WC_RDMA_WRITE || opcode == IBV_WC_RDMA_READ || opcode == IBV_WC_COMP_SWAP ||
+         opcode == IBV_WC_FETCH_ADD;
+}
+
+uint64_t DrawStatus(const core::FaultRule& r, core::Draws& d, uint32_t opcode) {
+  if (!r.statuses.empty()) return r.statuses[d.Below(r.statuses.size())];
+  if (opcode == IBV_WC_SEND) {
+    static constexpr uint32_t kSend[] = {IBV_WC_RETRY_EXC_ERR, IBV_WC_RNR_RETRY_EXC_ERR};
+    return kSend[d.Below(2)];
+  }
+  if (IsRdmaOrAtomic(opcode)) {
+    static constexpr uint32_t kRdma[] = {IBV_WC_RETRY_EXC_ERR, IBV_WC_REM_ACCESS_ERR, IBV_WC_REM_OP_ERR};
+    return kRdma[d.Below(3)];
+  }
+  return IBV_WC_RETRY_EXC_ERR;
+}
+
+bool Failing(const CqState& st, uint32_t qp_num) {
+  for (auto& f : st.failing)
+    if (f.first == qp_num) return true;
+  return false;
+}
+
+// Classifies a freshly pulled completion, injects wc.error, rewrites what a
+// failed send queue cannot have completed, and appends it.
+void Admit(CqState& st, const ibv_context* ctx, Entry e) {
+  ibv_wc& wc = e.wc;
+  QpInfo qi;
+  const bool known = LookupQp(ctx, wc.qp_num, &qi);
+  const uint64_t qp_ident = known && qi.id ? qi.id : wc.qp_num;
+  if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
+    if (Failing(st, wc.qp_num)) {
+      wc.status = IBV_WC_WR_FLUSH_ERR;
+    } else if (g->wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
+      const uint32_t opcode = wc.opcode;
+      const uint64_t status = g->decider->Fault(
+          Point::kWcError, qi.id, wc.qp_num,
+          [opcode](const core::FaultRule& r, core::Draws& d) { return DrawStatus(r, d, opcode); }, nullptr,
+          wc.wr_id);
+      if (status && status <= IBV_WC_TM_RNDV_INCOMPLETE) {
+        wc.status = static_cast<ibv_wc_status>(status);
+        wc.vendor_err = 0;
+        st.failing.emplace_back(wc.qp_num, st.pulls);
+        MoveQpToError(qi.qp);
+      }
+    }
+  }
+  if (wc.status != IBV_WC_SUCCESS) {
+    e.barrier = true;
+    e.stream = (uint64_t{3} << 62) | wc.qp_num;
+    e.ident = qp_ident * 4 + 3;
+    PoisonErrorWc(&wc);
+    e.ts = e.wallclock = UINT64_C(0xdeadbeefdeadbeef);
+    e.flow_tag = kPoison32;
+    e.cvlan = 0xbeef;
+  } else if (!(wc.opcode & IBV_WC_RECV)) {
+    e.stream = (uint64_t{0} << 62) | wc.qp_num;
+    e.ident = qp_ident * 4;
+  } else if (known && qi.has_srq) {
+    e.stream = (uint64_t{2} << 62) | qi.srq;
+    e.ident = qi.srq * 4 + 2;
+  } else {
+    e.stream = (uint64_t{1} << 62) | wc.qp_num;
+    e.ident = qp_ident * 4 + 1;
+  }
+  e.seq = st.next_seq++;
+  e.age = 0;
+  st.buf.push_back(e);
+}
+
+// After a pull that got `got` of `asked`: a drained provider CQ ends the
+// flush rewriting of the send queues failed by an earlier pull.
+void AfterPull(CqState& st, int got, int asked) {
+  if (got < asked && !st.failing.empty())
+    st.failing.erase(std::remove_if(st.failing.begin(), st.failing.end(),
+                                    [&](const auto& f) { return f.second < st.pulls; }),
+                     st.failing.end());
+  ++st.pulls;
+}
+
+void PullPoll(CqState& st, ibv_cq* cq, PollFn provider, int* err) {
+  ibv_wc tmp[kCapacity];
+  for (int rounds = 0; rounds < 4; ++rounds) {
+    const int room = kCapacity - static_cast<int>(st.buf.size());
+    if (room <= 0) return;
+    const size_t failing_before = st.failing.size();
+    const int got = provider(cq, room, tmp);
+    if (got < 0) {
+      *err = got;
+      return;
+    }
+    for (int i = 0; i < got; ++i) {
+      Entry e;
+      e.wc = tmp[i];
+      Admit(st, cq->context, e);
+    }
+    AfterPull(st, got, room);
+    // A new failure: pull again, so that what the provider completed
+    // before the QP went to ERR is rewritten now.
+    if (st.failing.size() == failing_before || st.failing.empty()) return;
+  }
+}
+
+void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e) {
+  ibv_wc& wc = e->wc;
+  std::memset(&wc, 0, sizeof(wc));
+  wc.wr_id = cq->wr_id;
+  wc.status = cq->status;
+  const bool ok = cq->status == IBV_WC_SUCCESS;
+  const uint64_t fl = f.wc_flags;
+  if (f.read_vendor_err && !ok) wc.vendor_err = f.read_vendor_err(cq);
+  if ((fl & IBV_WC_EX_WITH_QP_NUM) && f.read_qp_num) wc.qp_num = f.read_qp_num(cq);
+  if (!ok) return;
+  if (f.read_opcode) wc.opcode = f.read_opcode(cq);
+  if (f.read_wc_flags) wc.wc_flags = f.read_wc_flags(cq);
+  if ((fl & IBV_WC_EX_WITH_BYTE_LEN) && f.read_byte_len) wc.byte_len = f.read_byte_len(cq);
+  if ((fl & IBV_WC_EX_WITH_IMM) && f.read_imm_data) wc.imm_data = f.read_imm_data(cq);
+  if ((fl & IBV_WC_EX_WITH_SRC_QP) && f.read_src_qp) wc.src_qp = f.read_src_qp(cq);
+  if ((fl & IBV_WC_EX_WITH_SLID) && f.read_slid) wc.slid = static_cast<uint16_t>(f.read_slid(cq));
+  if ((fl & IBV_WC_EX_WITH_SL) && f.read_sl) wc.sl = f.read_sl(cq);
+  if ((fl & IBV_WC_EX_WITH_DLID_PATH_BITS) && f.read_dlid_path_bits)
+    wc.dlid_path_bits = f.read_dlid_path_bits(cq);
+  if ((fl & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) && f.read_completion_ts) e->ts = f.read_completion_ts(cq);
+  if ((fl & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) && f.read_completion_wallclock_ns)
+    e->wallclock = f.read_completion_wallclock_ns(cq);
+  if ((fl & IBV_WC_EX_WITH_CVLAN) && f.read_cvlan) e->cvlan = f.read_cvlan(cq);
+  if ((fl & IBV_WC_EX_WITH_FLOW_TAG) && f.read_flow_tag) e->flow_tag = f.read_flow_tag(cq);
+  if ((fl & IBV_WC_EX_WITH_TM_INFO) && f.read_tm_info) f.read_tm_info(cq, &e->tm);
+}
+
+// Pulls through the provider's start/next/end_poll.
+void PullEx(CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  const ExFns& f = *st.ex;
+  for (int rounds = 0; rounds < 4; ++rounds) {
+    const int room = kCapacity - static_cast<int>(st.buf.size());
+    if (room <= 0) return;
+    const size_t failing_before = st.failing.size();
+    int got = 0;
+    if (f.start_poll(cq, attr) == 0) {
+      do {
+        Entry e;
+        ReadEx(f, cq, &e);
+        Admit(st, cq->context, e);
+      } while (++got < room && f.next_poll(cq) == 0);
+      f.end_poll(cq);
+    }
+    AfterPull(st, got, room);
+    if (st.failing.size() == failing_before || st.failing.empty()) return;
+  }
+}
+
+// ------------------------------------------------------------------ picks --
+
+void PctInit(Pct& p) {
+  if (p.init) return;
+  p.init = true;
+  const core::Options& o = core::GlobalOptions();
+  p.depth = std::clamp(o.pct_depth, 1, 64);
+  const uint64_t k = static_cast<uint64_t>(std::max(o.pct_steps, 1));
+  for (int i = 1; i < p.depth; ++i)
+    p.change.push_back(1 + g->decider->source().RunDraw(kTagPctChange, i, 0, k));
+}
+
+int64_t PctPriority(Pct& p, uint64_t ident) {
+  auto it = p.prio.find(ident);
+  if (it != p.prio.end()) return it->second;
+  const int64_t v = p.depth + static_cast<int64_t>(
+                                  g->decider->source().RunDraw(kTagPctPriority, ident, 0, uint64_t{1} << 40));
+  p.prio[ident] = v;
+  return v;
+}
+
+// The eligible entries of the buffer, oldest first (indexes).
+void Eligible(const CqState& st, std::vector<uint32_t>* out) {
+  out->clear();
+  // Small sets: the streams and QPs seen so far in the buffer.
+  thread_local std::vector<uint64_t> streams;
+  thread_local std::vector<std::pair<uint32_t, bool>> qps;  // qp_num, a barrier seen
+  streams.clear();
+  qps.clear();
+  for (uint32_t i = 0; i < st.buf.size(); ++i) {
+    const Entry& e = st.buf[i];
+    bool ok = std::find(streams.begin(), streams.end(), e.stream) == streams.end();
+    auto q = std::find_if(qps.begin(), qps.end(), [&](const auto& x) { return x.first == e.wc.qp_num; });
+    if (q != qps.end() && (q->second || e.barrier)) ok = false;
+    if (e.age < e.hold && !IsForced(st, e)) ok = false;  // held back: still blocks its stream
+    if (ok) out->push_back(i);
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
+    if (q == qps.end())
+      qps.emplace_back(e.wc.qp_num, e.barrier);
+    else
+      q->second |= e.barrier;
+  }
+}
+
+const char* Side(const Entry& e) {
+  switch (e.stream >> 62) {
+    case 0:
+      return "send";
+    case 1:
+      return "recv";
+    case 2:
+      return "srq";
+    default:
+      return "error";
+  }
+}
+
+// Takes the next completion to release (false: none).
+bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
+  if (st.buf.empty()) return false;
+  size_t at = 0;
+  if (!IsForced(st, st.buf.front()) && (g->mode != Mode::kNatural || g->replaying)) {
+    thread_local std::vector<uint32_t> elig;
+    Eligible(st, &elig);
+    if (elig.empty()) return false;  // every stream head held back
+    at = elig[0];
+    if (g->mode == Mode::kPct && !g->replaying) {
+      std::lock_guard<std::mutex> l(g->pct.mu);
+      PctInit(g->pct);
+      size_t best = 0;
+      int64_t best_prio = INT64_MIN;
+      for (size_t i = 0; i < elig.size(); ++i) {
+        const int64_t p = PctPriority(g->pct, st.buf[elig[i]].ident);
+        if (p > best_prio) best_prio = p, best = i;
+      }
+      const uint64_t step = ++g->pct.steps;
+      for (size_t i = 0; i < g->pct.change.size(); ++i)
+        if (g->pct.change[i] == step)
+          g->pct.prio[st.buf[elig[best]].ident] = g->pct.depth - 1 - static_cast<int64_t>(i);
+      if (elig.size() >= 2) {
+        const Entry& c = st.buf[elig[best]];
+        const uint64_t o = g->decider->Schedule(
+            Point::kSchedPick, cq_obj, [best](core::Draws&) { return best; },
+            [&](uint64_t) {
+              return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
+                                     c.wc.qp_num, Side(c), c.wc.wr_id, elig[best]);
+            },
+            c.wc.qp_num, c.wc.wr_id);
+        at = elig[o < elig.size() ? o : 0];
+      }
+    } else if (elig.size() >= 2) {
+      const uint64_t o = g->decider->Schedule(
+          Point::kSchedPick, cq_obj, [&](core::Draws& d) { return d.Below(elig.size()); },
+          [&](uint64_t o) {
+            const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
+            return absl::StrFormat("sched.pick QP 0x%x %s wr_id=0x%x released before %u older", c.wc.qp_num,
+                                   Side(c), c.wc.wr_id, elig[o < elig.size() ? o : 0]);
+          });
+      at = elig[o < elig.size() ? o : 0];
+    }
+  }
+  *out = st.buf[at];
+  st.buf.erase(st.buf.begin() + static_cast<std::ptrdiff_t>(at));
+  return true;
+}
+
+// sched.hold for each completion pulled by this poll (from `first_seq`
+// on): outcome h > 0 holds it back until it stayed buffered through h polls
+// of its CQ (at most reorder_delay: the forced bound wins).
+void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
+  if (!(g->mode == Mode::kRandom || g->replaying)) return;
+  const uint64_t most = std::max<uint32_t>(g->delay, 1);
+  for (Entry& e : st.buf) {
+    if (e.seq < first_seq || IsForced(st, e)) continue;
+    const uint64_t h = g->decider->Schedule(
+        Point::kSchedHold, cq_obj,
+        [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
+        [&e](uint64_t h) {
+          return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", e.wc.qp_num, Side(e),
+                                 e.wc.wr_id, static_cast<unsigned>(h));
+        },
+        e.wc.qp_num, e.wc.wr_id);
+    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, g->delay));
+  }
+}
+
+void AgeRest(CqState& st) {
+  for (Entry& e : st.buf)
+    if (e.age < UINT32_MAX) ++e.age;
+}
+
+void StartOfPoll(CqState& st) {
+  if (st.arm_pending) {
+    st.arm_pending = false;
+    st.release_below = UINT64_MAX;  // until the pull below: everything pulled by now
+  }
+}
+
+void AfterPullOfPoll(CqState& st) {
+  if (st.release_below == UINT64_MAX) st.release_below = st.next_seq;
+}
+
+// ------------------------------------------------------------ ibv_cq_ex --
+
+ExFns* ExOf(ibv_cq_ex* cq, CqState** st) {
+  *st = StateOf(cq);
+  return *st ? (*st)->ex : nullptr;
+}
+
+const Entry& Cur(ibv_cq_ex* cq) {
+  static const Entry kNone{};
+  CqState* st = StateOf(cq);
+  return st ? st->current : kNone;
+}
+
+bool ServeNextEx(CqState& st, ibv_cq_ex* cq) {
+  if (st.ex_budget <= 0 || !Take(st, CqObj(cq), &st.current)) return false;
+  --st.ex_budget;
+  cq->wr_id = st.current.wc.wr_id;
+  cq->status = st.current.wc.status;
+  return true;
+}
+
+int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  CqState* st;
+  if (!ExOf(cq, &st)) return ENOENT;
+  st->mu.lock();
+  StartOfPoll(*st);
+  const uint64_t first = st->next_seq;
+  PullEx(*st, cq, attr);
+  AfterPullOfPoll(*st);
+  AssignHolds(*st, CqObj(cq), first);
+  st->ex_budget = INT_MAX;
+  if (ServeNextEx(*st, cq)) return 0;  // the lock stays held until end_poll
+  AgeRest(*st);
+  st->mu.unlock();
+  return ENOENT;
+}
+
+int SNextPoll(ibv_cq_ex* cq) {
+  CqState* st;
+  if (!ExOf(cq, &st)) return ENOENT;
+  return ServeNextEx(*st, cq) ? 0 : ENOENT;
+}
+
+void SEndPoll(ibv_cq_ex* cq) {
+  CqState* st;
+  if (!ExOf(cq, &st)) return;
+  AgeRest(*st);
+  st->mu.unlock();
+}
+
+ibv_wc_opcode SReadOpcode(ibv_cq_ex* cq) { return Cur(cq).wc.opcode; }
+uint32_t SReadVendorErr(ibv_cq_ex* cq) { return Cur(cq).wc.vendor_err; }
+uint32_t SReadByteLen(ibv_cq_ex* cq) { return Cur(cq).wc.byte_len; }
+__be32 SReadImm(ibv_cq_ex* cq) { return Cur(cq).wc.imm_data; }
+uint32_t SReadQpNum(ibv_cq_ex* cq) { return Cur(cq).wc.qp_num; }
+uint32_t SReadSrcQp(ibv_cq_ex* cq) { return Cur(cq).wc.src_qp; }
+unsigned int SReadWcFlags(ibv_cq_ex* cq) { return Cur(cq).wc.wc_flags; }
+uint32_t SReadSlid(ibv_cq_ex* cq) { return Cur(cq).wc.slid; }
+uint8_t SReadSl(ibv_cq_ex* cq) { return Cur(cq).wc.sl; }
+uint8_t SReadDlidPathBits(ibv_cq_ex* cq) { return Cur(cq).wc.dlid_path_bits; }
+uint64_t SReadTs(ibv_cq_ex* cq) { return Cur(cq).ts; }
+uint16_t SReadCvlan(ibv_cq_ex* cq) { return Cur(cq).cvlan; }
+uint32_t SReadFlowTag(ibv_cq_ex* cq) { return Cur(cq).flow_tag; }
+void SReadTmInfo(ibv_cq_ex* cq, ibv_wc_tm_info* out) { *out = Cur(cq).tm; }
+uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
+
+}  // namespace
+
+bool ComputeOn() {
+  std::lock_guard<std::mutex> l(g_create_mu);
+  core::Decider* d = Decider();
+  const ReorderMode r = Reorder();
+  const bool on = d && (r != ReorderMode::kOff || d->Active(Point::kWcError) || d->replaying());
+  if (on) {
+    g->decider = d;
+    g->replaying = d->replaying();
+    g->wc_error = d->Active(Point::kWcError) || d->replaying();
+    g->mode = r == ReorderMode::kRandom ? Mode::kRandom
+              : r == ReorderMode::kPct  ? Mode::kPct
+                                        : Mode::kNatural;
+    g->delay = static_cast<uint32_t>(std::clamp(core::GlobalOptions().reorder_delay, 0, 1000000));
+  }
+  g_on.store(on ? 2 : 1, std::memory_order_release);
+  return on;
+}
+
+int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+  CqState* st = n > 0 ? GetState(cq) : nullptr;
+  if (!st) return provider(cq, n, wc);
+  std::lock_guard<std::mutex> l(st->mu);
+  StartOfPoll(*st);
+  int err = 0;
+  const uint64_t first = st->next_seq;
+  PullPoll(*st, cq, provider, &err);
+  AfterPullOfPoll(*st);
+  if (st->buf.empty()) return err < 0 ? err : 0;
+  const uint64_t obj = CqObj(cq);
+  AssignHolds(*st, obj, first);
+  int out = 0;
+  Entry e;
+  while (out < n && Take(*st, obj, &e)) wc[out++] = e.wc;
+  AgeRest(*st);
+  return out;
+}
+
+void Armed(ibv_cq* cq) {
+  if (CqState* st = StateOf(cq)) {
+    std::lock_guard<std::mutex> l(st->mu);
+    st->arm_pending = true;
+  }
+}
+
+void HookCqEx(ibv_cq_ex* cq, uint64_t wc_flags) {
+  if (!cq || !cq->start_poll || !cq->next_poll || !cq->end_poll) return;
+  CqState* st = GetState(cq);
+  if (!st || st->ex) return;
+  st->ex = new ExFns{cq->start_poll,
+                     cq->next_poll,
+                     cq->end_poll,
+                     cq->read_opcode,
+                     cq->read_vendor_err,
+                     cq->read_byte_len,
+                     cq->read_imm_data,
+                     cq->read_qp_num,
+                     cq->read_src_qp,
+                     cq->read_wc_flags,
+                     cq->read_slid,
+                     cq->read_sl,
+                     cq->read_dlid_path_bits,
+                     cq->read_completion_ts,
+                     cq->read_cvlan,
+                     cq->read_flow_tag,
+                     cq->read_tm_info,
+                     cq->read_completion_wallclock_ns,
+                     wc_flags};
+  cq->start_poll = SStartPoll;
+  cq->next_poll = SNextPoll;
+  cq->end_poll = SEndPoll;
+  // Only the readers the provider offers: the others stay null, as the
+  // program found them.
+  if (cq->read_opcode) cq->read_opcode = SReadOpcode;
+  if (cq->read_vendor_err) cq->read_vendor_err = SReadVendorErr;
+  if (cq->read_byte_len) cq->read_byte_len = SReadByteLen;
+  if (cq->read_imm_data) cq->read_imm_data = SReadImm;
+  if (cq->read_qp_num) cq->read_qp_num = SReadQpNum;
+  if (cq->read_src_qp) cq->read_src_qp = SReadSrcQp;
+  if (cq->read_wc_flags) cq->read_wc_flags = SReadWcFlags;
+  if (cq->read_slid) cq->read_slid = SReadSlid;
+  if (cq->read_sl) cq->read_sl = SReadSl;
+  if (cq->read_dlid_path_bits) cq->read_dlid_path_bits = SReadDlidPathBits;
+  if (cq->read_completion_ts) cq->read_completion_ts = SReadTs;
+  if (cq->read_cvlan) cq->read_cvlan = SReadCvlan;
+  if (cq->read_flow_tag) cq->read_flow_tag = SReadFlowTag;
+  if (cq->read_tm_info) cq->read_tm_info = SReadTmInfo;
+  if (cq->read_completion_wallclock_ns) cq->read_completion_wallclock_ns = SReadWallclock;
+}
+
+void ForgetCq(const ibv_cq* cq) {
+  CqState* st = StateOf(cq);
+  if (!st) return;
+  g_states.Erase(cq);
+  delete st->ex;
+  delete st;
+}
+
+void ResetForTest() {
+  std::lock_guard<std::mutex> l(g_create_mu);
+  g = new Global();  // the old one leaks: tests only
+  g_on.store(0, std::memory_order_release);
+}
+
+int BufferedForTest(const ibv_cq* cq) {
+  CqState* st = StateOf(cq);
+  if (!st) return 0;
+  std::lock_guard<std::mutex> l(st->mu);
+  return static_cast<int>(st->buf.size());
+}
+
+}  // namespace rdmasan::interpose::sched
