@@ -65,12 +65,12 @@ class ByteSource : public DecisionSource {
  public:
   ByteSource(const uint8_t* data, size_t size) : bytes_(data, data + size) {}
   uint64_t Draw(const DecisionKey&, const std::function<uint64_t(Draws&)>& f) override {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     StreamDraws d(this);
     return f(d);
   }
   uint64_t RunDraw(uint64_t, uint64_t, uint64_t, uint64_t n) override {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     StreamDraws d(this);
     return d.Below(n);
   }
@@ -95,7 +95,7 @@ class ByteSource : public DecisionSource {
    private:
     ByteSource* s_;
   };
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::vector<uint8_t> bytes_;
   size_t pos_ ABSL_GUARDED_BY(mu_) = 0;
 };
@@ -392,7 +392,7 @@ Decider::Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults)
 }
 
 DecisionKey Decider::NextKey(Point p, uint64_t obj) {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return DecisionKey{p, obj, ++hits_[{static_cast<uint16_t>(p), obj}]};
 }
 
@@ -412,7 +412,7 @@ bool Decider::RuleEnabled(size_t rule_index, Point p) {
 void Decider::Record(const DecisionKey& key, uint64_t outcome,
                      const std::function<std::string(uint64_t)>& note, uint32_t qp_num, uint64_t wr_id) {
   {
-    absl::MutexLock l(&mu_);
+    std::lock_guard<std::mutex> l(mu_);
     ++counts_[static_cast<int>(key.point)];
   }
   if (!sink_) return;
@@ -434,7 +434,7 @@ uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
       if (!r.Matches(p) || (r.qp && r.qp != qp_num)) continue;
       uint64_t hit;
       {
-        absl::MutexLock l(&mu_);
+        std::lock_guard<std::mutex> l(mu_);
         if (!RuleEnabled(i, p)) continue;
         hit = ++fired_[{i, uint16_t(0x8000) | static_cast<uint16_t>(p)}];
         if (r.once && fired_[{i, 0}]) continue;
@@ -452,7 +452,7 @@ uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
         return fire ? outcome(r, d) : 0;
       });
       if (result && r.once) {
-        absl::MutexLock l(&mu_);
+        std::lock_guard<std::mutex> l(mu_);
         fired_[{i, 0}] = 1;
       }
     }
@@ -471,7 +471,7 @@ uint64_t Decider::Schedule(Point p, uint64_t obj, const std::function<uint64_t(D
 }
 
 uint64_t Decider::Count(Point p) const {
-  absl::MutexLock l(&mu_);
+  std::lock_guard<std::mutex> l(mu_);
   return counts_[static_cast<int>(p)];
 }
 

@@ -39,10 +39,12 @@
 #include <string>
 #include <vector>
 
+#include <mutex>
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "absl/synchronization/mutex.h"
 
 namespace rdmasan::core {
@@ -213,7 +215,7 @@ class Decider {
   FaultSpec faults_;
   bool active_[kNumPoints] = {};
   Sink sink_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::flat_hash_map<std::pair<uint16_t, uint64_t>, uint64_t> hits_ ABSL_GUARDED_BY(mu_);
   // Per (rule, point): fired already (once=), enabled for the run (-1 unknown).
   absl::flat_hash_map<std::pair<size_t, uint16_t>, int> enabled_ ABSL_GUARDED_BY(mu_);

@@ -20,6 +20,7 @@
 #include "core/report.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/sched.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::interpose {
@@ -172,7 +173,7 @@ State* GetState() {
 }
 
 // QPs by (context, number).
-absl::Mutex g_qps_mu;
+std::mutex g_qps_mu;
 absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>* g_qps =
     new absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>();
 
@@ -257,19 +258,19 @@ std::string ScheduleError() {
 void NoteQp(ibv_qp* qp, ibv_srq* srq) {
   if (!qp) return;
   QpInfo info{qp, Id(qp), Id(srq), srq != nullptr, static_cast<uint32_t>(qp->qp_type)};
-  absl::MutexLock l(&g_qps_mu);
+  std::lock_guard<std::mutex> l(g_qps_mu);
   (*g_qps)[{qp->context, qp->qp_num}] = info;
 }
 
 void ForgetQpNum(ibv_qp* qp) {
   if (!qp) return;
-  absl::MutexLock l(&g_qps_mu);
+  std::lock_guard<std::mutex> l(g_qps_mu);
   auto it = g_qps->find({qp->context, qp->qp_num});
   if (it != g_qps->end() && it->second.qp == qp) g_qps->erase(it);
 }
 
 bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
-  absl::MutexLock l(&g_qps_mu);
+  std::lock_guard<std::mutex> l(g_qps_mu);
   auto it = g_qps->find({ctx, qp_num});
   if (it == g_qps->end()) return false;
   *out = it->second;
@@ -326,14 +327,17 @@ std::string DecisionSummary() {
 }
 
 void ResetDecisionsForTest(const std::string& options) {
-  std::lock_guard<std::mutex> l(g_build_mu);
-  core::Options o = core::GlobalOptions();
-  (void)core::ParseOptions(options, &o);
-  State* s = Build(o);
-  g_state.store(s, std::memory_order_release);  // the old state leaks: tests only
-  g_built.store(true, std::memory_order_release);
-  g_decider.store(s->decider.get(), std::memory_order_relaxed);
-  g_decider_built.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> l(g_build_mu);
+    core::Options o = core::GlobalOptions();
+    (void)core::ParseOptions(options, &o);
+    State* s = Build(o);
+    g_state.store(s, std::memory_order_release);  // the old state leaks: tests only
+    g_built.store(true, std::memory_order_release);
+    g_decider.store(s->decider.get(), std::memory_order_relaxed);
+    g_decider_built.store(true, std::memory_order_release);
+  }
+  sched::ResetForTest();  // re-reads whether the poll paths schedule
 }
 
 }  // namespace rdmasan::interpose

@@ -19,8 +19,8 @@
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
 #include "interpose/ptr_table.h"
-#include "interpose/watchdog.h"
 #include "interpose/sched.h"
+#include "interpose/watchdog.h"
 
 namespace rdmasan::interpose {
 

@@ -157,8 +157,10 @@ else
     inblk && /^SUMMARY: rdmasan:/ { summ = $0; judge(); inblk = 0; next }
     inblk {
       blk = blk "\n" $0
-      if (prim && $0 ~ /^ +#[0-9]+ /) { if ($0 ~ frame_re(line)) prim_ok = 1 }
-      else if (prim) prim = 0
+      # The first stack: its frames, after any lines about the finding
+      # (an "after injected ..." context line) before its first frame.
+      if (prim && $0 ~ /^ +#[0-9]+ /) { pframes++; if ($0 ~ frame_re(line)) prim_ok = 1 }
+      else if (prim && pframes) prim = 0
       if ($0 ~ /^  [^ ].*:$/) { label = $0; sub(/:$/, "", label) }
       else if (label != "" && $0 ~ /^ +#[0-9]+ /) {
         nl = split(labelled, la, " ")
@@ -170,7 +172,7 @@ else
       next
     }
     $0 ~ ("^==[0-9]+==(ERROR|WARNING): rdmasan: " id ":") {
-      inblk = 1; hdr = $0; blk = ""; prim = 1; prim_ok = 0; summ = ""; label = ""; split("", lab)
+      inblk = 1; hdr = $0; blk = ""; prim = 1; pframes = 0; prim_ok = 0; summ = ""; label = ""; split("", lab)
     }
     END {
       if (inblk) { summ = "(none)"; judge() }

@@ -16,7 +16,7 @@ read -r -a opts <<<"$4"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "run_determinism: FAIL: $*"; exit 1; }
-norm() { sed -E 's/==[0-9]+==/==PID==/g; s/0x[0-9a-f]{6,}/0xADDR/g' "$1"; }
+norm() { sed -E 's/==[0-9]+==/==PID==/g; s/0x[0-9a-f]{6,}/0xADDR/g; s/decisions \([^)]*\)/decisions (SOURCE)/' "$1"; }
 run() {  # run NAME OPTIONS...: output in $tmp/NAME.out, log in $tmp/NAME.log
   local name=$1; shift
   "$rdmasan" run --softnic=on --softnic_fabric=inproc "--decision_log=$tmp/$name.log" "$@" -- "$prog" \
