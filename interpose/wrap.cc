@@ -515,8 +515,15 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   }
   Reentry re;
   const bool scheduled = re.outer() && sched::On();
-  if (!re.outer() || (!Checking() && !scheduled)) return s->create_cq_ex(ctx, attr);
+  const int injected =
+      re.outer() && FaultActive(core::Point::kCreateCq) ? CallFault(core::Point::kCreateCq, Id(ctx)) : 0;
+  if (!injected && (!re.outer() || (!Checking() && !scheduled))) return s->create_cq_ex(ctx, attr);
   const core::StackId stack = Checking() ? RDMASAN_CAPTURE_CALLER_STACK() : 0;
+  if (injected) {
+    errno = injected;  // an injected failure, as ibv_create_cq_ex(3) fails
+    if (Checking()) OnCreateCq(nullptr, ctx, attr->channel, stack);
+    return nullptr;
+  }
   // Completions must name their QP for the books and the scheduler's
   // streams: ask for the QP number (an extra the program does not see),
   // unless the provider refuses it.

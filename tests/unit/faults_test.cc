@@ -133,6 +133,19 @@ TEST_F(Faults, RegistrationAndCreationFailWithNullAndErrno) {
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+TEST_F(Faults, ExtendedCqCreationFailsToo) {
+  interpose::ResetDecisionsForTest("faults=create_cq:once:errno=EINVAL");
+  ibv_cq_init_attr_ex a{};
+  a.cqe = 8;
+  a.wc_flags = IBV_WC_STANDARD_FLAGS;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &a), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &a);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+}
+
 TEST_F(Faults, QpFatalMovesTheQpToErrorFlushesAndRaisesTheEvent) {
   interpose::ResetDecisionsForTest("faults=async.qp_fatal:once");
   EXPECT_EQ(Post(0, IBV_WR_SEND, 9, 0, 16), 0);  // reaches the point first: posted to a QP in ERR
