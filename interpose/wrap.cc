@@ -762,13 +762,13 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   }
   Reentry re;
   if (!re.outer()) return s->create_qp_ex(ctx, attr);
+  const int err = FaultActive(core::Point::kCreateQp) ? CallFault(core::Point::kCreateQp, Id(attr->pd)) : 0;
   if (!Checking()) {
-    ibv_qp* qp = s->create_qp_ex(ctx, attr);
+    ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
     if (qp) NoteQp(qp, attr->srq);  // for wc.error and the scheduler's streams
     return qp;
   }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  int err = FaultActive(core::Point::kCreateQp) ? CallFault(core::Point::kCreateQp, Id(attr->pd)) : 0;
   ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
   OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type,
              attr->sq_sig_all, stack);
