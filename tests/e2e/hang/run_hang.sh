@@ -61,8 +61,9 @@ need_done=1
 grep -qx '// NO-DONE' "$src" && need_done=0
 
 log=$(mktemp "${TMPDIR:-/tmp}/run_hang.XXXXXX") || die "mktemp failed"
-trap 'rm -f "$log"' EXIT
-cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" -- "$prog")
+trap 'rm -f "$log" "$log.decisions" "$log.again"' EXIT
+decisions=$log.decisions
+cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" "--decision_log=$decisions" -- "$prog")
 # `rdmasan run` execs the program: $! is the program itself.
 "${cmd[@]}" >"$log" 2>&1 </dev/null &
 pid=$!
@@ -127,6 +128,22 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   echo "----"
   for f in "${failures[@]}"; do echo "run_hang: FAIL: $f"; done
   exit 1
+fi
+# A hang that only a fault exposes is found again from the run's decision
+# log alone (the fault options dropped, schedule= given).
+if [[ $silent -eq 0 ]] && grep -qv '^#' "$decisions" 2>/dev/null; then
+  again=()
+  for o in "${opts[@]}"; do [[ $o == --faults=* ]] || again+=("$o"); done
+  timeout -k 5 40 "$rdmasan" run --softnic=on "--softnic_fabric=$fabric-again" "${again[@]}" \
+    "--schedule=$decisions" -- "$prog" >"$log.again" 2>&1 </dev/null
+  again_status=$?
+  if [[ $again_status -ne $status ]] || [[ $(grep -cE "^==[0-9]+==ERROR: rdmasan: $id: " "$log.again") -ne 1 ]]; then
+    echo "---- re-applied from the decision log (exit $again_status):"
+    cat "$decisions" "$log.again"
+    echo "run_hang: FAIL: the decision log did not reproduce $id"
+    exit 1
+  fi
+  echo "run_hang: the decision log reproduces $id: $(grep -v '^#' "$decisions" | head -1)"
 fi
 echo "run_hang: PASS ($(basename "$prog"): ${id:-silent}, exit $status)"
 grep -E "^==[0-9]+==ERROR: rdmasan: |^SUMMARY: rdmasan:" "$log"
