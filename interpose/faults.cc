@@ -289,7 +289,9 @@ int MoveQpToError(ibv_qp* qp) {
 }
 
 void PoisonErrorWc(ibv_wc* wc) {
-  wc->opcode = static_cast<ibv_wc_opcode>(kPoison32);
+  // The enum field gets the poison's bytes (no ibv_wc_opcode has them).
+  static_assert(sizeof(wc->opcode) == sizeof(kPoison32));
+  std::memcpy(&wc->opcode, &kPoison32, sizeof(kPoison32));
   wc->byte_len = kPoison32;
   wc->imm_data = kPoison32;
   wc->src_qp = kPoison32;

@@ -362,7 +362,9 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     core::Completion& c = out[i];
     c.wr_id = wc[i].wr_id;
     c.status = wc[i].status;
-    c.opcode = wc[i].opcode;
+    // An error completion's opcode is undefined (and may be poison that
+    // is no ibv_wc_opcode): read its bytes, not the enum.
+    std::memcpy(&c.opcode, &wc[i].opcode, sizeof(c.opcode));
     c.qp_num = wc[i].qp_num;
     c.byte_len = wc[i].byte_len;
     c.vendor_err = wc[i].vendor_err;
