@@ -29,6 +29,13 @@ absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl);
 int UsageError(const absl::Status& status);
 
 int Replay(int argc, char** argv);
+int Fuzz(int argc, char** argv);
+
+// For `rdmasan fuzz` (cli/fuzz.cc): sets LD_PRELOAD (and checks
+// RDMASAN_OPTIONS) as `rdmasan run` does, for the runs it forks; and this
+// executable's absolute path.
+bool PrepareEnvironmentForFuzz();
+std::string SelfExeForFuzz();
 int Trace(int argc, char** argv);
 
 }  // namespace rdmasan::cli

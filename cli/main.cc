@@ -246,6 +246,13 @@ int Run(int argc, char** argv) {
   return err == ENOENT ? kExitNotFound : kExitNotExecutable;
 }
 
+}  // namespace
+
+bool PrepareEnvironmentForFuzz() { return PrepareEnvironment(CommandLine()); }
+std::string SelfExeForFuzz() { return SelfExe(); }
+
+namespace {
+
 int Devices(int argc, char** argv) {
   CommandLine cl;
   if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
@@ -369,6 +376,7 @@ int Main(int argc, char** argv) {
   if (command == "run") return Run(argc - 2, argv + 2);
   if (command == "devices") return Devices(argc - 2, argv + 2);
   if (command == "replay") return Replay(argc - 2, argv + 2);
+  if (command == "fuzz") return Fuzz(argc - 2, argv + 2);
   if (command == "checks") return Checks();
   if (command == "trace") return Trace(argc - 2, argv + 2);
   if (command == kHiddenDevices) return ListDevicesUnderShim();

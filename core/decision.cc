@@ -424,6 +424,10 @@ uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
                         const std::function<uint64_t(const FaultRule&, Draws&)>& outcome,
                         const std::function<std::string(uint64_t)>& note, uint64_t wr_id) {
   const DecisionKey key = NextKey(p, obj);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    ++reached_[static_cast<int>(p)];
+  }
   uint64_t result = 0;
   if (source_->Replaying()) {
     result = source_->Recorded(key);
@@ -473,6 +477,34 @@ uint64_t Decider::Schedule(Point p, uint64_t obj, const std::function<uint64_t(D
 uint64_t Decider::Count(Point p) const {
   std::lock_guard<std::mutex> l(mu_);
   return counts_[static_cast<int>(p)];
+}
+
+uint64_t Decider::Reached(Point p) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return reached_[static_cast<int>(p)];
+}
+
+std::string FormatReached(const Decider& d) {
+  std::string out;
+  for (int i = 0; i < kNumPoints; ++i) {
+    const auto p = static_cast<Point>(i);
+    if (uint64_t n = d.Reached(p)) absl::StrAppend(&out, "# reached ", PointName(p), " ", n, "\n");
+  }
+  return out;
+}
+
+std::vector<std::pair<Point, uint64_t>> ParseReached(absl::string_view text) {
+  std::vector<std::pair<Point, uint64_t>> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "# reached ")) continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    uint64_t n = 0;
+    if (f.size() != 2 || !absl::SimpleAtoi(f[1], &n) || n == 0) continue;
+    const Point p = PointByName(f[0]);
+    if (p == Point::kCount || !IsFaultPoint(p)) continue;
+    out.emplace_back(p, n);
+  }
+  return out;
 }
 
 }  // namespace rdmasan::core

@@ -132,7 +132,10 @@ std::unique_ptr<DecisionSource> MakeLogSource(std::vector<Decision> log, std::st
 // Text, one decision per line, '#' to end of line is a comment:
 //   wc.error obj=5 hit=3 outcome=12   # RETRY_EXC_ERR on QP 0x11 wr_id=0x12
 // The header comment lines name the run's settings ("# seed=", "# reorder=",
-// "# faults=") so that --schedule can restore them.
+// "# faults=") so that --schedule can restore them.  At a normal exit the
+// log ends with "# reached POINT N" comment lines: how often each fault
+// point was reached (FormatReached), which a reader of schedules ignores.
+class Decider;
 struct DecisionLog {
   std::vector<Decision> decisions;
   std::string reorder;  // from "# reorder=", "" if absent
@@ -142,6 +145,9 @@ struct DecisionLog {
 absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text);
 std::string FormatDecision(const Decision& d);  // one line, with '\n'
 std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source);
+std::string FormatReached(const Decider& d);  // "# reached post_send 12\n"..., "" if none
+// The "# reached" lines of a log's text: (point, times reached), in order.
+std::vector<std::pair<Point, uint64_t>> ParseReached(absl::string_view text);
 
 // ------------------------------------------------------------------ faults --
 struct FaultRule {
@@ -205,6 +211,10 @@ class Decider {
 
   // Non-zero outcomes so far, per point.
   uint64_t Count(Point p) const;
+  // How many times fault point `p` was reached (Fault() called), whatever
+  // the outcome: a baseline run's list of what `fail-nth` enumeration can
+  // try (`rdmasan fuzz --strategy=enumerate`).
+  uint64_t Reached(Point p) const;
 
  private:
   bool RuleEnabled(size_t rule_index, Point p);
@@ -221,6 +231,7 @@ class Decider {
   absl::flat_hash_map<std::pair<size_t, uint16_t>, int> enabled_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::pair<size_t, uint16_t>, uint64_t> fired_ ABSL_GUARDED_BY(mu_);
   uint64_t counts_[kNumPoints] ABSL_GUARDED_BY(mu_) = {};
+  uint64_t reached_[kNumPoints] ABSL_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace rdmasan::core

@@ -328,6 +328,14 @@ std::string DecisionSummary() {
   return absl::StrCat("decisions (", s->decider->source().Describe(), "): ", out);
 }
 
+void FinishDecisionLog() {
+  State* s = g_state.load(std::memory_order_acquire);
+  if (!s || !s->decider || s->log_fd < 0) return;
+  const std::string reached = core::FormatReached(*s->decider);
+  absl::MutexLock l(&s->mu);
+  if (!reached.empty()) (void)!write(s->log_fd, reached.data(), reached.size());
+}
+
 void ResetDecisionsForTest(const std::string& options) {
   {
     std::lock_guard<std::mutex> l(g_build_mu);

@@ -104,6 +104,8 @@ std::string RecentInjections();
 
 // Decisions per point so far, for the exit summary ("" if none).
 std::string DecisionSummary();
+// At a normal exit: ends decision_log= with its "# reached POINT N" lines.
+void FinishDecisionLog();
 
 // What is wrong with schedule= ("" if nothing): the preloaded library
 // stops the program at start on it (init.cc).

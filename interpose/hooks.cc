@@ -384,6 +384,7 @@ void AtExit() {
   // The decisions per point ("decisions (seed 42): wc.error 1, sched.pick
   // 120"), where the reports went, before their summary.
   if (std::string decisions = DecisionSummary(); !decisions.empty()) r.Message(decisions);
+  FinishDecisionLog();
   int code = r.Finish();
   if (code) {
     // Like the sanitizers' exitcode: the run had errors.  Flush what the
