@@ -1397,6 +1397,10 @@ int Merge(int argc, char** argv) {
     return true;
   };
   const std::string tmp = absl::StrCat(out, "/.merge");
+  if (!MakeDir(tmp)) {
+    Say("merge: cannot create %s: %s", tmp, strerror(errno));
+    return 1;
+  }
   for (const std::string& d : dirs) {
     for (const std::string& name : ListDir(d)) {
       const std::string from = absl::StrCat(d, "/", name);
