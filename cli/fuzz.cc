@@ -524,6 +524,7 @@ class Campaign {
   Clock::time_point last_progress_ = started_;
   bool tty_ = false;
   bool progress_shown_ = false;
+  int setup_status_ = 1;
 };
 
 bool Campaign::Setup() {
@@ -535,7 +536,8 @@ bool Campaign::Setup() {
   for (auto& role : c_.roles) {
     std::string where = FindProgram(role[0]);
     if (where.empty()) {
-      Say("%s: command not found or not executable", role[0]);
+      Say("%s: command not found", role[0]);
+      setup_status_ = 127;
       return false;
     }
     role[0] = where;
@@ -582,6 +584,7 @@ bool Campaign::CheckCampaignFile() {
     if (old != mine) {
       Say("%s holds another campaign (%s); use another --out, or the same settings to resume it", dir_,
           old.dump());
+      setup_status_ = kExitUsage;
       return false;
     }
     LoadState();
@@ -1248,7 +1251,7 @@ int Campaign::Finish() {
 }
 
 int Campaign::Main() {
-  if (!Setup()) return 1;
+  if (!Setup()) return setup_status_;
   struct sigaction sa = {};
   sa.sa_handler = OnInterrupt;
   sigaction(SIGINT, &sa, nullptr);

@@ -277,7 +277,8 @@ TEST(Decider, NthFiresAtExactlyThatHit) {
 TEST(Decider, ReachedCountsEveryHitAndTheLogListsThem) {
   auto d = Make("post_send:p=0,reg_mr:p=0", 1);
   for (int h = 0; h < 4; ++h)
-    EXPECT_EQ(d->Fault(Point::kPostSend, 7 + h % 2, 0, [](const FaultRule&, Draws&) -> uint64_t { return 9; }), 0u);
+    EXPECT_EQ(
+        d->Fault(Point::kPostSend, 7 + h % 2, 0, [](const FaultRule&, Draws&) -> uint64_t { return 9; }), 0u);
   EXPECT_EQ(d->Fault(Point::kRegMr, 0, 0, [](const FaultRule&, Draws&) -> uint64_t { return ENOMEM; }), 0u);
   EXPECT_EQ(d->Reached(Point::kPostSend), 4u);
   EXPECT_EQ(d->Reached(Point::kRegMr), 1u);
@@ -285,13 +286,15 @@ TEST(Decider, ReachedCountsEveryHitAndTheLogListsThem) {
   EXPECT_EQ(d->Count(Point::kPostSend), 0u);
   const std::string text = FormatLogHeader("off", "post_send:p=0", "seed 1") + FormatReached(*d);
   EXPECT_NE(text.find("# reached post_send 4\n"), std::string::npos) << text;
-  EXPECT_EQ(ParseReached(text), (std::vector<std::pair<Point, uint64_t>>{{Point::kPostSend, 4}, {Point::kRegMr, 1}}));
+  EXPECT_EQ(ParseReached(text),
+            (std::vector<std::pair<Point, uint64_t>>{{Point::kPostSend, 4}, {Point::kRegMr, 1}}));
   auto log = ParseDecisionLog(text);
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_TRUE(log->decisions.empty());
   // Malformed, unknown or scheduler points are not fault points to enumerate.
-  EXPECT_TRUE(ParseReached("# reached post_snd 3\n# reached sched.hold 2\n# reached reg_mr x\n# reached wc.error 0\n")
-                  .empty());
+  EXPECT_TRUE(
+      ParseReached("# reached post_snd 3\n# reached sched.hold 2\n# reached reg_mr x\n# reached wc.error 0\n")
+          .empty());
 }
 
 TEST(Decider, OnceFiresOnlyOnce) {
