@@ -453,6 +453,7 @@ struct Exec {
   bool term_sent = false, kill_sent = false;
   Clock::time_point kill_at;
   Clock::time_point next_look;  // for the shim's hang report in the logs
+  bool peer_failed = false;
 };
 
 struct RoleOutcome {
@@ -836,6 +837,15 @@ bool Campaign::Step(Exec& e) {
         }
       }
     }
+  }
+  // A side whose peer failed is left only a short grace: a hang of it
+  // would be the failure's consequence, not a finding.
+  if (e.procs.size() > 1 && !e.peer_failed) {
+    for (const Proc& p : e.procs)
+      if (p.done && ((WIFEXITED(p.status) && WEXITSTATUS(p.status) != 0) || WIFSIGNALED(p.status))) {
+        e.peer_failed = true;
+        e.deadline = std::min(e.deadline, now + std::chrono::seconds(2));
+      }
   }
   bool all = true;
   for (const Proc& p : e.procs) all = all && p.started && p.done;
