@@ -453,6 +453,7 @@ struct Exec {
   bool term_sent = false, kill_sent = false;
   Clock::time_point kill_at;
   Clock::time_point next_look;  // for the shim's hang report in the logs
+  bool peer_failed = false;
 };
 
 struct RoleOutcome {
@@ -524,6 +525,7 @@ class Campaign {
   Clock::time_point last_progress_ = started_;
   bool tty_ = false;
   bool progress_shown_ = false;
+  int setup_status_ = 1;
 };
 
 bool Campaign::Setup() {
@@ -535,7 +537,8 @@ bool Campaign::Setup() {
   for (auto& role : c_.roles) {
     std::string where = FindProgram(role[0]);
     if (where.empty()) {
-      Say("%s: command not found or not executable", role[0]);
+      Say("%s: command not found", role[0]);
+      setup_status_ = 127;
       return false;
     }
     role[0] = where;
@@ -582,6 +585,7 @@ bool Campaign::CheckCampaignFile() {
     if (old != mine) {
       Say("%s holds another campaign (%s); use another --out, or the same settings to resume it", dir_,
           old.dump());
+      setup_status_ = kExitUsage;
       return false;
     }
     LoadState();
@@ -833,6 +837,15 @@ bool Campaign::Step(Exec& e) {
         }
       }
     }
+  }
+  // A side whose peer failed is left only a short grace: a hang of it
+  // would be the failure's consequence, not a finding.
+  if (e.procs.size() > 1 && !e.peer_failed) {
+    for (const Proc& p : e.procs)
+      if (p.done && ((WIFEXITED(p.status) && WEXITSTATUS(p.status) != 0) || WIFSIGNALED(p.status))) {
+        e.peer_failed = true;
+        e.deadline = std::min(e.deadline, now + std::chrono::seconds(2));
+      }
   }
   bool all = true;
   for (const Proc& p : e.procs) all = all && p.started && p.done;
@@ -1248,7 +1261,7 @@ int Campaign::Finish() {
 }
 
 int Campaign::Main() {
-  if (!Setup()) return 1;
+  if (!Setup()) return setup_status_;
   struct sigaction sa = {};
   sa.sa_handler = OnInterrupt;
   sigaction(SIGINT, &sa, nullptr);
@@ -1397,6 +1410,10 @@ int Merge(int argc, char** argv) {
     return true;
   };
   const std::string tmp = absl::StrCat(out, "/.merge");
+  if (!MakeDir(tmp)) {
+    Say("merge: cannot create %s: %s", tmp, strerror(errno));
+    return 1;
+  }
   for (const std::string& d : dirs) {
     for (const std::string& name : ListDir(d)) {
       const std::string from = absl::StrCat(d, "/", name);

@@ -271,6 +271,32 @@ TEST(Decider, NthFiresAtExactlyThatHit) {
   EXPECT_EQ(WcFault(*d), 0u);
 }
 
+// A run with `p=0` rules injects nothing but counts every fault point it
+// reaches; the "# reached" lines of its log list them for enumeration
+// (fail-nth: the n-th hit of one point), and a schedule reader skips them.
+TEST(Decider, ReachedCountsEveryHitAndTheLogListsThem) {
+  auto d = Make("post_send:p=0,reg_mr:p=0", 1);
+  for (int h = 0; h < 4; ++h)
+    EXPECT_EQ(
+        d->Fault(Point::kPostSend, 7 + h % 2, 0, [](const FaultRule&, Draws&) -> uint64_t { return 9; }), 0u);
+  EXPECT_EQ(d->Fault(Point::kRegMr, 0, 0, [](const FaultRule&, Draws&) -> uint64_t { return ENOMEM; }), 0u);
+  EXPECT_EQ(d->Reached(Point::kPostSend), 4u);
+  EXPECT_EQ(d->Reached(Point::kRegMr), 1u);
+  EXPECT_EQ(d->Reached(Point::kWcError), 0u);
+  EXPECT_EQ(d->Count(Point::kPostSend), 0u);
+  const std::string text = FormatLogHeader("off", "post_send:p=0", "seed 1") + FormatReached(*d);
+  EXPECT_NE(text.find("# reached post_send 4\n"), std::string::npos) << text;
+  EXPECT_EQ(ParseReached(text),
+            (std::vector<std::pair<Point, uint64_t>>{{Point::kPostSend, 4}, {Point::kRegMr, 1}}));
+  auto log = ParseDecisionLog(text);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_TRUE(log->decisions.empty());
+  // Malformed, unknown or scheduler points are not fault points to enumerate.
+  EXPECT_TRUE(
+      ParseReached("# reached post_snd 3\n# reached sched.hold 2\n# reached reg_mr x\n# reached wc.error 0\n")
+          .empty());
+}
+
 TEST(Decider, OnceFiresOnlyOnce) {
   auto d = Make("reg_mr:once", 1);
   std::vector<uint64_t> got;
