@@ -384,9 +384,10 @@ std::optional<Finding> FindingFromJson(const std::string& line, int role) {
   if (j.contains("stack") && j["stack"].is_array()) {
     for (const Json& fr : j["stack"]) {
       if (!fr.is_object()) continue;
-      if (top.empty() && fr.contains("file"))
-        f.where = absl::StrCat(Basename(fr.value("file", "")), ":", fr.value("line", 0), " in ",
-                               fr.value("function", "?"));
+      if (top.empty())
+        f.where = fr.contains("file") ? absl::StrCat(Basename(fr.value("file", "")), ":", fr.value("line", 0),
+                                                     " in ", fr.value("function", "?"))
+                                      : FrameText(fr);
       if (top.size() < 3) top.push_back(FrameText(fr));
     }
   }
@@ -1319,6 +1320,8 @@ int Campaign::Main() {
     if (g_interrupted) break;
     struct stat st;
     if (stat((s.dir + "/shrunk.txt").c_str(), &st) == 0) continue;
+    if (progress_shown_ && tty_) std::fputs("\r\033[K", stderr);
+    Say("shrinking %d-%s (replays, up to --shrink_time=%d s)...", s.number, s.check, c_.shrink_time);
     Shrink(s);
   }
   return Finish();
