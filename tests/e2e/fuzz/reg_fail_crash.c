@@ -19,8 +19,8 @@ int main(void) {
   /* BUG: mr[i] may be NULL. */
   for (int i = 0; i < kBufs; ++i) {
     memset(pool[i], 'A' + i, kBufSize);
-    struct ibv_sge sge = {
-        .addr = (uintptr_t)pool[i], .length = kBufSize, .lkey = mr[i]->lkey};  // CHECK: crash
+    uint32_t lkey = mr[i]->lkey;  // CHECK: crash
+    struct ibv_sge sge = {.addr = (uintptr_t)pool[i], .length = kBufSize, .lkey = lkey};
     struct ibv_send_wr wr = rig_write_wr(i, &sge, (uintptr_t)dst, dst_mr->rkey, 1), *bad;
     if (ibv_post_send(r.qp[0], &wr, &bad)) DIE("post_send");
     rig_poll_ok(r.cq[0], 1);
