@@ -33,8 +33,9 @@
  * defaults "softnic=on:softnic_fabric=inproc:reorder=random:
  * buffer_check=full", the string given to rdmasan_fuzz_init(), then the
  * environment's RDMASAN_OPTIONS (e.g. faults=wc.error:p=0.05,
- * reorder=pct, reorder_delay=8).  halt_on_error is not needed: every
- * Error finding ends its input.
+ * reorder=pct, reorder_delay=8).  Leave halt_on_error off: every Error
+ * finding ends its input anyway, and halt_on_error would _exit before
+ * libFuzzer saves the input.
  *
  * Extra coverage.  RDMASAN_FUZZ_DEFINE_COUNTERS() defines an array of
  * 8-bit counters in the section "__libfuzzer_extra_counters" of the fuzz
