@@ -4,10 +4,14 @@
 # reproduce the finding (libFuzzer re-run on the artifact fails with the
 # same report).  Then -minimize_crash on it must keep a reproducing input.
 #
-# usage: find_and_reproduce.sh FUZZER REPORT_REGEX WORKDIR SECONDS
+# FRAME_REGEX, if given, must match the reproduction's log too (a frame of
+# the report with its source line).
+#
+# usage: find_and_reproduce.sh FUZZER REPORT_REGEX WORKDIR SECONDS [FRAME_REGEX]
 set -u
-[ $# -eq 4 ] || { echo "usage: find_and_reproduce.sh FUZZER REPORT_REGEX WORKDIR SECONDS" >&2; exit 2; }
-fuzzer=$1 regex=$2 work=$3 secs=$4
+[ $# -eq 4 ] || [ $# -eq 5 ] ||
+  { echo "usage: find_and_reproduce.sh FUZZER REPORT_REGEX WORKDIR SECONDS [FRAME_REGEX]" >&2; exit 2; }
+fuzzer=$1 regex=$2 work=$3 secs=$4 frame=${5:-}
 fail() { echo "find_and_reproduce: FAIL: $*"; exit 1; }
 rm -rf "$work" && mkdir -p "$work/corpus" || exit 2
 start=$(date +%s)
@@ -23,6 +27,10 @@ execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/fuzz.log")
 echo "found /$regex/ after ${execs:-?} executions (${took} s): $crash"
 "$fuzzer" "$crash" >"$work/repro.log" 2>&1 && fail "re-running $crash passed"
 grep -Eq "$regex" "$work/repro.log" || { cat "$work/repro.log"; fail "re-running $crash gave another failure"; }
+if [ -n "$frame" ] && ! grep -Eq "$frame" "$work/repro.log"; then
+  cat "$work/repro.log"
+  fail "no frame /$frame/ in the report"
+fi
 echo "reproduced by: $fuzzer $crash"
 "$fuzzer" -minimize_crash=1 -runs=300 -exact_artifact_path="$work/minimized" "$crash" >"$work/min.log" 2>&1 ||
   { tail -20 "$work/min.log"; fail "-minimize_crash failed"; }

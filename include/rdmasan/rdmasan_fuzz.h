@@ -53,7 +53,9 @@
  * and not with libibverbs (the shim's verbs are the ones called), or, in
  * rdmasan's own build, with the static archive of the shim's objects
  * (fuzz/CMakeLists.txt: rdmasan_interpose).  Built with
- * clang -fsanitize=fuzzer(,address).
+ * clang -fsanitize=fuzzer(,address); add -g -gdwarf-aranges (clang emits
+ * no .debug_aranges by default, and without them the report's frames
+ * have no source lines).
  *
  * May not / the harness must: call the verbs from one thread only between
  * begin and end (decisions are consumed in call order); end every input
