@@ -127,12 +127,12 @@ std::string ReadSchedule(const std::string& path, core::DecisionLog* log) {
   return "";
 }
 
-State* Build(const core::Options& o) {
+State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given = nullptr) {
   auto* s = new State();
   std::string faults = o.faults;
   std::string reorder = o.reorder;
-  std::unique_ptr<core::DecisionSource> source;
-  if (!o.schedule.empty()) {
+  std::unique_ptr<core::DecisionSource> source = std::move(given);  // fuzzing: the input's bytes
+  if (!source && !o.schedule.empty()) {
     core::DecisionLog log;
     if (std::string err = ReadSchedule(o.schedule, &log); !err.empty()) {
       core::Diag(err);  // init.cc stopped the program already if it was bad at start
@@ -348,6 +348,21 @@ void ResetDecisionsForTest(const std::string& options) {
     g_decider_built.store(true, std::memory_order_release);
   }
   sched::ResetForTest();  // re-reads whether the poll paths schedule
+}
+
+void ResetDecisionsForFuzz(const core::Options& options, std::unique_ptr<core::DecisionSource> source) {
+  State* old;
+  {
+    std::lock_guard<std::mutex> l(g_build_mu);
+    State* s = Build(options, std::move(source));
+    old = g_state.exchange(s, std::memory_order_acq_rel);
+    g_built.store(true, std::memory_order_release);
+    g_decider.store(s->decider.get(), std::memory_order_relaxed);
+    g_decider_built.store(true, std::memory_order_release);
+  }
+  sched::ResetForFuzz();
+  if (old && old->log_fd >= 0) close(old->log_fd);
+  delete old;  // the caller guarantees no verbs call is in progress
 }
 
 }  // namespace rdmasan::interpose

@@ -22,10 +22,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/decision.h"
 #include "core/event.h"
+#include "core/options.h"
 
 namespace rdmasan::interpose {
 
@@ -114,6 +116,12 @@ std::string ScheduleError();
 // Tests: rebuild the decider from the process's options with `options`
 // (RDMASAN_OPTIONS syntax) applied on top ("faults=post_send:once").
 void ResetDecisionsForTest(const std::string& options = "");
+
+// In-process fuzzing (interpose/fuzz_api.cc): rebuilds the decider from
+// `options` with `source` (an input's bytes) as its source, resets the
+// scheduler (sched::ResetForFuzz) and frees the previous decider.  No
+// verbs call may be in progress on any thread.
+void ResetDecisionsForFuzz(const core::Options& options, std::unique_ptr<core::DecisionSource> source);
 
 }  // namespace rdmasan::interpose
 

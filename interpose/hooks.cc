@@ -146,6 +146,9 @@ constexpr int kTerminationSignals[] = {SIGTERM, SIGINT,  SIGQUIT, SIGHUP,    SIG
                                        SIGXCPU, SIGXFSZ, SIGIO,   SIGPWR,    SIGSTKFLT};
 struct sigaction g_old_actions[NSIG];
 std::atomic<bool> g_handled[NSIG];
+// In-process fuzzing (interpose/fuzz_api.cc): sees every event and its
+// findings; while set, the crash signals are the fuzzer's.
+std::atomic<FuzzEventHook> g_fuzz_hook{nullptr};
 
 bool IsCrashSignal(int sig) {
   for (int c : kCrashSignals)
@@ -245,7 +248,7 @@ void HandleIfDefault(int sig) {
 // At the first verbs event, after the trace opened: the crash signals in
 // every checked run, the termination signals for hang reports.
 void InstallSignalHandlers() {
-  if (Checking())
+  if (Checking() && !g_fuzz_hook.load(std::memory_order_relaxed))
     for (int sig : kReportedCrashSignals) HandleIfDefault(sig);
   if (watchdog::HangSignalsWanted())
     for (int sig : {SIGTERM, SIGINT, SIGALRM, SIGHUP}) HandleIfDefault(sig);
@@ -447,7 +450,11 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
     w->Append(e);
   }
   for (const auto& f : findings) core::GlobalReporter().Report(f);
+  if (FuzzEventHook h = g_fuzz_hook.load(std::memory_order_relaxed); __builtin_expect(h != nullptr, 0))
+    h(e, findings);
 }
+
+void SetFuzzEventHook(FuzzEventHook hook) { g_fuzz_hook.store(hook, std::memory_order_relaxed); }
 
 bool LkeyInFlight(uint32_t lkey) { return Checking() && GetEngine().LkeyInFlight(lkey); }
 

@@ -24,6 +24,7 @@
 
 #include "checkers/state.h"
 #include "core/event.h"
+#include "core/report.h"
 
 namespace rdmasan::interpose {
 
@@ -50,6 +51,13 @@ void Forget(const void* obj);
 // Fills tid (and seq when the run is traced), runs the checkers and reports.  With `retired`, also
 // hands back the send WRs with payload hashes that the event retired.
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired = nullptr);
+
+// In-process fuzzing (interpose/fuzz_api.cc): `hook` sees every event
+// after the checkers, with the findings it raised (already reported).
+// While a hook is set, the crash signals are left to the fuzzer (whose
+// handlers save the input): set it before the first verbs call.
+using FuzzEventHook = void (*)(const core::Event&, const std::vector<core::Finding>&);
+void SetFuzzEventHook(FuzzEventHook hook);
 
 // Events of object creation shared by both layers (exports and the
 // verbs_context create_*_ex wrappers).  `obj` may be null (failed call).

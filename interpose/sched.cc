@@ -597,6 +597,17 @@ void ResetForTest() {
   g_on.store(0, std::memory_order_release);
 }
 
+void ResetForFuzz() {
+  Global* old;
+  {
+    std::lock_guard<std::mutex> l(g_create_mu);
+    old = g;
+    g = new Global();
+    g_on.store(0, std::memory_order_release);
+  }
+  delete old;  // no poll is in progress (faults.h: ResetDecisionsForFuzz)
+}
+
 int BufferedForTest(const ibv_cq* cq) {
   CqState* st = StateOf(cq);
   if (!st) return 0;

@@ -85,6 +85,10 @@ void ForgetCq(const ibv_cq* cq);
 // Tests: re-reads whether scheduling is on (after ResetDecisionsForTest)
 // and forgets every CQ's buffer and the PCT state.
 void ResetForTest();
+// In-process fuzzing, between two inputs: the same, freeing the old state
+// (no poll may be in progress).  The CQs' buffers are kept: an input ends
+// with them empty (include/rdmasan/rdmasan_fuzz.h).
+void ResetForFuzz();
 // Tests: completions buffered on `cq` now.
 int BufferedForTest(const ibv_cq* cq);
 

@@ -239,7 +239,14 @@ double rpc_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+void (*rpc_idle_hook)(void *arg);
+void *rpc_idle_arg;
+
 void rpc_backoff(unsigned *idle_polls) {
+  if (rpc_idle_hook) { /* in one process (rpc_inproc.c): the other side takes a step */
+    rpc_idle_hook(rpc_idle_arg);
+    return;
+  }
   /* Two processes poll on few cores: spin briefly, then yield, then nap. */
   if (++*idle_polls < 64) return;
   if (*idle_polls < 1024) {

@@ -182,6 +182,10 @@ bool rpc_peer_readable(int fd);
 
 double rpc_now(void);
 void rpc_backoff(unsigned *idle_polls); /* call after an empty poll */
+/* Client and server in one process and one thread (rpc_inproc.c): when
+ * set, rpc_backoff calls it instead of waiting, and the other side runs. */
+extern void (*rpc_idle_hook)(void *arg);
+extern void *rpc_idle_arg;
 
 /* An expression, so that `return RPC_LOG(...), -1;` works. */
 #define RPC_LOG(who, ...) (fprintf(stderr, "%s: ", who), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
