@@ -20,8 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <rdmasan/rdmasan_fuzz.h>
 #include "examples/rpc/rpc_inproc.h"
-#include "include/rdmasan/rdmasan_fuzz.h"
 
 RDMASAN_FUZZ_DEFINE_COUNTERS();
 
