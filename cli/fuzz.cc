@@ -1045,8 +1045,10 @@ void Campaign::WriteRepro(const Saved& s, const std::string& what) const {
   auto command = [&](int r) {
     std::string cmd = ShellWord(self_) + " run";
     for (const std::string& o : c_.options) absl::StrAppend(&cmd, " ", ShellWord("--" + o));
-    absl::StrAppend(&cmd, " \"--softnic_fabric=$fabric\"", " --hang_timeout=", std::max(1, c_.timeout / 2),
-                    " \"--schedule=$here/", RolePrefix(r), "schedule.log\" --");
+    absl::StrAppend(&cmd, " \"--softnic_fabric=$fabric\"", " --hang_timeout=", std::max(1, c_.timeout / 2));
+    // A hung program reports and waits on: halting on the report ends it.
+    if (s.check == "hang") absl::StrAppend(&cmd, " --halt_on_error=1");
+    absl::StrAppend(&cmd, " \"--schedule=$here/", RolePrefix(r), "schedule.log\" --");
     for (const std::string& a : c_.roles[r]) absl::StrAppend(&cmd, " ", ShellWord(a));
     return cmd;
   };

@@ -22,9 +22,10 @@
 #                       lines; N = --max-decisions, default 5), as many as
 #                       story.txt's numbered steps;
 #                     - repro.sh, run alone (no RDMASAN_OPTIONS) under
-#                       --repro-timeout (default 20 s; a hang's repro polls
-#                       on after its report and is ended there), reports
-#                       `ERROR: rdmasan: ID` with the same SUMMARY.
+#                       --repro-timeout (default 20 s), reports
+#                       `ERROR: rdmasan: ID` with the same SUMMARY and ends
+#                       by itself with a non-zero status (a hang's repro
+#                       halts on its report; killed at the timeout fails).
 #   --silent        a control: exit 0, `N runs, 0 unique findings`, no
 #                   finding folder, no run of runs.txt with findings.
 # DIR is emptied first.  With --runs=R among the fuzz options (and no
@@ -158,6 +159,7 @@ for n in "${names[@]}"; do
     fail "repro.sh (exit $repro_status) did not report $id at $base:$line"
   fi
   [[ $repro_status != 0 ]] || fail "repro.sh reported $id but exited 0"
+  [[ $repro_status != 124 && $repro_status != 137 ]] || fail "repro.sh reported $id but did not end (killed at $repro_timeout s)"
   echo "repro.sh: exit $repro_status, $id at $base:$line again"
 done
 echo "PASS: $runs runs, $unique unique finding(s) of $id, each reproduced by its repro.sh from <= $max_decisions decisions"
