@@ -165,7 +165,9 @@ int rpc_dev_open(struct rpc_dev *d, const char *devname, uint32_t max_send_wr, u
       .qp_state = IBV_QPS_INIT,
       .pkey_index = 0,
       .port_num = 1,
-      .qp_access_flags = IBV_ACCESS_REMOTE_WRITE,
+      /* Remote access still needs an rkey of this PD that grants it:
+       * the RPC server's regions (REMOTE_WRITE), examples/blk's windows. */
+      .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
   };
   if (ibv_modify_qp(d->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return perror("modify_qp INIT"), -1;
