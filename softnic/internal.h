@@ -213,6 +213,10 @@ ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
 int ReqNotifyCq(ibv_cq* cq, int solicited_only);
 void InstallCqExOps(SnCq* cq);
+// Removes the completions of the QP in `qp_slot` not yet polled from `cq`
+// (fabric lock and cq->mu held), as a provider cleans its CQs when a QP
+// goes to RESET; receive completions of an SRQ give its slots back.
+void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* srq);
 
 // QPs and SRQs (qp.cc, srq.cc).
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);

@@ -263,6 +263,15 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     if (mask & IBV_QP_PORT) s.port_num = attr->port_num;
     if (mask & IBV_QP_STATE) {
       if (next == IBV_QPS_RESET) {
+        // Completions of the QP not yet polled go, as a provider's
+        // modify_qp to RESET cleans them from its CQs (mlx5_cq_clean).  A
+        // CQ in the middle of an ibv_start_poll of this thread keeps them.
+        SnCq* cqs[2] = {qp->send_cq, qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr};
+        for (SnCq* c : cqs)
+          if (c && c->mu.try_lock()) {
+            CleanCqLocked(p, c, qp->slot, s.qpn, qp->srq);
+            c->mu.unlock();
+          }
         s.rq.head = s.rq.tail = 0;
         qp->rq_outstanding.store(0);
         qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;

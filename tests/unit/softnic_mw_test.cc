@@ -571,6 +571,29 @@ TEST_F(SoftnicMw, ReregBadInputAndBusy) {
   ASSERT_EQ(LocalInv(1, ibv_inc_rkey(mw->rkey)), IBV_WC_SUCCESS);
 }
 
+// A QP moved to RESET takes its completions not yet polled with it (as
+// mlx5_cq_clean does), so a QP restated after an error starts clean.
+TEST_F(SoftnicMw, ResetCleansTheQpsCompletions) {
+  ASSERT_EQ(PostRecv(1, 0x21, 0, 64), 0);
+  ASSERT_EQ(PostRecv(1, 0x22, 64, 64), 0);
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 0x23, 0, 8), 0);  // completes recv 0x21
+  ASSERT_EQ(Poll(0, 1).size(), 1u);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(qp_[1], &a, IBV_QP_STATE), 0);  // flushes recv 0x22
+  a.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(qp_[1], &a, IBV_QP_STATE), 0);
+  EXPECT_TRUE(Poll(1, 1, 50).empty());
+  // Restated, it works again, and its CQ reports only new completions.
+  ASSERT_EQ(Connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_EQ(PostRecv(1, 0x24, 0, 64), 0);
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 0x25, 0, 8), 0);
+  auto r = Poll(1, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 0x24u);
+  EXPECT_EQ(r[0].status, IBV_WC_SUCCESS);
+}
+
 // Reasons of other error completions.
 TEST_F(SoftnicMw, ExplainsSgePastTheMr) {
   ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 0x41, kBuf - 16, 32, IBV_SEND_SIGNALED), 0);
