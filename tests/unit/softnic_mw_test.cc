@@ -484,6 +484,66 @@ TEST_F(SoftnicMw, QpExSendWithInvalidate) {
   EXPECT_EQ(r[0].invalidated_rkey, k);
 }
 
+TEST_F(SoftnicMw, CqExReadsTheInvalidatedRkey) {
+  // Side 1's QP replaced by one whose receive CQ is an ibv_cq_ex.
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex* cqx = ibv_create_cq_ex(ctx_, &ca);
+  ASSERT_NE(cqx, nullptr);
+  ibv_qp_init_attr a{};
+  a.send_cq = cq_[1];
+  a.recv_cq = ibv_cq_ex_to_cq(cqx);
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd_, &a);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(qp_[0], &reset, IBV_QP_STATE), 0);
+  ASSERT_EQ(Connect(qp_[0], qp->qp_num), 0);
+  ASSERT_EQ(Connect(qp, qp_[0]->qp_num), 0);
+  ibv_mw* mw = Alloc(IBV_MW_TYPE_2);
+  const uint32_t k = ibv_inc_rkey(mw->rkey);
+  ibv_send_wr bw{};
+  bw.opcode = IBV_WR_BIND_MW;
+  bw.send_flags = IBV_SEND_SIGNALED;
+  bw.bind_mw = {mw, k, {mwmr_, Addr(buf_[1], 0), 64, IBV_ACCESS_REMOTE_WRITE}};
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp, &bw, &bad), 0);
+  auto b = Poll(1, 1);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(b[0].status, IBV_WC_SUCCESS);
+  ibv_sge rs{Addr(buf_[1], 1024), 64, mr_[1]->lkey};
+  ibv_recv_wr rw{};
+  rw.wr_id = 0x81;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &rw, &rbad), 0);
+  ibv_sge sge{Addr(buf_[0], 0), 8, mr_[0]->lkey};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.invalidate_rkey = k;
+  ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
+  ASSERT_EQ(Poll(0, 1).size(), 1u);
+  ibv_poll_cq_attr pa{};
+  int rc = ENOENT;
+  for (int i = 0; i < 100000 && rc == ENOENT; ++i) rc = ibv_start_poll(cqx, &pa);
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+  EXPECT_EQ(cqx->wr_id, 0x81u);
+  EXPECT_TRUE(ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_INV);
+  EXPECT_EQ(ibv_wc_read_invalidated_rkey(cqx), k);
+  ibv_end_poll(cqx);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
 TEST_F(SoftnicMw, FenceIsAccepted) {
   ibv_mw* mw = Alloc(IBV_MW_TYPE_2);
   const uint32_t k = ibv_inc_rkey(mw->rkey);
