@@ -232,8 +232,11 @@ bool ExplainCompletion(ibv_cq* ibcq, uint32_t qp_num, uint64_t wr_id, uint32_t s
     memcpy(text, cause->text, kWhyText);
     text[kWhyText] = 0;
     char head[96];
-    snprintf(head, sizeof(head), "flushed: QP 0x%x went to ERR after wr_id 0x%" PRIx64 " failed: ", qp_num,
-             cause->wr_id);
+    if (cause->wr_id == ~0ull)  // the responder's own error (ResponderError): no WR of its failed
+      snprintf(head, sizeof(head), "flushed: QP 0x%x went to ERR as a responder: ", qp_num);
+    else
+      snprintf(head, sizeof(head), "flushed: QP 0x%x went to ERR after wr_id 0x%" PRIx64 " failed: ", qp_num,
+               cause->wr_id);
     *why = std::string(head) + text;
   }
   return true;

@@ -679,6 +679,20 @@ TEST_F(SoftnicMw, ExplainsAFlushByItsCause) {
   EXPECT_NE(why.find("0xdead00"), std::string::npos) << why;
 }
 
+TEST_F(SoftnicMw, ExplainsTheRespondersFlush) {
+  ASSERT_EQ(PostRecv(1, 0x45, 0, 64), 0);
+  ibv_mw* mw = Alloc(IBV_MW_TYPE_2);
+  ExpectRefusedWrite(ibv_inc_rkey(mw->rkey), 0, 8, "window not bound");
+  auto r = Poll(1, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, IBV_WC_WR_FLUSH_ERR);
+  const std::string why = Explain(1, r[0]);
+  EXPECT_NE(why.find("went to ERR as a responder: REM_ACCESS_ERR"), std::string::npos) << why;
+  char requester[48];
+  snprintf(requester, sizeof(requester), "requester QP 0x%x, pid %d, wr_id 0x77", qp_[0]->qp_num, getpid());
+  EXPECT_NE(why.find(requester), std::string::npos) << why;
+}
+
 class SoftnicMwNoRnrRetry : public SoftnicMw {
   void SetUp() override {
     QpOptions o;
