@@ -710,9 +710,10 @@ TEST_F(SoftnicMwNoRnrRetry, ExplainsRnr) {
   EXPECT_NE(Explain(0, wc[0]).find("no receive posted"), std::string::npos) << Explain(0, wc[0]);
 }
 
-// Two processes: the window's owner invalidates it, the peer's writes are
-// refused, naming the owner's pid; a SEND_WITH_INV from the peer
-// invalidates the next binding.
+// Two processes: the peer's SEND_WITH_INV invalidates the owner's key (the
+// owner's receive says so, and it binds the window again with the next
+// key); then the owner invalidates that one, and the peer's write is
+// refused, naming the owner's pid and LOCAL_INV.
 struct Peer {
   uint32_t qpn;
   uint64_t addr;
@@ -803,14 +804,31 @@ TEST(SoftnicMwPeers, InvalidationInOneProcessRefusesTheOther) {
     wr.bind_mw.bind_info = {mr, me.addr, 4096, IBV_ACCESS_REMOTE_WRITE};
     ibv_send_wr* bad;
     if (ibv_post_send(qp, &wr, &bad) || !poll1(&wc) || wc.status != IBV_WC_SUCCESS) _exit(17);
+    ibv_sge rs{me.addr + 4096, 64, mr->lkey};
+    ibv_recv_wr rw{};
+    rw.wr_id = 0xc3;
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad;
+    if (ibv_post_recv(qp, &rw, &rbad)) _exit(30);
     char c = 'b';
-    if (write(to_parent[1], &c, 1) != 1 || !ReadAll(to_child[0], &c, 1)) _exit(18);
-    // The parent wrote; invalidate (wr_id 0xc2) and say so.
+    if (write(to_parent[1], &c, 1) != 1) _exit(18);
+    // The parent wrote and invalidated the key with its reply: the
+    // receive says so, and the window, free again, takes the next key.
+    if (!poll1(&wc) || wc.status != IBV_WC_SUCCESS || wc.wr_id != 0xc3) _exit(31);
+    if (!(wc.wc_flags & IBV_WC_WITH_INV) || wc.invalidated_rkey != me.rkey) _exit(32);
+    const uint32_t k2 = ibv_inc_rkey(me.rkey);
+    wr.wr_id = 0xc4;
+    wr.bind_mw.rkey = k2;
+    if (ibv_post_send(qp, &wr, &bad) || !poll1(&wc) || wc.status != IBV_WC_SUCCESS) _exit(33);
+    if (write(to_parent[1], &k2, sizeof(k2)) != sizeof(k2) || !ReadAll(to_child[0], &c, 1)) _exit(34);
+    // The parent wrote through the new key; invalidate it (wr_id 0xc2)
+    // and say so.
     wr = {};
     wr.wr_id = 0xc2;
     wr.opcode = IBV_WR_LOCAL_INV;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = me.rkey;
+    wr.invalidate_rkey = k2;
     if (ibv_post_send(qp, &wr, &bad) || !poll1(&wc) || wc.status != IBV_WC_SUCCESS) _exit(19);
     std::vector<uint8_t> snapshot = buf;
     if (write(to_parent[1], &c, 1) != 1 || !ReadAll(to_child[0], &c, 1)) _exit(20);
@@ -880,6 +898,27 @@ TEST(SoftnicMwPeers, InvalidationInOneProcessRefusesTheOther) {
     return wc;
   };
   ibv_wc wc = write_once(1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  // The reply invalidates the child's key.
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), 8, mr->lkey};
+  ibv_send_wr inv{};
+  inv.wr_id = 0xd1;
+  inv.opcode = IBV_WR_SEND_WITH_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.sg_list = &sge;
+  inv.num_sge = 1;
+  inv.invalidate_rkey = peer.rkey;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(qp, &inv, &bad), 0);
+  wc = {};
+  for (int i = 0; i < 2000000 && ibv_poll_cq(cq, 1, &wc) == 0; ++i) {}
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 0xd1u);
+  uint32_t k2 = 0;
+  ASSERT_TRUE(ReadAll(to_parent[0], &k2, sizeof(k2)));  // bound again
+  EXPECT_NE(k2, peer.rkey);
+  peer.rkey = k2;
+  wc = write_once(3);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   ASSERT_EQ(write(to_child[1], "w", 1), 1);
   ASSERT_TRUE(ReadAll(to_parent[0], &c, 1));  // invalidated
