@@ -174,7 +174,7 @@ void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t sta
 void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
   if (resp.type != IBV_QPT_RC) return;
   // No completion of the responder's says why; its flushes can ask.
-  char text[kWhyText];
+  char text[kWhyText + 80];  // room for all of x.why (the ring's copy is cut at kWhyText)
   snprintf(text, sizeof(text), "%s (requester QP 0x%x, pid %d, wr_id 0x%" PRIx64 ")", x.why, x.qp->shm->qpn,
            x.self, x.wr_id);
   RecordWhyLocked(x.p, resp.recv_cq, resp.qpn, ~0ull, IBV_WC_GENERAL_ERR, text);
@@ -328,7 +328,7 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   uint64_t cap;
   if (!ValidateSges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge),
                     IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap)) {
-    char text[kWhyText];
+    char text[kWhyText - 80];
     WhySges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge), IBV_ACCESS_LOCAL_WRITE,
             "receive", text, sizeof(text));
     Why(x, "REM_OP_ERR at the requester, LOC_PROT_ERR at the responder QP 0x%x: %s", resp.qpn, text);

@@ -39,8 +39,8 @@ class SoftnicMw : public SoftnicPair {
     if (mwmr_) {
       EXPECT_EQ(ibv_dereg_mr(mwmr_), 0);
     }
-    SoftnicPair::TearDown();
     for (ibv_pd* pd : extra_pds_) EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+    SoftnicPair::TearDown();
   }
 
   ibv_mw* Alloc(ibv_mw_type type, ibv_pd* pd = nullptr) {
