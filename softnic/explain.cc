@@ -124,7 +124,12 @@ void WhyRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr,
     return;
   }
   const ShmMr m = t.h->mrs[slot];
-  if (!m.in_use || m.key != rkey || m.proc != resp.proc) {
+  if (!m.in_use && m.key == rkey && m.dereg_pid) {
+    snprintf(out, n, "rkey 0x%x: its MR was deregistered by ibv_dereg_mr (pid %d)", rkey, m.dereg_pid);
+  } else if (m.in_use && m.key != rkey && m.proc == resp.proc && (m.key & 0xff) != (rkey & 0xff)) {
+    snprintf(out, n, "rkey 0x%x is a stale key of MR slot %u, now registered with key 0x%x (re-registered)",
+             rkey, slot, m.key);
+  } else if (!m.in_use || m.key != rkey || m.proc != resp.proc) {
     snprintf(out, n, "rkey 0x%x names no MR of the responder (deregistered, or a stale key)", rkey);
   } else if (m.pd != resp.pd) {
     snprintf(out, n, "rkey 0x%x: MR of another PD than responder QP 0x%x", rkey, resp.qpn);

@@ -200,7 +200,7 @@ struct ShmMr {
   uint64_t length;
   uint64_t iova;
   uint32_t access;
-  uint32_t pad;
+  int32_t dereg_pid;  // who deregistered it (the key stays), for ExplainCompletion
 };
 
 // A memory window.  state kMwFree: allocated, grants nothing (a type-2

@@ -179,6 +179,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
   m.in_use = 1;
   m.proc = p->fab->self_proc();
   m.key = NextKey(slot, m.key);
+  m.dereg_pid = 0;
   m.pd = PdId(pd);
   m.addr = reinterpret_cast<uint64_t>(addr);
   m.length = length;
@@ -212,6 +213,7 @@ int DeregMr(ibv_mr* ibmr) {
     if (!m.in_use || m.key != ibmr->lkey) return EINVAL;
     if (MwsBoundToMrLocked(p, m.key)) return EBUSY;
     p->own_mrs[mr->slot].key.store(0, std::memory_order_release);
+    m.dereg_pid = p->pid;
     m.in_use = 0;  // keep the key: the next registration of the slot bumps it
   }
   delete mr;

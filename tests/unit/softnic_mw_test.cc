@@ -593,6 +593,7 @@ TEST_F(SoftnicMw, ReregTranslationOldKeyRefused) {
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_NE(Explain(0, wc[0]).find("stale key"), std::string::npos) << Explain(0, wc[0]);
+  EXPECT_NE(Explain(0, wc[0]).find("re-registered"), std::string::npos) << Explain(0, wc[0]);
 }
 
 TEST_F(SoftnicMw, ReregPdMakesReceiveBufferForeign) {
@@ -629,6 +630,17 @@ TEST_F(SoftnicMw, ReregBadInputAndBusy) {
             IBV_REREG_MR_ERR_CMD);
   EXPECT_EQ(errno, EBUSY);
   ASSERT_EQ(LocalInv(1, ibv_inc_rkey(mw->rkey)), IBV_WC_SUCCESS);
+}
+
+TEST_F(SoftnicMw, ExplainsADeregisteredRkey) {
+  ibv_mr* mr = ibv_reg_mr(pd_, buf_[1].data(), 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  const uint32_t rkey = mr->rkey;
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  char expect[96];
+  snprintf(expect, sizeof(expect), "rkey 0x%x: its MR was deregistered by ibv_dereg_mr (pid %d)", rkey,
+           getpid());
+  ExpectRefusedWrite(rkey, 0, 8, expect);
 }
 
 // A QP moved to RESET takes its completions not yet polled with it (as
