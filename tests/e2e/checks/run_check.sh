@@ -23,7 +23,9 @@
 #                    starting in column 0 above it) and LINE its line.
 #   --silent         a control: exit 0, no rdmasan report at all.
 # In either mode, a line `// CHECK-NOT: OTHER-ID` in SOURCE forbids any
-# report of OTHER-ID (a known false positive that rides along).
+# report of OTHER-ID (a known false positive that rides along).  With
+# --expect-id, a line ` * REPORT-HAS: TEXT` (or `// REPORT-HAS: TEXT`)
+# wants TEXT in some ERROR/WARNING line of a report of ID.
 # runner options:
 #   --rdmasan PATH   the rdmasan command (default: $RDMASAN, else
 #                    <repo>/build/rdmasan)
@@ -181,6 +183,11 @@ else
       else print last
     }' "$log")
   [[ $verdict == OK ]] || failures+=("$verdict")
+  while IFS= read -r want; do
+    [[ -n $want ]] || continue
+    grep -E "^==[0-9]+==(ERROR|WARNING): rdmasan: $id:" "$log" | grep -qF -- "$want" ||
+      failures+=("no report of $id says \"$want\" (REPORT-HAS)")
+  done < <(grep -E '^ *(\*|//) REPORT-HAS: ' "$src" | sed -E 's/^ *(\*|\/\/) REPORT-HAS: //')
 fi
 
 # Replay (unless the program was meant to stop halfway: its trace is a
