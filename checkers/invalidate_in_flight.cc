@@ -35,12 +35,17 @@ InvalidationInFlight FindInvalidationInFlight(const State& s, Pick pick) {
   return best;
 }
 
-void ReportInvalidateInFlight(CheckContext& c, const InvalidationInFlight& f, const std::string& what) {
+// `what` happened to the window itself (its LOCAL_INV) or to its memory
+// (the LOCAL_INV of the window over it).
+void ReportInvalidateInFlight(CheckContext& c, const InvalidationInFlight& f, const std::string& what,
+                              bool to_window) {
+  const std::string inv =
+      absl::StrFormat("(rkey 0x%x, wr_id=0x%x on %s)", f.mw->rkey, f.inv->wr_id, QpName(c.s, f.qp));
   c.Emit(core::CheckId::kInvalidateInFlight,
          absl::StrFormat(
-             "%s while the LOCAL_INV of MW 0x%x (rkey 0x%x, wr_id=0x%x on %s) has not completed: the "
-             "window is valid at the NIC until that completion is polled",
-             what, f.mw->id, f.mw->rkey, f.inv->wr_id, QpName(c.s, f.qp)),
+             "%s while %s %s has not completed: the window is valid at the NIC, and the peer may still "
+             "use its key, until that completion is polled",
+             what, to_window ? "its LOCAL_INV" : absl::StrFormat("the LOCAL_INV of MW 0x%x", f.mw->id), inv),
          {{WrLabel(*f.inv, "outstanding"), f.inv->stack},
           {"window bound at", f.mw->bound_at},
           {absl::StrFormat("MW 0x%x allocated at", f.mw->id), f.mw->stack}});
@@ -65,7 +70,8 @@ void CheckInvalidateInFlight(CheckContext& c) {
         f.inv = c.s.PendingLocalInv(m->rkey, &f.qp);
         if (!f.inv) continue;
         ReportInvalidateInFlight(
-            c, f, absl::StrFormat("MW 0x%x bound again (wr_id=0x%x, %s)", m->id, w.wr_id, c.PostWhere()));
+            c, f, absl::StrFormat("MW 0x%x bound again (wr_id=0x%x, %s)", m->id, w.wr_id, c.PostWhere()),
+            true);
         return;
       }
       return;
@@ -76,7 +82,7 @@ void CheckInvalidateInFlight(CheckContext& c) {
       InvalidationInFlight f;
       f.mw = m;
       f.inv = c.s.PendingLocalInv(m->rkey, &f.qp);
-      if (f.inv) ReportInvalidateInFlight(c, f, absl::StrFormat("MW 0x%x deallocated", m->id));
+      if (f.inv) ReportInvalidateInFlight(c, f, absl::StrFormat("MW 0x%x deallocated", m->id), true);
       return;
     }
     case core::EventKind::kDeregMr: {
@@ -84,14 +90,15 @@ void CheckInvalidateInFlight(CheckContext& c) {
       if (!mr) return;
       InvalidationInFlight f = FindInvalidationInFlight(c.s, [&](const MwState& m) { return m.mr == e.obj; });
       if (f.mw)
-        ReportInvalidateInFlight(c, f, absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered", e.obj, mr->lkey));
+        ReportInvalidateInFlight(c, f, absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered", e.obj, mr->lkey),
+                                 false);
       return;
     }
     case core::EventKind::kFreeRange: {
       if (e.length == 0) return;
       InvalidationInFlight f = FindInvalidationInFlight(
           c.s, [&](const MwState& m) { return OverlapsWindow(m.va, m.length, e.addr, e.length); });
-      if (f.mw) ReportInvalidateInFlight(c, f, absl::StrFormat("[0x%x, +%d) freed", e.addr, e.length));
+      if (f.mw) ReportInvalidateInFlight(c, f, absl::StrFormat("[0x%x, +%d) freed", e.addr, e.length), false);
       return;
     }
     default:
