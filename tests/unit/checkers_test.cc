@@ -2354,7 +2354,8 @@ TEST(CheckersWindows, RebindBeforeTheLocalInvCompletedIsInvalidateInFlight) {
   EXPECT_EQ(w.f.PostSend(w.qp, {Windows::Bind(1, mw, w.mr, 0x4000101)}), kNone);
   EXPECT_EQ(w.f.PostSend(w.qp, {Windows::LocalInv(2, 0x4000101)}), kNone);
   EXPECT_EQ(w.f.PostSend(w.qp, {Windows::Bind(3, mw, w.mr, 0x4000102)}), Ids{"invalidate-in-flight"});
-  EXPECT_NE(w.f.last[0].message.find("while its LOCAL_INV (rkey 0x4000101"), std::string::npos) << w.f.last[0].message;
+  EXPECT_NE(w.f.last[0].message.find("while its LOCAL_INV (rkey 0x4000101"), std::string::npos)
+      << w.f.last[0].message;
 }
 
 TEST(CheckersWindows, PolledLocalInvThenDeallocIsSilent) {

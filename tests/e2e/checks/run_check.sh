@@ -25,7 +25,8 @@
 # In either mode, a line `// CHECK-NOT: OTHER-ID` in SOURCE forbids any
 # report of OTHER-ID (a known false positive that rides along).  With
 # --expect-id, a line ` * REPORT-HAS: TEXT` (or `// REPORT-HAS: TEXT`)
-# wants TEXT in some ERROR/WARNING line of a report of ID.
+# wants TEXT in some report of ID (its lines from the ERROR/WARNING header
+# to its SUMMARY).
 # runner options:
 #   --rdmasan PATH   the rdmasan command (default: $RDMASAN, else
 #                    <repo>/build/rdmasan)
@@ -185,7 +186,8 @@ else
   [[ $verdict == OK ]] || failures+=("$verdict")
   while IFS= read -r want; do
     [[ -n $want ]] || continue
-    grep -E "^==[0-9]+==(ERROR|WARNING): rdmasan: $id:" "$log" | grep -qF -- "$want" ||
+    awk -v id="$id" '$0 ~ ("^==[0-9]+==(ERROR|WARNING): rdmasan: " id ":") { on = 1 }
+                     on { print } /^SUMMARY: rdmasan:/ { on = 0 }' "$log" | grep -qF -- "$want" ||
       failures+=("no report of $id says \"$want\" (REPORT-HAS)")
   done < <(grep -E '^ *(\*|//) REPORT-HAS: ' "$src" | sed -E 's/^ *(\*|\/\/) REPORT-HAS: //')
 fi

@@ -46,11 +46,15 @@ static inline struct ibv_send_wr win_local_inv_wr(uint64_t wr_id, uint32_t rkey)
   return wr;
 }
 
-static inline void win_post(struct ibv_qp *qp, struct ibv_send_wr *wr) {
-  struct ibv_send_wr *bad = NULL;
-  int rc = ibv_post_send(qp, wr, &bad);
-  if (rc) DIE("ibv_post_send(opcode %d) failed: %s", (int)wr->opcode, strerror(rc));
-}
+/* ibv_post_send of one WR, which must be accepted.  A macro: the post's
+ * frame is the caller's line even in -O2 builds without frame pointers
+ * (the POSTED-AT markers point there). */
+#define win_post(qp, wr)                                                                           \
+  do {                                                                                             \
+    struct ibv_send_wr *win_bad_ = NULL;                                                           \
+    int win_rc_ = ibv_post_send((qp), (wr), &win_bad_);                                            \
+    if (win_rc_) DIE("ibv_post_send(opcode %d) failed: %s", (int)(wr)->opcode, strerror(win_rc_)); \
+  } while (0)
 
 /* Binds mw (type 2) with `rkey` and waits for the bind's completion. */
 static inline void win_bind(struct rig *r, struct ibv_mw *mw, struct ibv_mr *mr, void *addr, size_t len,
