@@ -5,6 +5,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -224,31 +226,38 @@ inline void FieldsToBind(core::SendWr* w) {
   w->ah = 0;
 }
 
-template <typename Wr>
-inline const Wr& AsCoded(const Wr& w, Wr*) {
-  return w;
+template <typename Codec, typename Wr>
+inline uint8_t* EncodeWr(uint8_t* p, const Wr& w, uint64_t* t, uint64_t* sge_t) {
+  uint64_t m = Codec::Diff(w, t) | WrIdBit(w.wr_id, t);
+  if (w.sges.size() != t[1]) m |= 2;
+  p = PutVarint(p, m);
+  p = PutWrId(p, m, w.wr_id, t);
+  if (m & 2) p = PutVarint(p, w.sges.size());
+  t[1] = w.sges.size();
+  p = Codec::Put(p, w, m, t);
+  for (const core::Sge& g : w.sges) p = EncodeSge(p, g, sge_t);
+  return p;
 }
-inline const core::SendWr& AsCoded(const core::SendWr& w, core::SendWr* copy) {
-  if (__builtin_expect(w.opcode != IBV_WR_BIND_MW, 1)) return w;
-  *copy = w;
-  BindToFields(w, copy);
-  return *copy;
+
+// A BIND_MW WR, coded from a copy with its binding in the reused fields
+// (off the common path: the copy is made only for these).
+template <typename Codec>
+[[gnu::noinline]] uint8_t* EncodeBindWr(uint8_t* p, const core::SendWr& w, uint64_t* t, uint64_t* sge_t) {
+  core::SendWr c = w;
+  BindToFields(w, &c);
+  return EncodeWr<Codec>(p, c, t, sge_t);
 }
 
 template <typename Codec, typename WrList>
 uint8_t* EncodeWrs(uint8_t* p, const WrList& wrs, uint64_t* t, uint64_t* sge_t) {
   p = PutVarint(p, wrs.size());
-  typename WrList::value_type bind_copy;
-  for (const auto& orig : wrs) {
-    const auto& w = AsCoded(orig, &bind_copy);
-    uint64_t m = Codec::Diff(w, t) | WrIdBit(w.wr_id, t);
-    if (w.sges.size() != t[1]) m |= 2;
-    p = PutVarint(p, m);
-    p = PutWrId(p, m, w.wr_id, t);
-    if (m & 2) p = PutVarint(p, w.sges.size());
-    t[1] = w.sges.size();
-    p = Codec::Put(p, w, m, t);
-    for (const core::Sge& g : w.sges) p = EncodeSge(p, g, sge_t);
+  for (const auto& w : wrs) {
+    if constexpr (std::is_same_v<typename WrList::value_type, core::SendWr>)
+      if (__builtin_expect(w.opcode == IBV_WR_BIND_MW, 0)) {
+        p = EncodeBindWr<Codec>(p, w, t, sge_t);
+        continue;
+      }
+    p = EncodeWr<Codec>(p, w, t, sge_t);
   }
   return p;
 }
