@@ -43,6 +43,21 @@ struct LocalMr {
   uint64_t addr = 0, length = 0, iova = 0;
 };
 
+// A window of this process as it bound it, kept in its own memory: key is
+// the key it grants (0: none), written last on a bind and cleared first on
+// an invalidation.  A remote invalidation (SEND_WITH_INV from a peer) can
+// only clear the fabric's entry, so a window of ours grants an access only
+// while both say so, and with the geometry this record holds.
+struct LocalMw {
+  std::atomic<uint32_t> key{0};
+  uint32_t mr_key = 0;
+  uint32_t access = 0;
+  uint32_t pd = 0;
+  uint32_t qpn = 0;  // type 2: the QP it is bound to
+  uint32_t type = 0;
+  uint64_t addr = 0, length = 0;
+};
+
 // The MR `key` names, as this process may trust it: a copy of the fabric's
 // entry, or, for an MR of this process (proc == self), of its own record.
 // False if no live MR has that key.
@@ -79,7 +94,30 @@ struct MrTables {
   const ShmHeader* h;
   const LocalMr* own;
   uint32_t self;  // this process's procs[] slot
+  const LocalMw* own_mws;
 };
+
+// The window `key` names, as this process may trust it: valid, bound
+// (length > 0) with exactly that key (tag included).  For a window of this
+// process, the geometry is its own record's, and the record must agree.
+inline bool TrustedMw(const MrTables& t, uint32_t key, ShmMw* out) {
+  if (!IsMwKey(key)) return false;
+  const uint32_t slot = MwSlotOf(key);
+  if (slot >= kMaxMws) return false;
+  *out = t.h->mws[slot];
+  if (!out->in_use || out->state != kMwValid || out->rkey != key || out->length == 0) return false;
+  if (out->proc != t.self) return true;
+  const LocalMw& l = t.own_mws[slot];
+  if (l.key.load(std::memory_order_acquire) != key) return false;
+  out->mr_key = l.mr_key;
+  out->access = l.access;
+  out->pd = l.pd;
+  out->qpn = l.qpn;
+  out->type = l.type;
+  out->addr = l.addr;
+  out->length = l.length;
+  return true;
+}
 
 // Validates a scatter list against the MR tables: every non-empty SGE
 // must name a live MR of `pd` owned by `proc`, lie inside it and have the
@@ -102,7 +140,10 @@ inline bool ValidateSges(const MrTables& t, uint32_t proc, uint32_t pd, const Sh
   return true;
 }
 
-// Validates an rkey access of [addr, addr+len) for the responder QP.
+// Validates an rkey access of [addr, addr+len) for the responder QP.  A
+// window key: the window must be valid with that very tag, of the
+// responder's PD (a type-2 window: bound to the responder QP itself),
+// grant `need` and cover the range; the MR it is bound to translates.
 inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len,
                          uint32_t need, uint64_t* va) {
   if (len == 0) {
@@ -110,6 +151,17 @@ inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, ui
     return true;
   }
   ShmMr m;
+  if (IsMwKey(rkey)) {
+    ShmMw w;
+    if (!TrustedMw(t, rkey, &w) || w.proc != resp.proc || w.pd != resp.pd) return false;
+    if (w.type == IBV_MW_TYPE_2 && w.qpn != resp.qpn) return false;
+    if ((w.access & need) != need || (resp.access & need) != need) return false;
+    if (addr < w.addr || addr + len > w.addr + w.length || addr + len < addr) return false;
+    if (!TrustedMr(t.h, t.own, t.self, w.mr_key, &m) || m.proc != resp.proc) return false;
+    if (addr < m.iova || addr + len > m.iova + m.length) return false;
+    *va = m.addr + (addr - m.iova);
+    return true;
+  }
   if (!TrustedMr(t.h, t.own, t.self, rkey, &m) || m.proc != resp.proc || m.pd != resp.pd) return false;
   if ((m.access & need) != need || (resp.access & need) != need) return false;
   if (addr < m.iova || addr + len > m.iova + m.length || addr + len < addr) return false;

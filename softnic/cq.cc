@@ -335,6 +335,31 @@ int PollCq(ibv_cq* ibcq, int n, ibv_wc* wc) {
   return got;
 }
 
+void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* srq) {
+  ShmCq& s = *cq->shm;
+  const uint64_t cons = s.cons.load(std::memory_order_relaxed);
+  const uint64_t prod = s.prod;
+  if (prod - cons > cq->nslots) return;  // a ring forged in shared memory
+  // From the newest down, the others move up over the removed ones; the
+  // consumer index then skips the slots they leave.
+  uint64_t removed = 0;
+  for (uint64_t i = prod; i-- > cons;) {
+    ShmCqe& c = cq->ring[i & (cq->nslots - 1)];
+    if (c.seq.load(std::memory_order_acquire) != i + 1) break;  // not published
+    if (c.qp_slot == qp_slot && c.qp_num == qpn) {
+      if (!c.is_send && srq) srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+      ++removed;
+    } else if (removed) {
+      ShmCqe& to = cq->ring[(i + removed) & (cq->nslots - 1)];
+      memcpy(reinterpret_cast<uint8_t*>(&to) + sizeof(to.seq),
+             reinterpret_cast<const uint8_t*>(&c) + sizeof(c.seq), sizeof(ShmCqe) - sizeof(c.seq));
+      to.seq.store(i + removed + 1, std::memory_order_release);
+    }
+  }
+  if (removed) s.cons.store(cons + removed, std::memory_order_release);
+  (void)p;
+}
+
 int ReqNotifyCq(ibv_cq* ibcq, int solicited_only) {
   SnCq* cq = Cq(ibcq);
   if (!ibcq->channel) return EINVAL;

@@ -14,7 +14,10 @@
 // every earlier WR of the SQ); receive slots likewise; errors move the QP
 // to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
 // receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in
-// cq.cc.
+// cq.cc; windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV)
+// in mw.cc.  IBV_SEND_FENCE needs nothing more: a WR runs only after every
+// earlier WR of its QP, RDMA READs and atomics included, has landed.  An
+// error completion's reason goes to the fabric's ring (explain.cc).
 //
 // May not: touch memory outside what a valid key grants, allocate on the
 // post/poll path, or call the application.
@@ -23,10 +26,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 #include "softnic/access.h"
 #include "softnic/internal.h"
+#include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
 namespace {
@@ -53,6 +59,10 @@ ibv_wc_opcode WcOpcode(uint32_t wr_opcode) {
       return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return IBV_WC_FETCH_ADD;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
+    case IBV_WR_LOCAL_INV:
+      return IBV_WC_LOCAL_INV;
     default:
       return IBV_WC_SEND;
   }
@@ -64,7 +74,14 @@ struct Exec {
   SnQp* qp;
   pid_t self;
   MrTables mrs;
+  uint64_t wr_id = 0;  // of the WR executing
+  char why[kWhyText];  // the reason of its error completion
 };
+
+template <typename... Args>
+void Why(Exec& x, const char* fmt, Args... args) {
+  snprintf(x.why, sizeof(x.why), fmt, args...);
+}
 
 ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
   uint32_t slot = qpn & 0xfff;
@@ -149,12 +166,18 @@ void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t sta
   c.src_qp = x.qp->shm->qpn;
   c.slid = 1;
   c.is_send = 0;
-  PushCqeLocked(x.p, resp.recv_cq, c);
+  if (PushCqeLocked(x.p, resp.recv_cq, c) && status != IBV_WC_SUCCESS)
+    RecordWhyLocked(x.p, resp.recv_cq, resp.qpn, w->wr_id, status, x.why);
 }
 
 // Responder-side fatal error: the responder QP goes to ERR (RC class C).
 void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
   if (resp.type != IBV_QPT_RC) return;
+  // No completion of the responder's says why; its flushes can ask.
+  char text[kWhyText];
+  snprintf(text, sizeof(text), "%s (requester QP 0x%x, pid %d, wr_id 0x%" PRIx64 ")", x.why, x.qp->shm->qpn,
+           x.self, x.wr_id);
+  RecordWhyLocked(x.p, resp.recv_cq, resp.qpn, ~0ull, IBV_WC_GENERAL_ERR, text);
   MoveToErrorLocked(x.p, &resp);
   if (event) RaiseAsyncLocked(x.p, resp.ctx, event, kObjQp, static_cast<uint32_t>(&resp - x.h->qps));
 }
@@ -162,6 +185,8 @@ void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
 // Remote peer vanished (or never existed): RC requester sees retry exceeded.
 int NoResponder(Exec& x) {
   if (x.qp->shm->type == IBV_QPT_RC) {
+    Why(x, "RETRY_EXC_ERR: the responder QP 0x%x does not answer (gone, in ERR, or its process died)",
+        x.qp->shm->dest_qpn);
     x.qp->shm->remote_gone = 1;
     return IBV_WC_RETRY_EXC_ERR;
   }
@@ -211,8 +236,10 @@ bool PeerAlive(Exec& x, const ShmQp& resp) {
 
 // RC with no receive WQE posted: an RNR NAK, retried from later calls until
 // rnr_retry runs out (7: forever).  UC and UD drop the message, like the wire.
-int NoReceiveWqe(const ShmQp& me, const ShmQp& resp, SendWqe& w) {
+int NoReceiveWqe(Exec& x, const ShmQp& me, const ShmQp& resp, SendWqe& w) {
   if (me.type != IBV_QPT_RC) return IBV_WC_SUCCESS;
+  Why(x, "RNR_RETRY_EXC_ERR: no receive posted at the responder QP 0x%x (RNR, rnr_retry %u)", resp.qpn,
+      me.rnr_retry);
   if (me.rnr_retry == 0) return IBV_WC_RNR_RETRY_EXC_ERR;
   uint64_t now = NowNs();
   if (!w.rnr_since_ns) w.rnr_since_ns = now;
@@ -243,9 +270,11 @@ int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, Shm
   if (e == ESRCH) return NoResponder(x);
   if (e && LocalFault(lseg, nl, false)) {
     UntakeRecv(x, resp, srq_slot);
+    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
     return IBV_WC_LOC_PROT_ERR;
   }
   if (e) {
+    Why(x, "REM_ACCESS_ERR: the target memory is no longer mapped in the responder's process");
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -298,10 +327,20 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   uint32_t nr;
   uint64_t cap;
   if (!ValidateSges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge),
-                    IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap))
+                    IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap)) {
+    char text[kWhyText];
+    WhySges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge), IBV_ACCESS_LOCAL_WRITE,
+            "receive", text, sizeof(text));
+    Why(x, "REM_OP_ERR at the requester, LOC_PROT_ERR at the responder QP 0x%x: %s", resp.qpn, text);
     return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+  }
   uint64_t need = len + (ud ? 40 : 0);
-  if (need > cap) return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
+  if (need > cap) {
+    Why(x,
+        "LOC_LEN_ERR at the responder QP 0x%x: a %" PRIu64 "-byte message, a %" PRIu64 "-byte receive buffer",
+        resp.qpn, need, cap);
+    return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
+  }
   Seg src[kMaxSge + 1];
   uint32_t ns = 0;
   ibv_grh grh{};
@@ -317,6 +356,7 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   if (dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
     if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
       UntakeRecv(x, resp, srq_slot);
+      Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
       return IBV_WC_LOC_PROT_ERR;
     }
   } else if (need) {
@@ -324,10 +364,12 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
     if (e == ESRCH) return NoResponder(x);
     if (e && LocalFault(lseg, nl, false)) {
       UntakeRecv(x, resp, srq_slot);
+      Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
       return IBV_WC_LOC_PROT_ERR;
     }
     if (e) {
       // Unlike a bad key, a failed copy leaves a UC responder running.
+      Why(x, "the receive buffer is no longer mapped in the responder's process (QP 0x%x)", resp.qpn);
       RecvCompletion(x, resp, rw, c, IBV_WC_LOC_PROT_ERR);
       if (resp.type != IBV_QPT_RC) return IBV_WC_SUCCESS;
       MoveToErrorLocked(x.p, &resp);
@@ -356,6 +398,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   if (write_imm) {
     if (!ValidateRkey(x.mrs, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &remote_va)) {
       if (me.type == IBV_QPT_UC) return IBV_WC_SUCCESS;
+      WhyRkey(x.mrs, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, x.why, sizeof(x.why));
       ResponderError(x, *resp, IBV_EVENT_QP_ACCESS_ERR);
       return IBV_WC_REM_ACCESS_ERR;
     }
@@ -365,11 +408,22 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   bool corrupt;
   ShmRecvWqe* rw = TakeRecv(x, *resp, &srq_slot, &copy, &corrupt);
   if (corrupt) return NoResponder(x);
-  if (!rw) return NoReceiveWqe(me, *resp, w);
+  if (!rw) return NoReceiveWqe(x, me, *resp, w);
   const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
   if (!dst_pid) return NoResponder(x);
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
+  if (w.opcode == IBV_WR_SEND_WITH_INV) {
+    // The responder takes the key away before the payload lands (a key it
+    // may not take away fails the message, touching nothing).
+    char text[kWhyText - 24];
+    if (!RemoteInvalidateLocked(x.p, *resp, w.imm, w.wr_id, text, sizeof(text))) {
+      Why(x, "REM_INV_REQ_ERR: %s", text);
+      return RecvBufferError(x, *resp, rw, c, IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_INV_REQ_ERR);
+    }
+    c.wc_flags |= IBV_WC_WITH_INV;
+    c.imm_data = w.imm;  // wc.invalidated_rkey, host order
+  }
   if (write_imm) return DeliverWriteImm(x, *resp, rw, srq_slot, c, dst_pid, remote_va, lseg, nl, len);
   return DeliverSend(x, w, *resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
 }
@@ -379,6 +433,7 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
   uint64_t va = 0;
   if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &va)) {
     if (x.qp->shm->type == IBV_QPT_UC) return IBV_WC_SUCCESS;
+    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -386,8 +441,12 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
   Seg dst{va, static_cast<uint32_t>(len)};
   int e = Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
   if (e == ESRCH) return NoResponder(x);
-  if (e && LocalFault(lseg, nl, false)) return IBV_WC_LOC_PROT_ERR;
+  if (e && LocalFault(lseg, nl, false)) {
+    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
+    return IBV_WC_LOC_PROT_ERR;
+  }
   if (e) {
+    Why(x, "REM_ACCESS_ERR: the target memory is no longer mapped in the responder's process");
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -399,6 +458,7 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
                 uint64_t len) {
   uint64_t va = 0;
   if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, &va)) {
+    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -406,8 +466,12 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
   Seg src{va, static_cast<uint32_t>(len)};
   int e = Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
   if (e == ESRCH) return NoResponder(x);
-  if (e && LocalFault(lseg, nl, true)) return IBV_WC_LOC_PROT_ERR;
+  if (e && LocalFault(lseg, nl, true)) {
+    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
+    return IBV_WC_LOC_PROT_ERR;
+  }
   if (e) {
+    Why(x, "REM_ACCESS_ERR: the source memory is no longer mapped in the responder's process");
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -441,13 +505,18 @@ int AtomicAtTarget(Exec& x, const SendWqe& w, pid_t dst_pid, uint64_t va, uint64
 // CMP_AND_SWP, FETCH_AND_ADD: the original value lands in the local SGE.
 int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
                   uint64_t len) {
-  if (len != 8 || nl != 1) return IBV_WC_LOC_LEN_ERR;
+  if (len != 8 || nl != 1) {
+    Why(x, "LOC_LEN_ERR: an atomic's local buffer must be one 8-byte SGE");
+    return IBV_WC_LOC_LEN_ERR;
+  }
   if (w.remote_addr % 8) {
+    Why(x, "REM_INV_REQ_ERR: atomic remote address 0x%" PRIx64 " is not 8-byte aligned", w.remote_addr);
     ResponderError(x, resp, IBV_EVENT_QP_REQ_ERR);
     return IBV_WC_REM_INV_REQ_ERR;
   }
   uint64_t va = 0;
   if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va)) {
+    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
@@ -478,6 +547,8 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
 
 int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
   ShmQp& me = *x.qp->shm;
+  if (w.opcode == IBV_WR_BIND_MW) return ExecuteBindLocked(x.p, x.qp, w, x.why, sizeof(x.why));
+  if (w.opcode == IBV_WR_LOCAL_INV) return ExecuteLocalInvLocked(x.p, x.qp, w, x.why, sizeof(x.why));
   Seg lseg[kMaxSge];
   uint32_t nl = 0;
   uint64_t len = 0;
@@ -488,13 +559,21 @@ int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
     len = w.inline_len;
   } else if (!ValidateSges(x.mrs, x.p->fab->self_proc(), me.pd, w.sge, w.num_sge,
                            to_local ? IBV_ACCESS_LOCAL_WRITE : 0, lseg, &nl, &len)) {
+    char text[kWhyText - 16];
+    WhySges(x.mrs, x.p->fab->self_proc(), me.pd, w.sge, w.num_sge, to_local ? IBV_ACCESS_LOCAL_WRITE : 0,
+            "local", text, sizeof(text));
+    Why(x, "LOC_PROT_ERR: %s", text);
     return IBV_WC_LOC_PROT_ERR;
   }
-  if (len > (1ull << 31)) return IBV_WC_LOC_LEN_ERR;
+  if (len > (1ull << 31)) {
+    Why(x, "LOC_LEN_ERR: a %" PRIu64 "-byte message is longer than max_msg_sz", len);
+    return IBV_WC_LOC_LEN_ERR;
+  }
   *byte_len = static_cast<uint32_t>(len);
   switch (w.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_SEND_WITH_INV:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
       return ExecuteSendLike(x, w, lseg, nl, len);
     default:
@@ -503,7 +582,7 @@ int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
 }
 
 void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index, uint32_t status,
-                          uint32_t byte_len) {
+                          uint32_t byte_len, const char* why = nullptr) {
   ShmCqe c{};
   c.wr_id = w.wr_id;
   c.status = status;
@@ -515,22 +594,26 @@ void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index
   c.qp_slot = qp->slot;
   c.is_send = 1;
   c.sq_index = static_cast<uint32_t>(index);
-  PushCqeLocked(p, qp->shm->send_cq, c);
+  if (PushCqeLocked(p, qp->shm->send_cq, c) && why)
+    RecordWhyLocked(p, qp->shm->send_cq, c.qp_num, w.wr_id, status, why);
 }
 
 // Runs pending WRs in order, fabric lock and sq_mu held.
 void RunSqLocked(Process* p, SnQp* qp) {
-  Exec x{p, p->fab->hdr(), qp, p->pid, {p->fab->hdr(), p->own_mrs, p->fab->self_proc()}};
+  Exec x{p, p->fab->hdr(), qp, p->pid, {p->fab->hdr(), p->own_mrs, p->fab->self_proc(), p->own_mws}};
   const uint32_t size = static_cast<uint32_t>(qp->sq.size());
   while (qp->sq_exec < qp->sq_posted) {
     auto state = qp->shm->state.load(std::memory_order_relaxed);
     if (state == IBV_QPS_ERR) break;
     SendWqe& w = qp->sq[qp->sq_exec % size];
     uint32_t byte_len = 0;
+    x.wr_id = w.wr_id;
+    x.why[0] = 0;
     int st = Execute(x, w, &byte_len);
     if (st == kPending) return;
     const bool signaled = (w.flags & IBV_SEND_SIGNALED) || qp->shm->sq_sig_all;
-    if (st != IBV_WC_SUCCESS || signaled) SendCompletionLocked(p, qp, w, qp->sq_exec, st, byte_len);
+    if (st != IBV_WC_SUCCESS || signaled)
+      SendCompletionLocked(p, qp, w, qp->sq_exec, st, byte_len, st != IBV_WC_SUCCESS ? x.why : nullptr);
     ++qp->sq_exec;
     if (st != IBV_WC_SUCCESS) {
       MoveToErrorLocked(p, qp->shm);
@@ -558,6 +641,10 @@ bool OpcodeAllowed(uint32_t type, uint32_t op) {
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return type == IBV_QPT_RC;
+    case IBV_WR_BIND_MW:
+    case IBV_WR_LOCAL_INV:
+    case IBV_WR_SEND_WITH_INV:
+      return type == IBV_QPT_RC || type == IBV_QPT_UC;
     default:
       return false;
   }
@@ -610,6 +697,33 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.inline_len = 0;
     w.has_ah = false;
     w.remote_addr = w.rkey = w.compare_add = w.swap = 0;
+    w.mw_slot = kNone;
+    w.mw_access = w.mw_mr_lkey = 0;
+    w.mw_length = 0;
+    if (wr->opcode == IBV_WR_BIND_MW) {
+      const ibv_mw* mw = wr->bind_mw.mw;
+      const ibv_mw_bind_info& bi = wr->bind_mw.bind_info;
+      if (!mw || !IsContext(mw->context) || (!bi.mr && bi.length) ||
+          (bi.mw_access_flags & IBV_ACCESS_ZERO_BASED)) {
+        rc = EINVAL;
+        break;
+      }
+      w.mw_slot = reinterpret_cast<const SnMw*>(mw)->slot;
+      w.rkey = wr->bind_mw.rkey;
+      w.remote_addr = bi.addr;
+      w.mw_length = bi.length;
+      w.mw_access = bi.mw_access_flags;
+      w.mw_mr_lkey = bi.mr && bi.length ? bi.mr->lkey : 0;
+      w.num_sge = 0;
+      ++qp->sq_posted;
+      continue;
+    }
+    if (wr->opcode == IBV_WR_LOCAL_INV) {
+      w.imm = wr->invalidate_rkey;
+      w.num_sge = 0;
+      ++qp->sq_posted;
+      continue;
+    }
     if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       w.remote_addr = wr->wr.atomic.remote_addr;
       w.rkey = wr->wr.atomic.rkey;

@@ -287,6 +287,9 @@ ibv_context* OpenDevice(ibv_device* dev) {
   ctx.ops.post_send = PostSend;
   ctx.ops.post_recv = PostRecv;
   ctx.ops.post_srq_recv = PostSrqRecv;
+  ctx.ops.alloc_mw = AllocMw;
+  ctx.ops.dealloc_mw = DeallocMw;
+  ctx.ops.bind_mw = BindMw;
   ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   {
     std::lock_guard<std::mutex> g(p->mu);
@@ -350,7 +353,8 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp = kMaxQps - 1;
   a->max_qp_wr = kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SHUTDOWN_PORT | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ;
+                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = kMaxCqs - 1;
@@ -365,7 +369,7 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = 0;
+  a->max_mw = kMaxMws - 1;
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
   a->max_mcast_grp = 0;

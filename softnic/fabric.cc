@@ -547,6 +547,8 @@ void Fabric::ReleaseProcLocked(uint32_t proc) {
     }
   for (auto& m : h->mrs)
     if (m.in_use && m.proc == proc) m.in_use = 0, m.key = 0;
+  for (auto& w : h->mws)
+    if (w.in_use && w.proc == proc) w.in_use = 0, w.state = kMwFree;
   for (auto& c : h->channels)
     if (c.in_use && c.proc == proc) c.in_use = 0;
   for (auto& c : h->ctxs)

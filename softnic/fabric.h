@@ -60,7 +60,7 @@
 namespace rdmasan::softnic {
 
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
-inline constexpr uint32_t kFabricVersion = 3;
+inline constexpr uint32_t kFabricVersion = 4;                    // 4: memory windows, error reasons
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -69,6 +69,17 @@ inline constexpr uint32_t kMaxCqs = 4096;
 inline constexpr uint32_t kMaxSrqs = 1024;
 inline constexpr uint32_t kMaxMrs = 16384;  // key = slot << 8 | gen
 inline constexpr uint32_t kMaxChannels = 4096;
+// Memory windows have a table and a key range of their own: a window's key
+// is (kMwIndexBase + slot) << 8 | tag, so no window key is an MR key
+// (those are below kMaxMrs << 8) and the low byte is the consumer tag that
+// ibv_inc_rkey changes.
+inline constexpr uint32_t kMaxMws = 16384;
+inline constexpr uint32_t kMwIndexBase = 0x400000;
+inline bool IsMwKey(uint32_t key) { return (key >> 8) >= kMwIndexBase; }
+inline uint32_t MwSlotOf(uint32_t key) { return (key >> 8) - kMwIndexBase; }
+// Why recent error completions happened (ExplainCompletion): a ring.
+inline constexpr uint32_t kMaxWhys = 512;
+inline constexpr uint32_t kWhyText = 200;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 512;
 inline constexpr uint32_t kMaxQpWr = 16384;
@@ -192,6 +203,43 @@ struct ShmMr {
   uint32_t pad;
 };
 
+// A memory window.  state kMwFree: allocated, grants nothing (a type-2
+// window before its bind or after its invalidation); kMwValid: rkey grants
+// [addr, addr + length) of the MR mr_key names (length 0: a type-1 window
+// not bound, nothing granted).  A type-2 window (2B) is bound to the QP
+// qpn, and only accesses arriving at that QP may use it.  The inv_* fields
+// say what last took a valid key away, for ExplainCompletion.
+enum : uint32_t { kMwFree = 0, kMwValid = 1 };
+enum : uint32_t { kInvNone = 0, kInvLocal, kInvRemote, kInvDealloc, kInvRebind, kInvUnbind };
+struct ShmMw {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t type;  // ibv_mw_type
+  uint32_t pd;
+  uint32_t rkey;
+  uint32_t state;
+  uint32_t mr_key;
+  uint32_t qpn;
+  uint32_t access;
+  uint32_t inv_how;
+  uint64_t addr;  // in the MR's iova space
+  uint64_t length;
+  uint32_t inv_key;  // the key it took away
+  int32_t inv_pid;
+  uint64_t inv_wr_id;
+};
+
+// One error completion's reason, keyed the way a poller sees it.
+struct ShmWhy {
+  uint64_t seq;  // 0: empty
+  uint32_t cq_slot;
+  uint32_t cq_gen;
+  uint32_t qp_num;
+  uint32_t status;
+  uint64_t wr_id;
+  char text[kWhyText];
+};
+
 struct alignas(64) ShmQp {
   uint32_t in_use;
   uint32_t proc;
@@ -242,6 +290,9 @@ struct ShmHeader {
   ShmSrq srqs[kMaxSrqs];
   ShmMr mrs[kMaxMrs];
   ShmQp qps[kMaxQps];
+  ShmMw mws[kMaxMws];
+  uint64_t why_next;
+  ShmWhy whys[kMaxWhys];
 };
 
 class Fabric {

@@ -46,6 +46,11 @@ struct SnMr {
   uint32_t slot;
 };
 
+struct SnMw {
+  ibv_mw mw;
+  uint32_t slot;
+};
+
 struct SnChannel {
   ibv_comp_channel ch;
   uint32_t slot;
@@ -84,7 +89,7 @@ struct SendWqe {
   uint64_t wr_id;
   uint32_t opcode;  // ibv_wr_opcode
   uint32_t flags;   // ibv_send_flags
-  uint32_t imm;     // network order (or invalidate rkey)
+  uint32_t imm;     // network order (or invalidate rkey, host order)
   uint32_t num_sge;
   uint64_t remote_addr;
   uint32_t rkey;
@@ -96,6 +101,12 @@ struct SendWqe {
   uint32_t remote_qkey;
   ibv_ah_attr ah;
   bool has_ah;
+  // BIND_MW: the window's slot, the new key in `rkey`, the range in
+  // remote_addr/mw_length of the MR mw_mr_lkey (0: unbind).
+  uint32_t mw_slot;
+  uint32_t mw_access;
+  uint32_t mw_mr_lkey;
+  uint64_t mw_length;
   // Execution state.
   bool executed;
   uint64_t rnr_since_ns;
@@ -147,7 +158,9 @@ struct Process {
   // out of its own memory is checked against these, not against the
   // fabric's MR table, which every process of the user can write.
   LocalMr own_mrs[kMaxMrs];
-  std::mutex mu;  // object creation and destruction
+  LocalMw own_mws[kMaxMws];       // likewise its windows (by window slot)
+  std::atomic<uint32_t> nmws{0};  // windows allocated (0: no window scans)
+  std::mutex mu;                  // object creation and destruction
   SnQp* qps[kMaxQps] = {};
   SnCq* cqs[kMaxCqs] = {};
   SnSrq* srqs[kMaxSrqs] = {};
@@ -200,6 +213,10 @@ ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
 int ReqNotifyCq(ibv_cq* cq, int solicited_only);
 void InstallCqExOps(SnCq* cq);
+// Removes the completions of the QP in `qp_slot` not yet polled from `cq`
+// (fabric lock and cq->mu held), as a provider cleans its CQs when a QP
+// goes to RESET; receive completions of an SRQ give its slots back.
+void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* srq);
 
 // QPs and SRQs (qp.cc, srq.cc).
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
@@ -208,6 +225,30 @@ bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge);
 // Moves a QP to ERR and flushes its receive queue (fabric lock held); the
 // owner flushes its private send queue when it next looks.
 void MoveToErrorLocked(Process* p, ShmQp* q);
+
+// Memory windows (mw.cc).  The verbs_context ops, and what the data path
+// does with windows, fabric lock held.  Execute*: an IBV_WC_* status, with
+// the reason for an error in `why`.
+int ExecuteBindLocked(Process* p, SnQp* qp, const SendWqe& w, char* why, size_t n);
+int ExecuteLocalInvLocked(Process* p, SnQp* qp, const SendWqe& w, char* why, size_t n);
+// The responder's half of SEND_WITH_INV: takes `rkey` away for `resp`, or
+// false with the reason.
+bool RemoteInvalidateLocked(Process* p, const ShmQp& resp, uint32_t rkey, uint64_t wr_id, char* why,
+                            size_t n);
+// Windows of this process bound to the MR `key` (valid, length > 0), or of
+// the PD `pd` (any state).
+uint32_t MwsBoundToMrLocked(Process* p, uint32_t key);
+uint32_t MwsOfPdLocked(Process* p, uint32_t pd);
+
+// Error reasons (explain.cc), fabric lock held.  Record: the reason of an
+// error completion pushed to a CQ ring.  WhyRkey, WhySges: why a
+// validation of access.h refused.
+void RecordWhyLocked(Process* p, uint32_t cq_slot, uint32_t qp_num, uint64_t wr_id, uint32_t status,
+                     const char* text);
+void WhyRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len, uint32_t need,
+             char* out, size_t n);
+void WhySges(const MrTables& t, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t nsge, uint32_t need,
+             const char* what, char* out, size_t n);
 
 // Data path (datapath.cc, recv.cc, qp_ex.cc).
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);

@@ -3,7 +3,11 @@
 // A PD is process-local (an id); an MR lives in the fabric's MR table,
 // where any requester checks its keys (access.h).  The key's low byte is a
 // generation, so a key of a deregistered MR fails even after its slot is
-// reused.
+// reused.  ibv_rereg_mr keeps the slot: a new translation moves the key to
+// the slot's next generation (a NIC's new registration, so keys of the old
+// range stop working); a new PD or access keeps the keys.  An MR with
+// windows bound to it cannot be deregistered or re-registered (EBUSY), a
+// PD with windows cannot be deallocated.
 //
 // Registration checks the range the way a provider's page pinning does:
 // every page must be mapped, and writable when the access flags let the
@@ -110,34 +114,51 @@ int DeallocPd(ibv_pd* pd) {
       if (q.in_use && q.proc == me && q.pd == id) return EBUSY;
     for (auto& s : h->srqs)
       if (s.in_use && s.proc == me && s.pd == id) return EBUSY;
+    if (MwsOfPdLocked(p, id)) return EBUSY;
   }
   delete reinterpret_cast<SnPd*>(pd);
   return 0;
 }
 
+namespace {
+
+// 0 if `access` is one softnic registers, else the errno.
+int CheckAccess(unsigned access) {
+  constexpr unsigned kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND |
+                                  IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
+  if (access & ~kSupported)
+    return (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)) ? EOPNOTSUPP
+                                                                                          : EINVAL;
+  // Remote write/atomic require local write (IB spec 10.6.3.1).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  return 0;
+}
+
+// 0 if [addr, addr + length) may be registered with `access`, else the errno.
+int CheckRange(void* addr, size_t length, unsigned access) {
+  if (length == 0 || length > (1ull << 40) || (!addr && length)) return EINVAL;
+  return RangeAccessible(reinterpret_cast<uint64_t>(addr), length, access & IBV_ACCESS_LOCAL_WRITE);
+}
+
+// The key after `key` in its slot (generation 0 is never used).
+uint32_t NextKey(uint32_t slot, uint32_t key) {
+  uint32_t gen = ((key & 0xff) + 1) & 0xff;
+  if (gen == 0) gen = 1;
+  return slot << 8 | gen;
+}
+
+}  // namespace
+
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   Process* p = GetProcess();
   if (!p) return nullptr;
-  constexpr unsigned kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING |
-                                  IBV_ACCESS_OPTIONAL_RANGE;
-  if (access & ~kSupported) {
-    errno =
-        (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB))
-            ? EOPNOTSUPP
-            : EINVAL;
+  if (int e = CheckAccess(access)) {
+    errno = e;
     return nullptr;
   }
-  // Remote write/atomic require local write (IB spec 10.6.3.1).
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (length == 0 || length > (1ull << 40) || (!addr && length)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (int e = RangeAccessible(reinterpret_cast<uint64_t>(addr), length, access & IBV_ACCESS_LOCAL_WRITE)) {
+  if (int e = CheckRange(addr, length, access)) {
     errno = e;
     return nullptr;
   }
@@ -155,11 +176,9 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
     return nullptr;
   }
   ShmMr& m = h->mrs[slot];
-  uint32_t gen = ((m.key & 0xff) + 1) & 0xff;
-  if (gen == 0) gen = 1;
   m.in_use = 1;
   m.proc = p->fab->self_proc();
-  m.key = slot << 8 | gen;
+  m.key = NextKey(slot, m.key);
   m.pd = PdId(pd);
   m.addr = reinterpret_cast<uint64_t>(addr);
   m.length = length;
@@ -191,6 +210,7 @@ int DeregMr(ibv_mr* ibmr) {
     FabricLock lock(p->fab);
     ShmMr& m = p->fab->hdr()->mrs[mr->slot];
     if (!m.in_use || m.key != ibmr->lkey) return EINVAL;
+    if (MwsBoundToMrLocked(p, m.key)) return EBUSY;
     p->own_mrs[mr->slot].key.store(0, std::memory_order_release);
     m.in_use = 0;  // keep the key: the next registration of the slot bumps it
   }
@@ -198,9 +218,70 @@ int DeregMr(ibv_mr* ibmr) {
   return 0;
 }
 
-int ReregMr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  // libibverbs' own checks of the arguments first (IBV_REREG_MR_ERR_INPUT),
+  // then the device's (IBV_REREG_MR_ERR_CMD), as ibv_rereg_mr reports them.
+  constexpr int kFlags =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  if ((flags & ~kFlags) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+      (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  Process* p = GetProcess();
+  if (!p) return IBV_REREG_MR_ERR_CMD;
+  auto* mr = reinterpret_cast<SnMr*>(ibmr);
+  const bool move = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  const bool new_pd = flags & IBV_REREG_MR_CHANGE_PD;
+  const bool new_access = flags & IBV_REREG_MR_CHANGE_ACCESS;
+  if (new_pd && (!pd || pd->context != ibmr->context)) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  LocalMr& own = p->own_mrs[mr->slot];
+  const unsigned acc = new_access ? static_cast<unsigned>(access) : own.access;
+  void* const to = move ? addr : ibmr->addr;
+  const size_t len = move ? length : ibmr->length;
+  int e = CheckAccess(acc);
+  // A new range, or more rights on the old one, is pinned anew.
+  if (!e && (move || new_access)) e = CheckRange(to, len, acc);
+  if (e) {
+    errno = e;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  FabricLock lock(p->fab);
+  ShmMr& m = p->fab->hdr()->mrs[mr->slot];
+  if (!m.in_use || m.key != ibmr->lkey || own.key.load(std::memory_order_relaxed) != m.key) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if (MwsBoundToMrLocked(p, m.key)) {
+    errno = EBUSY;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  // The old registration stops granting anything before the new one
+  // starts: the record's key is cleared first and written last.
+  own.key.store(0, std::memory_order_release);
+  if (move) {
+    m.key = NextKey(mr->slot, m.key);
+    m.addr = m.iova = reinterpret_cast<uint64_t>(addr);
+    m.length = length;
+  }
+  if (new_pd) m.pd = PdId(pd);
+  m.access = acc;
+  own.addr = m.addr;
+  own.iova = m.iova;
+  own.length = m.length;
+  own.access = m.access;
+  own.pd = m.pd;
+  own.key.store(m.key, std::memory_order_release);
+  ibmr->lkey = ibmr->rkey = m.key;
+  if (move) {
+    ibmr->addr = addr;
+    ibmr->length = length;
+  }
+  if (new_pd) ibmr->pd = pd;
+  return 0;
 }
 
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr) {

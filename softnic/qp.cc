@@ -198,7 +198,9 @@ ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     constexpr uint64_t kOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                               IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                              IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+                              IBV_QP_EX_WITH_SEND_WITH_INV;
     if (attr->send_ops_flags & ~kOps) {
       errno = EOPNOTSUPP;
       return nullptr;
@@ -261,6 +263,15 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     if (mask & IBV_QP_PORT) s.port_num = attr->port_num;
     if (mask & IBV_QP_STATE) {
       if (next == IBV_QPS_RESET) {
+        // Completions of the QP not yet polled go, as a provider's
+        // modify_qp to RESET cleans them from its CQs (mlx5_cq_clean).  A
+        // CQ in the middle of an ibv_start_poll of this thread keeps them.
+        SnCq* cqs[2] = {qp->send_cq, qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr};
+        for (SnCq* c : cqs)
+          if (c && c->mu.try_lock()) {
+            CleanCqLocked(p, c, qp->slot, s.qpn, qp->srq);
+            c->mu.unlock();
+          }
         s.rq.head = s.rq.tail = 0;
         qp->rq_outstanding.store(0);
         qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;

@@ -3,8 +3,8 @@
 //
 // The calls build ordinary ibv_send_wrs in SnQp::batch; ibv_wr_complete
 // posts the chain through post_send, so both ways of posting share one
-// path.  What softnic does not do (memory windows, XRC, TSO, invalidate)
-// fails the batch with EOPNOTSUPP at complete.
+// path.  What softnic does not do (XRC, TSO, atomic write) fails the batch
+// with EOPNOTSUPP at complete.
 //
 // May not: grow the batch past max_send_wr, or post anything before
 // ibv_wr_complete.
@@ -68,9 +68,19 @@ void WrFaa(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, uint64_t add) {
   if (auto* w = NewWr(x, IBV_WR_ATOMIC_FETCH_AND_ADD)) w->wr.atomic = {addr, add, 0, rkey};
 }
 void WrUnsupported(ibv_qp_ex* x) { QpX(x)->batch_error = EOPNOTSUPP; }
-void WrBindMw(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { WrUnsupported(x); }
-void WrLocalInv(ibv_qp_ex* x, uint32_t) { WrUnsupported(x); }
-void WrSendInv(ibv_qp_ex* x, uint32_t) { WrUnsupported(x); }
+void WrBindMw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (auto* w = NewWr(x, IBV_WR_BIND_MW)) {
+    w->bind_mw.mw = mw;
+    w->bind_mw.rkey = rkey;
+    w->bind_mw.bind_info = *info;
+  }
+}
+void WrLocalInv(ibv_qp_ex* x, uint32_t rkey) {
+  if (auto* w = NewWr(x, IBV_WR_LOCAL_INV)) w->invalidate_rkey = rkey;
+}
+void WrSendInv(ibv_qp_ex* x, uint32_t rkey) {
+  if (auto* w = NewWr(x, IBV_WR_SEND_WITH_INV)) w->invalidate_rkey = rkey;
+}
 void WrSendTso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { WrUnsupported(x); }
 void WrSetXrc(ibv_qp_ex* x, uint32_t) { WrUnsupported(x); }
 void WrAtomicWrite(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { WrUnsupported(x); }

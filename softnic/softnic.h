@@ -47,7 +47,30 @@ ibv_pd* AllocPd(ibv_context* ctx);
 int DeallocPd(ibv_pd* pd);
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 int DeregMr(ibv_mr* mr);
+// ibv_rereg_mr as libibverbs and a provider give it together: 0, or an
+// IBV_REREG_MR_ERR_* code with errno set.  A new translation gives the MR
+// new keys (a NIC's new registration); a new PD or access keeps them.  An
+// MR with bound windows is EBUSY.
 int ReregMr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
+
+// Memory windows, type 1 and type 2 (2B: bound to a QP).  These are the
+// verbs_context ops alloc_mw, dealloc_mw and bind_mw the inline
+// ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw call (softnic sets them when
+// it opens a context).  A window's rkey is never an MR key; its low byte is
+// the tag ibv_inc_rkey changes.  BindMw posts a type-1 bind on `qp` with
+// the next tag and sets mw->rkey to it, as rxe does; type-2 binds are
+// IBV_WR_BIND_MW work requests, which leave mw->rkey alone (as hardware).
+ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type);
+int DeallocMw(ibv_mw* mw);
+int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+
+// Why an error completion happened: true, with a one-line reason in *why,
+// for an error completion softnic delivered to `cq` recently (the last
+// few hundred of the fabric are kept), matched by QP number, wr_id and
+// status.  The reason names the process and verb of another process's
+// action, and the wr_id or key of this one's.  Error path only: it takes
+// the fabric lock.
+bool ExplainCompletion(ibv_cq* cq, uint32_t qp_num, uint64_t wr_id, uint32_t status, std::string* why);
 
 ibv_comp_channel* CreateCompChannel(ibv_context* ctx);
 int DestroyCompChannel(ibv_comp_channel* ch);
