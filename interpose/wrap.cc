@@ -23,13 +23,6 @@
 #include "interpose/watchdog.h"
 #include "softnic/softnic.h"
 
-// Until softnic's memory windows land, a weak reference to the function it
-// will export: null while softnic does not define it.
-namespace rdmasan::softnic {
-[[gnu::weak]] bool ExplainCompletion(ibv_cq* cq, uint32_t qp_num, uint64_t wr_id, uint32_t status,
-                                     std::string* why);
-}  // namespace rdmasan::softnic
-
 namespace rdmasan::interpose {
 
 thread_local int Reentry::depth_ = 0;
@@ -295,7 +288,7 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 // Before the poll event that returns them: a kWcReason event for each
 // error completion (flushes aside) softnic can explain.
 [[gnu::noinline]] void EmitReasons(ibv_cq* cq, const core::Event& poll) {
-  if (!&softnic::ExplainCompletion || !cq || !softnic::IsContext(cq->context)) return;
+  if (!cq || !softnic::IsContext(cq->context)) return;
   for (const core::Completion& c : poll.wcs) {
     if (c.status == IBV_WC_SUCCESS || c.status == IBV_WC_WR_FLUSH_ERR) continue;
     core::Event r;

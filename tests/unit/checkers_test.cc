@@ -2377,8 +2377,12 @@ TEST(CheckersWindows, DeallocDeregAndFreeDuringTheLocalInv) {
     ObjId mw = w.AllocMw(0x4000100);
     EXPECT_EQ(w.f.PostSend(w.qp, {Windows::Bind(1, mw, w.mr, 0x4000101)}), kNone);
     EXPECT_EQ(w.f.PostSend(w.qp, {Windows::LocalInv(2, 0x4000101)}), kNone);
-    if (variant == 0) EXPECT_EQ(w.DeallocMw(mw), Ids{"invalidate-in-flight"});
-    if (variant == 1) EXPECT_EQ(w.f.DeregMr(w.mr), Ids{"invalidate-in-flight"});
+    if (variant == 0) {
+      EXPECT_EQ(w.DeallocMw(mw), Ids{"invalidate-in-flight"});
+    }
+    if (variant == 1) {
+      EXPECT_EQ(w.f.DeregMr(w.mr), Ids{"invalidate-in-flight"});
+    }
     if (variant == 2) {
       EXPECT_EQ(FreeRange(w.f, 0x10180, 0x10), (Ids{"free-registered", "invalidate-in-flight"}));
       // The window covered [0x10100, +0x100) only.

@@ -1,6 +1,6 @@
 /* windows.h: memory-window helpers for the window programs in
  * tests/e2e/checks (they need softnic's memory windows, issue 13: each
- * says `// REQUIRES: windows`, built when RDMASAN_E2E_WINDOWS is ON).
+ * says `REQUIRES: windows`; RDMASAN_E2E_WINDOWS, ON by default, builds them).
  *
  * The client side is qp[0] (it owns the memory and the windows), the peer
  * is qp[1].  As in common.h, the call a test is about stays in the test's
