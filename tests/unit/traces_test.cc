@@ -393,6 +393,30 @@ TEST(Traces, DecisionRecordLengthMustMatchItsBody) {
 
 // A trace as a 1.0 writer left it (minor 0, end chunk of three fields)
 // still reads, its event count checked.
+// A trace as an older writer made it: minor version `minor`, its end chunk
+// without the fields later versions appended (1.0: events, stacks,
+// dropped; 1.1: also ext_events).  `path` was written by this writer with
+// no event of a code it drops the count of.
+void MakeOlder(const std::string& path, int minor) {
+  std::string bytes = ReadFile(path);
+  bytes[10] = static_cast<char>(minor);
+  size_t h = kPrologueBytes, last = 0;
+  while (h + kChunkHeaderBytes <= bytes.size()) {
+    last = h;
+    h += kChunkHeaderBytes + ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + h)).len;
+  }
+  ChunkHeader c = ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + last));
+  ASSERT_EQ(c.kind, kChunkEnd);
+  // later_events (1.2), and for 1.0 ext_events (1.1): one zero byte each.
+  const uint32_t drop = minor == 0 ? 2 : 1;
+  for (uint32_t i = 0; i < drop; ++i) {
+    ASSERT_EQ(bytes.back(), 0);
+    bytes.pop_back();
+  }
+  FillChunkHeader(reinterpret_cast<uint8_t*>(bytes.data() + last), c.len - drop, 3, kChunkEnd, 0, 0, 0);
+  WriteFile(path, bytes);
+}
+
 TEST(Traces, ReadsAFormat10Trace) {
   std::string path = TempPath("v10");
   {
@@ -407,25 +431,46 @@ TEST(Traces, ReadsAFormat10Trace) {
     }
     ASSERT_TRUE((*w)->Close().ok());
   }
-  std::string bytes = ReadFile(path);
-  bytes[10] = 0;  // minor 0
-  // The end chunk is last: drop its fourth field (one byte: 0 events of codes >= 64).
-  size_t h = kPrologueBytes, last = 0;
-  while (h + kChunkHeaderBytes <= bytes.size()) {
-    last = h;
-    h += kChunkHeaderBytes + ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + h)).len;
-  }
-  ChunkHeader c = ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + last));
-  ASSERT_EQ(c.kind, kChunkEnd);
-  ASSERT_EQ(bytes.back(), 0);
-  bytes.pop_back();
-  FillChunkHeader(reinterpret_cast<uint8_t*>(bytes.data() + last), c.len - 1, 3, kChunkEnd, 0, 0, 0);
-  WriteFile(path, bytes);
+  MakeOlder(path, 0);
   auto r = TraceReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)->header().format_minor, 0);
   EXPECT_EQ(ReadAll(**r).size(), 50u);
   EXPECT_FALSE((*r)->truncated());
+}
+
+// A 1.1 trace (decisions, no window events; its end chunk stops after
+// ext_events) reads whole, with a LOCAL_INV's key in imm_data as 1.1
+// recorded it.
+TEST(Traces, ReadsAFormat11Trace) {
+  std::string path = TempPath("v11");
+  {
+    auto w = TraceWriter::Open(path, TestHeader());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (uint64_t i = 1; i <= 50; ++i) {
+      Event e;
+      e.kind = i % 10 == 0 ? EventKind::kDecision : EventKind::kPostSend;
+      e.seq = i;
+      if (e.kind == EventKind::kPostSend) {
+        core::SendWr& wr = e.send_wrs.emplace_back();
+        wr.wr_id = i;
+        wr.opcode = i % 2 ? IBV_WR_LOCAL_INV : IBV_WR_SEND;
+        wr.imm_data = 0x4000100 + static_cast<uint32_t>(i);
+      }
+      (*w)->Append(e);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  MakeOlder(path, 1);
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->header().format_minor, 1);
+  std::vector<Event> read = ReadAll(**r);
+  ASSERT_EQ(read.size(), 50u);
+  EXPECT_FALSE((*r)->truncated());
+  EXPECT_EQ(read[0].send_wrs[0].opcode, static_cast<uint32_t>(IBV_WR_LOCAL_INV));
+  EXPECT_EQ(read[0].send_wrs[0].imm_data, 0x4000101u);
+  EXPECT_EQ(read[9].kind, EventKind::kDecision);
 }
 
 // Symlinks planted at PATH.incomplete and at PATH (another user's, in a
