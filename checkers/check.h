@@ -76,8 +76,9 @@ class CheckContext {
   const QpState* qp;
   static bool OnQp(core::EventKind k) {
     return k == core::EventKind::kPostSend || k == core::EventKind::kPostRecv ||
-           k == core::EventKind::kRetire || k == core::EventKind::kModifyQp ||
-           k == core::EventKind::kDestroyQp || k == core::EventKind::kAsyncEvent;
+           k == core::EventKind::kBindMw || k == core::EventKind::kRetire ||
+           k == core::EventKind::kModifyQp || k == core::EventKind::kDestroyQp ||
+           k == core::EventKind::kAsyncEvent;
   }
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
     if (e.stack) emitted_->insert(Key(id));
@@ -143,6 +144,8 @@ void CheckBufferModifiedInFlight(CheckContext&);
 void CheckFreeInFlight(CheckContext&);
 void CheckFreeRegistered(CheckContext&);
 void CheckUseAfterDestroy(CheckContext&);
+void CheckRkeyNotBumped(CheckContext&);
+void CheckInvalidateInFlight(CheckContext&);
 
 // Deterministic choice among several candidates: hash-map iteration order
 // differs between engines (and so between a live run and its replay), so

@@ -1,6 +1,8 @@
 // destroy-in-use: no object is destroyed while another references it: a CQ
-// by QPs, a PD by its MRs/QPs/SRQs/AHs, an SRQ by QPs, an AH by outstanding
-// UD WRs.
+// by QPs, a PD by its MRs/QPs/SRQs/AHs/memory windows, an SRQ by QPs, an AH
+// by outstanding UD WRs, an MR by valid memory windows bound to it (a NIC
+// refuses that dereg with EBUSY; the program meant to drop memory a peer
+// can still reach).
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -46,7 +48,32 @@ void CheckDestroyInUse(CheckContext& c) {
         c.Emit(core::CheckId::kDestroyInUse,
                absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
                {{"AH created at", c.s.Ah(id)->stack}});
+        return;
       }
+      if (core::ObjId id = LowestIdWhere(c.s.mws(), of_pd)) {
+        const MwState& m = *c.s.Mw(id);
+        c.Emit(
+            core::CheckId::kDestroyInUse,
+            absl::StrFormat("PD 0x%x deallocated while memory window MW 0x%x (rkey 0x%x) still belongs to it",
+                            e.obj, id, m.rkey),
+            {{"MW allocated at", m.stack}});
+      }
+      return;
+    }
+    case core::EventKind::kDeregMr: {
+      const MrState* mr = c.s.Mr(e.obj);
+      if (!mr || c.s.mws().empty()) return;
+      core::ObjId id = LowestIdWhere(c.s.mws(), [&](const MwState& m) { return m.valid && m.mr == e.obj; });
+      if (!id) return;
+      const MwState& m = *c.s.Mw(id);
+      c.Emit(
+          core::CheckId::kDestroyInUse,
+          absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered while memory window MW 0x%x bound to it is valid "
+                          "(rkey 0x%x grants remote access to [0x%x, +%d)); invalidate the window first",
+                          e.obj, mr->lkey, id, m.rkey, m.addr, m.length),
+          {{"window bound at", m.bound_at},
+           {absl::StrFormat("MW 0x%x allocated at", id), m.stack},
+           {absl::StrFormat("MR 0x%x registered at", e.obj), mr->stack}});
       return;
     }
     case core::EventKind::kDestroySrq: {

@@ -34,6 +34,8 @@ constexpr Entry kChecks[] = {
     {EventKind::kPostSend, core::CheckId::kInlineTooLarge, CheckInlineTooLarge},
     {EventKind::kPostSend, core::CheckId::kAtomicMisaligned, CheckAtomicMisaligned},
     {EventKind::kPostSend, core::CheckId::kWrIdDuplicate, CheckWrIdDuplicate},
+    {EventKind::kPostSend, core::CheckId::kRkeyNotBumped, CheckRkeyNotBumped},
+    {EventKind::kPostSend, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kPostRecv, core::CheckId::kPostBadQpState, CheckPostBadQpState},
     {EventKind::kPostRecv, core::CheckId::kPostAfterError, CheckPostAfterError},
     {EventKind::kPostRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
@@ -52,6 +54,10 @@ constexpr Entry kChecks[] = {
     {EventKind::kPollCq, core::CheckId::kErrorCompletion, CheckErrorCompletion},
     {EventKind::kRetire, core::CheckId::kBufferModifiedInFlight, CheckBufferModifiedInFlight},
     {EventKind::kDeregMr, core::CheckId::kDeregInFlight, CheckDeregInFlight},
+    {EventKind::kDeregMr, core::CheckId::kDestroyInUse, CheckDestroyInUse},
+    {EventKind::kDeregMr, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
+    {EventKind::kBindMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
+    {EventKind::kDeallocMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kDestroyCq, core::CheckId::kDestroyInUse, CheckDestroyInUse},
     {EventKind::kDestroyCq, core::CheckId::kUnackedCqEvents, CheckUnackedCqEvents},
     {EventKind::kDeallocPd, core::CheckId::kDestroyInUse, CheckDestroyInUse},
@@ -60,6 +66,7 @@ constexpr Entry kChecks[] = {
     {EventKind::kWaitCqEvent, core::CheckId::kNotifyWithoutPoll, CheckNotifyWithoutPoll},
     {EventKind::kFreeRange, core::CheckId::kFreeInFlight, CheckFreeInFlight},
     {EventKind::kFreeRange, core::CheckId::kFreeRegistered, CheckFreeRegistered},
+    {EventKind::kFreeRange, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kFork, core::CheckId::kForkWithMrs, CheckForkWithMrs},
     {EventKind::kAckCqEvents, core::CheckId::kUnackedCqEvents, CheckUnackedCqEvents},
     // A call on a destroyed handle (the interposer refused it).  These
@@ -90,7 +97,7 @@ constexpr size_t ChecksOf(EventKind k) {
 }
 // The quiet filters (checkers/quiet.h) test the condition of every check of
 // these kinds: a check added here must be added there.
-static_assert(ChecksOf(EventKind::kPostSend) == 14, "add the new post_send check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostSend) == 16, "add the new post_send check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPostRecv) == 9, "add the new post_recv check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
 static_assert(kNumEntries <= 64, "the enabled mask is one word");
@@ -157,6 +164,8 @@ std::string CheckContext::PostWhere() const {
       return "post_send to " + QpName(s, e.obj);
     case core::EventKind::kPostRecv:
       return "post_recv to " + QpName(s, e.obj);
+    case core::EventKind::kBindMw:
+      return "ibv_bind_mw on " + QpName(s, e.obj);
     default:
       return absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
   }
@@ -330,6 +339,10 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
                                                                                         : Node::Kind::kCq;
   Node* n = NodeOf(e.obj);
   if (!n || n->kind != kWant) return false;
+  // A post that binds or invalidates a memory window changes books outside
+  // its domain (the windows): it takes every lock.
+  if constexpr (K == EventKind::kPostSend)
+    if (HasWindowWrs(e)) return false;
   Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n);
   if (!d) return false;
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -2,6 +2,8 @@
 // reported with the stack where the failed WR was posted.
 #include "checkers/check.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <infiniband/verbs.h>
 
 namespace rdmasan::checkers {
@@ -67,11 +69,21 @@ void CheckErrorCompletion(CheckContext& c) {
           rel.push_back({WrLabel(w, "failed"), w.stack});
           break;
         }
-    c.Emit(core::CheckId::kErrorCompletion,
-           absl::StrFormat(
-               "%s: completion with status %s (%d), vendor_err 0x%x, wr_id=0x%x; the QP is now in ERR",
-               QpName(c.s, id), StatusName(wc.status), wc.status, wc.vendor_err, wc.wr_id),
-           std::move(rel));
+    std::string msg = absl::StrFormat(
+        "%s: completion with status %s (%d), vendor_err 0x%x, wr_id=0x%x; the QP is now in ERR",
+        QpName(c.s, id), StatusName(wc.status), wc.status, wc.vendor_err, wc.wr_id);
+    // The device's own reason (softnic says why it refused), and the
+    // window it names if that is one of ours.
+    if (const WcReason* why = c.s.Reason(wc.qp_num, wc.wr_id, wc.status)) {
+      absl::StrAppend(&msg, "\n  reason (softnic): ", why->text);
+      for (const auto& [mw_id, m] : c.s.mws())
+        if (m.invalidated_at && why->text.find(absl::StrFormat("rkey 0x%x ", m.rkey)) != std::string::npos) {
+          rel.push_back(
+              {absl::StrFormat("rkey 0x%x invalidated (%s) at", m.rkey, m.invalidated_by), m.invalidated_at});
+          break;
+        }
+    }
+    c.Emit(core::CheckId::kErrorCompletion, std::move(msg), std::move(rel));
   }
 }
 

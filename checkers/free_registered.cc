@@ -1,5 +1,7 @@
-// free-registered: no memory inside a live MR is freed or unmapped: the
-// registration still lets the NIC (and a peer, through the rkey) write it.
+// free-registered: no memory inside a live MR, or a valid memory window, is
+// freed or unmapped: the registration still lets the NIC (and a peer,
+// through the rkey) write it.  A valid window is named first, with its
+// key: that is the key a peer can still use.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -14,6 +16,23 @@ bool OverlapsRegistered(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
 void CheckFreeRegistered(CheckContext& c) {
   if (c.e.kind != core::EventKind::kFreeRange || c.e.length == 0) return;
   const uint64_t addr = c.e.addr, len = c.e.length;
+  if (!c.s.mws().empty())
+    if (core::ObjId id = LowestIdWhere(c.s.mws(), [&](const MwState& m) {
+          return m.valid && OverlapsRegistered(m.va, m.length, addr, len);
+        })) {
+      const MwState& m = *c.s.Mw(id);
+      const MrState* mr = c.s.Mr(m.mr);
+      std::vector<core::RelatedStack> rel = {{"window bound at", m.bound_at},
+                                             {absl::StrFormat("MW 0x%x allocated at", id), m.stack}};
+      if (mr) rel.push_back({absl::StrFormat("MR 0x%x registered at", m.mr), mr->stack});
+      c.Emit(
+          core::CheckId::kFreeRegistered,
+          absl::StrFormat("[0x%x, +%d) freed while memory window MW 0x%x (rkey 0x%x, [0x%x, +%d) of MR 0x%x) "
+                          "still grants remote access to it",
+                          addr, len, id, m.rkey, m.va, m.length, m.mr),
+          std::move(rel));
+      return;
+    }
   // Registered ranges are in virtual addresses (addr), not the iova.
   if (core::ObjId id = LowestIdWhere(
           c.s.mrs(), [&](const MrState& m) { return OverlapsRegistered(m.addr, m.length, addr, len); })) {

@@ -36,6 +36,9 @@ inline uint64_t TotalLength(const core::Sge* g, size_t n) {
 bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs) {
   // A failed post: the checks tell the accepted WRs from the rest.
   if (e.bad_index != UINT32_MAX) return false;
+  // rkey-not-bumped, invalidate-in-flight (such posts take every lock and
+  // skip the filters anyway).
+  if (HasWindowWrs(e)) return false;
   // post-bad-qp-state, post-after-error.
   if (q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD) return false;
   const uint32_t max_wr = q.caps.max_send_wr;

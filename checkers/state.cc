@@ -194,6 +194,7 @@ void FromSend(const core::SendWr& w, bool sig_all, StackId stack, OutstandingWr*
   o->is_inline = (w.send_flags & IBV_SEND_INLINE) != 0;
   o->is_recv = false;
   o->stack = stack;
+  o->rkey = w.imm_data;
   o->ah = w.ah;
   const core::Sge* g = w.sges.data();
   const size_t n = w.sges.size();
@@ -210,6 +211,7 @@ void FromRecv(const core::RecvWr& w, StackId stack, OutstandingWr* o) {
   o->is_inline = false;
   o->is_recv = true;
   o->stack = stack;
+  o->rkey = 0;
   o->ah = 0;
   o->hashed = false;
   o->sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
@@ -230,12 +232,134 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   }
   AdjustPending(q.scq, signaled);
   q.sq_signaled += static_cast<uint32_t>(signaled);
+  // Window WRs change books outside the QP's domain: such a post runs
+  // under every lock (Engine::RunData).
+  if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
 }
 
 void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
   const core::Completion* wc = e.wcs.data();
   for (size_t i = 0, n = e.wcs.size(); i < n; ++i) Retire(wc[i], e.obj, cq, retired);
   if (cq) cq->polled_since_arm = true;
+}
+
+void State::ApplyWindowWrs(const Event& e, size_t accepted) {
+  for (size_t i = 0; i < accepted; ++i) {
+    const core::SendWr& w = e.send_wrs[i];
+    if (w.opcode == IBV_WR_BIND_MW) {
+      auto it = mws_.find(w.bind.mw);
+      if (it == mws_.end()) continue;
+      MwState& m = it->second;
+      if (auto k = mw_by_rkey_.find(m.rkey); k != mw_by_rkey_.end() && k->second == m.id)
+        mw_by_rkey_.erase(k);
+      m.rkey = w.rkey;
+      mw_by_rkey_[m.rkey] = m.id;
+      m.bound_before = true;
+      m.qp = e.obj;
+      if (w.bind.length == 0) {  // unbinds
+        if (m.valid) m.invalidated_by = "a zero-length bind", m.invalidated_at = e.stack;
+        m.valid = false;
+        continue;
+      }
+      m.valid = true;
+      m.mr = w.bind.mr;
+      m.addr = w.bind.addr;
+      m.length = w.bind.length;
+      m.access = w.bind.access;
+      const MrState* mr = Mr(w.bind.mr);
+      m.va = mr ? mr->addr + (w.bind.addr - mr->iova) : w.bind.addr;
+      m.bound_at = e.stack;
+    } else if (w.opcode == IBV_WR_LOCAL_INV) {
+      if (MwState* m = MutableMwByRkey(w.imm_data); m && m->valid) {
+        m->valid = false;
+        m->invalidated_by = "LOCAL_INV";
+        m->invalidated_at = e.stack;
+      }
+    }
+  }
+}
+
+MwState* State::MutableMwByRkey(uint32_t rkey) {
+  auto k = mw_by_rkey_.find(rkey);
+  return k == mw_by_rkey_.end() ? nullptr : FindMutable(mws_, k->second);
+}
+
+const MwState* State::MwByRkey(uint32_t rkey) const {
+  auto k = mw_by_rkey_.find(rkey);
+  return k == mw_by_rkey_.end() ? nullptr : Find(mws_, k->second);
+}
+
+const OutstandingWr* State::PendingLocalInv(uint32_t rkey, ObjId* qp) const {
+  const OutstandingWr* found = nullptr;
+  for (const auto& [id, q] : qps_) {
+    if (found && id > *qp) continue;
+    for (const auto& w : q.sq)
+      if (w.opcode == IBV_WR_LOCAL_INV && w.rkey == rkey) {
+        found = &w;
+        *qp = id;
+        break;
+      }
+  }
+  return found;
+}
+
+const WcReason* State::Reason(uint32_t qp_num, uint64_t wr_id, uint32_t status) const {
+  for (auto it = reasons_.rbegin(); it != reasons_.rend(); ++it)
+    if (it->qp_num == qp_num && it->wr_id == wr_id && it->status == status) return &*it;
+  return nullptr;
+}
+
+void State::ApplyAllocMw(const Event& e) {
+  if (e.ret != 0) return;
+  MwState& m = mws_[e.obj];
+  m = MwState{};
+  m.id = e.obj;
+  m.pd = e.parent;
+  m.type = e.count;
+  m.stack = e.stack;
+  m.rkey = e.rkey;
+  mw_by_rkey_[e.rkey] = e.obj;
+}
+
+void State::ApplyDeallocMw(const Event& e) {
+  if (e.ret != 0) return;
+  auto it = mws_.find(e.obj);
+  if (it == mws_.end()) return;
+  if (auto k = mw_by_rkey_.find(it->second.rkey); k != mw_by_rkey_.end() && k->second == e.obj)
+    mw_by_rkey_.erase(k);
+  mws_.erase(it);
+}
+
+void State::ApplyReregMr(const Event& e) {
+  ++mr_generation_;
+  if (e.ret != 0) return;
+  auto it = mrs_.find(e.obj);
+  if (it == mrs_.end()) return;
+  MrState& m = it->second;
+  if (e.count & IBV_REREG_MR_CHANGE_TRANSLATION) m.addr = e.addr, m.length = e.length, m.iova = e.iova;
+  if (e.count & IBV_REREG_MR_CHANGE_PD) m.pd = e.parent;
+  if (e.count & IBV_REREG_MR_CHANGE_ACCESS) m.access = e.access;
+  if (m.lkey != e.lkey) {
+    auto k = mr_by_lkey_.find(m.lkey);
+    if (k != mr_by_lkey_.end() && k->second == &m) mr_by_lkey_.erase(k);
+    m.lkey = e.lkey;
+    mr_by_lkey_[m.lkey] = &m;
+  }
+  m.rkey = e.rkey;
+}
+
+void State::ApplyRemoteInv(const Event& e) {
+  if (MwState* m = MutableMwByRkey(e.rkey); m && m->valid) {
+    m->valid = false;
+    m->invalidated_by = "SEND_WITH_INV";
+    m->invalidated_at = e.stack;
+  }
+}
+
+void State::ApplyWcReason(const Event& e) {
+  if (e.wcs.empty() || e.text.empty()) return;
+  reasons_.push_back({e.wcs[0].qp_num, e.wcs[0].wr_id, e.wcs[0].status, e.text});
+  if (reasons_.size() > kMaxReasons) reasons_.pop_front();
 }
 
 void State::ApplyPostRecv(const Event& e, QpState* q) {
@@ -265,6 +389,11 @@ void State::ApplyDeregMr(const Event& e) {
   auto k = mr_by_lkey_.find(it->second.lkey);
   if (k != mr_by_lkey_.end() && k->second == &it->second) mr_by_lkey_.erase(k);
   mrs_.erase(it);
+  // A NIC refuses this while windows are bound; one that did not leaves
+  // them unusable.
+  for (auto& [id, m] : mws_)
+    if (m.valid && m.mr == e.obj)
+      m.valid = false, m.invalidated_by = "ibv_dereg_mr", m.invalidated_at = e.stack;
 }
 
 void State::ApplyCreateCq(const Event& e) {
@@ -473,6 +602,9 @@ void State::NoteDestroyed(const Event& e) {
     case EventKind::kDeregMr:
       d = {"MR", created(Mr(e.obj)), e.stack};
       break;
+    case EventKind::kDeallocMw:
+      d = {"MW", created(Mw(e.obj)), e.stack};
+      break;
     case EventKind::kCloseDevice:
       d = {"device context", 0, e.stack};
       break;
@@ -556,6 +688,25 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       break;
     case EventKind::kForkInit:
       if (ok) fork_init_ = true;
+      break;
+    case EventKind::kAllocMw:
+      ApplyAllocMw(e);
+      break;
+    case EventKind::kDeallocMw:
+      ApplyDeallocMw(e);
+      break;
+    case EventKind::kBindMw:
+      // The type-1 verb posts its BIND_MW WR to the QP's send queue.
+      if (QpState* q = MutableQp(e.obj)) ApplyPostSend(e, q);
+      break;
+    case EventKind::kReregMr:
+      ApplyReregMr(e);
+      break;
+    case EventKind::kRemoteInv:
+      ApplyRemoteInv(e);
+      break;
+    case EventKind::kWcReason:
+      ApplyWcReason(e);
       break;
     default:
       break;

@@ -18,7 +18,10 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include <infiniband/verbs.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -109,8 +112,40 @@ struct OutstandingWr {
   bool is_recv = false;
   bool hashed = false;  // some SGE's payload was hashed at the post
   StackId stack = 0;
+  uint32_t rkey = 0;  // the WR's imm_data: LOCAL_INV's invalidate_rkey
   ObjId ah = 0;
   WrSges sges;  // their lkeys name the MRs used
+};
+
+// A memory window (ibv_alloc_mw) and its binding.  The binding fields
+// describe the last binding, valid or not: an invalidation in flight still
+// names the memory it covered.
+struct MwState {
+  ObjId id = 0, pd = 0;
+  uint32_t type = 0;              // ibv_mw_type (0: unknown)
+  StackId stack = 0;              // allocated at
+  uint32_t rkey = 0;              // the key now: as allocated, or of the last binding
+  bool valid = false;             // bound, and no invalidation posted or seen since
+  bool bound_before = false;      // some binding was posted (rkey is its key)
+  ObjId mr = 0;                   // the last binding's
+  uint64_t addr = 0, length = 0;  // in the MR's iova space
+  uint64_t va = 0;                // addr as a virtual address (through the MR)
+  uint32_t access = 0;
+  ObjId qp = 0;  // the QP that posted the last binding
+  StackId bound_at = 0;
+  // The last invalidation: what did it (a string literal: "LOCAL_INV",
+  // "SEND_WITH_INV", "a zero-length bind", "ibv_dereg_mr") and where.
+  const char* invalidated_by = "";
+  StackId invalidated_at = 0;
+};
+
+// The reason the device gave for an error completion (kWcReason), kept
+// for the error-completion report of the poll that returns it.
+struct WcReason {
+  uint32_t qp_num = 0;
+  uint64_t wr_id = 0;
+  uint32_t status = 0;
+  std::string text;
 };
 
 struct CqState;
@@ -234,6 +269,15 @@ class State {
   const QpState* Qp(ObjId id) const { return Find(qps_, id); }
   const SrqState* Srq(ObjId id) const { return Find(srqs_, id); }
   const AhState* Ah(ObjId id) const { return Find(ahs_, id); }
+  const MwState* Mw(ObjId id) const { return Find(mws_, id); }
+  // The live window whose key is now `rkey`, or null.
+  const MwState* MwByRkey(uint32_t rkey) const;
+  const absl::node_hash_map<ObjId, MwState>& mws() const { return mws_; }
+  // The outstanding LOCAL_INV WR (of any QP) that invalidates `rkey`, or
+  // null; *qp its QP.  The lowest QP id's, oldest first (replays agree).
+  const OutstandingWr* PendingLocalInv(uint32_t rkey, ObjId* qp) const;
+  // The reason the device gave for this error completion, or null.
+  const WcReason* Reason(uint32_t qp_num, uint64_t wr_id, uint32_t status) const;
   // The live MR with this lkey, or 0.
   ObjId MrByLkey(uint32_t lkey) const;
   const MrState* MrStateByLkey(uint32_t lkey) const;
@@ -307,6 +351,14 @@ class State {
   void ApplyModifyQp(const core::Event& e);
   void ApplyDestroyQp(const core::Event& e);
   void ApplyAsyncEvent(const core::Event& e);
+  void ApplyAllocMw(const core::Event& e);
+  void ApplyDeallocMw(const core::Event& e);
+  void ApplyReregMr(const core::Event& e);
+  void ApplyRemoteInv(const core::Event& e);
+  void ApplyWcReason(const core::Event& e);
+  // The window effects of a post's accepted send WRs (BIND_MW, LOCAL_INV).
+  void ApplyWindowWrs(const core::Event& e, size_t accepted);
+  MwState* MutableMwByRkey(uint32_t rkey);
   // Remembers the object a successful destroy event removes (before the
   // books of the object go).
   void NoteDestroyed(const core::Event& e);
@@ -324,6 +376,10 @@ class State {
   absl::node_hash_map<ObjId, QpState> qps_;
   absl::node_hash_map<ObjId, SrqState> srqs_;
   absl::flat_hash_map<ObjId, AhState> ahs_;
+  absl::node_hash_map<ObjId, MwState> mws_;
+  absl::flat_hash_map<uint32_t, ObjId> mw_by_rkey_;
+  std::deque<WcReason> reasons_;  // the latest kMaxReasons, oldest first
+  static constexpr size_t kMaxReasons = 256;
   absl::flat_hash_map<uint32_t, const MrState*> mr_by_lkey_;  // into mrs_ (stable)
   uint64_t mr_generation_ = 1;
   absl::flat_hash_map<uint32_t, ObjId> qp_by_num_;
@@ -341,6 +397,14 @@ inline size_t AcceptedWrs(const core::Event& e, size_t chain, size_t outstanding
   size_t n = std::min<size_t>(chain, e.bad_index);
   if (e.ret != 0) n = std::min<size_t>(n, capacity > outstanding ? capacity - outstanding : 0);
   return n;
+}
+
+// Whether a post's chain has WRs that act on memory windows (BIND_MW,
+// LOCAL_INV): such a post changes books outside its QP's lock domain.
+inline bool HasWindowWrs(const core::Event& e) {
+  for (const auto& w : e.send_wrs)
+    if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV) return true;
+  return false;
 }
 
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).

@@ -385,9 +385,10 @@ std::optional<Finding> FindingFromJson(const std::string& line, int role) {
     for (const Json& fr : j["stack"]) {
       if (!fr.is_object()) continue;
       if (top.empty())
-        f.where = fr.contains("file") ? absl::StrCat(Basename(fr.value("file", "")), ":", fr.value("line", 0),
-                                                     " in ", fr.value("function", "?"))
-                                      : FrameText(fr);
+        f.where = !fr.value("file", "").empty()
+                      ? absl::StrCat(Basename(fr.value("file", "")), ":", fr.value("line", 0), " in ",
+                                     fr.value("function", "?"))
+                      : FrameText(fr);
       if (top.size() < 3) top.push_back(FrameText(fr));
     }
   }

@@ -31,6 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -94,6 +95,7 @@ std::string DumpLine(const core::Event& e) {
   field("addr", e.addr, true);
   field("len", e.length);
   field("lkey", e.lkey, true);
+  field("rkey", e.rkey, true);
   field("access", e.access, true);
   field("qpn", e.qp_num, true);
   field("qp_type", e.qp_type);
@@ -107,7 +109,13 @@ std::string DumpLine(const core::Event& e) {
   if (e.bad_index != UINT32_MAX) absl::StrAppend(&out, " bad_index=", e.bad_index);
   for (const auto& w : e.send_wrs) {
     absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x op=%d flags=0x%x", w.wr_id, w.opcode, w.send_flags));
-    if (w.rkey) absl::StrAppend(&out, absl::StrFormat(" raddr=0x%x rkey=0x%x", w.remote_addr, w.rkey));
+    if (w.opcode == IBV_WR_BIND_MW)
+      absl::StrAppend(&out, absl::StrFormat(" mw=%d mr=%d bind=0x%x+%d access=0x%x rkey=0x%x", w.bind.mw,
+                                            w.bind.mr, w.bind.addr, w.bind.length, w.bind.access, w.rkey));
+    else if (w.opcode == IBV_WR_LOCAL_INV || w.opcode == IBV_WR_SEND_WITH_INV)
+      absl::StrAppend(&out, absl::StrFormat(" invalidate_rkey=0x%x", w.imm_data));
+    else if (w.rkey)
+      absl::StrAppend(&out, absl::StrFormat(" raddr=0x%x rkey=0x%x", w.remote_addr, w.rkey));
     for (const auto& g : w.sges)
       absl::StrAppend(&out, absl::StrFormat(" sge=0x%x+%d/0x%x", g.addr, g.length, g.lkey));
     absl::StrAppend(&out, "]");
@@ -122,6 +130,7 @@ std::string DumpLine(const core::Event& e) {
     absl::StrAppend(&out, absl::StrFormat(" {wr_id=0x%x status=%d op=%d qpn=0x%x len=%d}", c.wr_id, c.status,
                                           c.opcode, c.qp_num, c.byte_len));
   field("stack", e.stack);
+  if (!e.text.empty()) absl::StrAppend(&out, " text=\"", absl::CEscape(e.text), "\"");
   return out;
 }
 

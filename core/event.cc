@@ -34,7 +34,13 @@ const char* EventKindName(EventKind k) {
                                            "free_range",
                                            "fork",
                                            "fork_init",
-                                           "decision"};
+                                           "decision",
+                                           "alloc_mw",
+                                           "dealloc_mw",
+                                           "bind_mw",
+                                           "rereg_mr",
+                                           "remote_inv",
+                                           "wc_reason"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EventKind::kCount));
   auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(EventKind::kCount) ? kNames[i] : "unknown";

@@ -62,6 +62,27 @@ enum class EventKind : uint8_t {
   // concerns a QP or a completion.  Checkers keep the latest ones to name
   // in reports; no check fires on one.
   kDecision,
+  // Memory windows (format 1.2, issue 13).  alloc_mw: obj = the MW, parent
+  // = its PD, rkey = the key it was given, count = its ibv_mw_type.
+  // dealloc_mw: obj = the MW, rkey = its key then.
+  kAllocMw,
+  kDeallocMw,
+  // ibv_bind_mw (type 1 windows: the verb posts a BIND_MW WR itself): obj =
+  // the QP, send_wrs[0] = that WR as the provider posted it (its rkey: the
+  // window's new key, read back after the call).
+  kBindMw,
+  // ibv_rereg_mr: obj = the MR, count = the IBV_REREG_MR_* flags, parent =
+  // the new PD (CHANGE_PD), addr/length/iova (CHANGE_TRANSLATION), access
+  // (CHANGE_ACCESS); lkey/rkey = the MR's keys after the call.
+  kReregMr,
+  // A receive completion that invalidated a local key (IBV_WC_WITH_INV:
+  // the peer's SEND_WITH_INV): obj = the CQ, qp_num = the receiving QP,
+  // rkey = wc.invalidated_rkey, wcs[0] = the completion.
+  kRemoteInv,
+  // Why an error completion happened, as the device explains it (softnic):
+  // obj = the CQ, wcs[0] = the completion (wr_id, status, qp_num), text =
+  // the reason.  Emitted before the poll event that returns it.
+  kWcReason,
   kCount
 };
 
@@ -79,20 +100,31 @@ struct Sge {
 // value-initialization (emplace_back(), resize()) sets the fields below
 // and leaves the SGE vector's unused inline storage alone instead of
 // zeroing the whole object first.
+// What a BIND_MW WR binds (ibv_mw_bind_info, with the window): the new key
+// is SendWr::rkey.  A zero length unbinds.
+struct MwBind {
+  ObjId mw = 0;
+  ObjId mr = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;  // mw_access_flags
+};
+
 struct SendWr {
   SendWr() {}
   uint64_t wr_id = 0;
   uint32_t opcode = 0;      // ibv_wr_opcode
   uint32_t send_flags = 0;  // ibv_send_flags
-  uint32_t imm_data = 0;
+  uint32_t imm_data = 0;    // or invalidate_rkey (LOCAL_INV, SEND_WITH_INV: the verbs union)
   uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
+  uint32_t rkey = 0;  // BIND_MW: the window's new key
   uint32_t remote_qpn = 0;
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   ObjId ah = 0;
   StackId posted_at = 0;  // kRetire: the stack of the post
   int32_t num_sge = 0;    // as given (may disagree with sges.size() if absurd)
+  MwBind bind;            // BIND_MW only
   absl::InlinedVector<Sge, 2> sges;
 };
 
@@ -154,6 +186,7 @@ struct Event {
   absl::InlinedVector<SendWr, 1> send_wrs;
   absl::InlinedVector<RecvWr, 1> recv_wrs;
   absl::InlinedVector<Completion, 4> wcs;
+  std::string text;  // kWcReason: the device's reason
 };
 
 }  // namespace rdmasan::core

@@ -477,8 +477,34 @@ RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
 
 RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   REAL(ibv_rereg_mr, "IBVERBS_1.1");
-  if (IsSn(mr->context)) return sn::ReregMr(mr, flags, pd, addr, length, access);
-  return real ? real(mr, flags, pd, addr, length, access) : IBV_REREG_MR_ERR_INPUT;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  void* const old_addr = mr->addr;
+  const size_t old_length = mr->length;
+  const int rc = IsSn(mr->context) ? sn::ReregMr(mr, flags, pd, addr, length, access)
+                 : real            ? real(mr, flags, pd, addr, length, access)
+                                   : IBV_REREG_MR_ERR_INPUT;
+  const rdmasan::core::ObjId id = ip::Id(mr);
+  if (Watch(re) && id) {
+    Event e = Ev(EventKind::kReregMr, stack);
+    e.obj = id;
+    e.count = static_cast<uint32_t>(flags);
+    if (flags & IBV_REREG_MR_CHANGE_PD) e.parent = ip::Id(pd);
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+      e.addr = e.iova = reinterpret_cast<uintptr_t>(addr);
+      e.length = length;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) e.access = static_cast<uint32_t>(access);
+    e.lkey = mr->lkey;
+    e.rkey = mr->rkey;
+    Done(e, rc);
+  }
+  // The memory the registration covers moved (free-registered watches it).
+  if (rc == 0 && id && (flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+    ip::NoteDeregistered(old_addr, old_length);
+    ip::NoteRegistered(addr, length);
+  }
+  return rc;
 }
 
 RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {

@@ -548,6 +548,25 @@ uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Even
       w.ah = 0;
       w.remote_qpn = 0;
     }
+    if (__builtin_expect(wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_LOCAL_INV, 0)) {
+      // No scatter list: the provider reads none (and num_sge may be
+      // anything).  A bind's union holds the binding, not an RDMA address.
+      w.sges.clear();
+      w.num_sge = 0;
+      if (wr->opcode == IBV_WR_BIND_MW) {
+        const ibv_mw_bind_info& b = wr->bind_mw.bind_info;
+        w.rkey = wr->bind_mw.rkey;
+        w.remote_addr = 0;
+        w.imm_data = 0;
+        w.bind = {Id(wr->bind_mw.mw), Id(b.mr), b.addr, b.length, b.mw_access_flags};
+      } else {
+        w.remote_addr = 0;
+        w.rkey = 0;
+        w.bind = {};
+      }
+      continue;
+    }
+    w.bind = {};
     const int n = ReadableSges(wr->sg_list, wr->num_sge, max_sge);
     w.sges.resize(n);
     core::Sge* g = w.sges.data();

@@ -318,6 +318,8 @@ void OnEvent(const core::Event& e) {
     case EventKind::kFork:
     case EventKind::kForkInit:
     case EventKind::kDecision:
+    case EventKind::kRemoteInv:  // its poll was the progress
+    case EventKind::kWcReason:
       return;
     default:
       if (e.ret == 0) Progress(s);

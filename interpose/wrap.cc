@@ -8,8 +8,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 
-#include <mutex>
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "core/stack.h"
@@ -21,6 +21,7 @@
 #include "interpose/ptr_table.h"
 #include "interpose/sched.h"
 #include "interpose/watchdog.h"
+#include "softnic/softnic.h"
 
 namespace rdmasan::interpose {
 
@@ -38,6 +39,9 @@ struct Saved {
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
   ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
+  ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type);
+  int (*dealloc_mw)(ibv_mw*);
+  int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 };
 
 constexpr int kSlots = 64;
@@ -278,6 +282,48 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
                         PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv), stack);
 }
 
+// ------------------------------------------------ completions explained --
+// Why softnic failed a completion (softnic::ExplainCompletion, issue 13).
+
+// Before the poll event that returns them: a kWcReason event for each
+// error completion (flushes aside) softnic can explain.
+[[gnu::noinline]] void EmitReasons(ibv_cq* cq, const core::Event& poll) {
+  if (!cq || !softnic::IsContext(cq->context)) return;
+  for (const core::Completion& c : poll.wcs) {
+    if (c.status == IBV_WC_SUCCESS || c.status == IBV_WC_WR_FLUSH_ERR) continue;
+    core::Event r;
+    r.kind = core::EventKind::kWcReason;
+    r.obj = poll.obj;
+    r.stack = poll.stack;
+    r.wcs.push_back(c);
+    if (!softnic::ExplainCompletion(cq, c.qp_num, c.wr_id, c.status, &r.text) || r.text.empty()) continue;
+    Emit(r);
+  }
+}
+
+// After the poll event: a kRemoteInv event for each receive completion
+// that invalidated a local key (the peer's SEND_WITH_INV).
+struct RemoteInv {
+  uint32_t qp_num, rkey;
+  uint64_t wr_id;
+};
+void EmitRemoteInvs(const core::Event& poll, const RemoteInv* invs, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    core::Event r;
+    r.kind = core::EventKind::kRemoteInv;
+    r.obj = poll.obj;
+    r.stack = poll.stack;
+    r.qp_num = invs[i].qp_num;
+    r.rkey = invs[i].rkey;
+    core::Completion c;
+    c.wr_id = invs[i].wr_id;
+    c.qp_num = invs[i].qp_num;
+    c.opcode = IBV_WC_RECV;
+    r.wcs.push_back(c);
+    Emit(r);
+  }
+}
+
 // Emits a poll event, then the retirement event of the send WRs it retired
 // whose payload changed since the post (buffer-modified-in-flight).  A poll
 // event without a stack (ibv_poll_cq's, see PollCq) gets one here, from the
@@ -353,6 +399,7 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
   bool failed = got < 0;
+  bool invalidated = false;
   e.wcs.resize(got > 0 ? got : 0);
   core::Completion* out = e.wcs.data();
   for (int i = 0; i < got; ++i) {
@@ -369,13 +416,24 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     c.byte_len = wc[i].byte_len;
     c.vendor_err = wc[i].vendor_err;
     failed |= wc[i].status != IBV_WC_SUCCESS;
+    invalidated |= wc[i].status == IBV_WC_SUCCESS && (wc[i].wc_flags & IBV_WC_WITH_INV);
   }
   // A poll's stack is what error completions and modified payloads are
   // reported at; a clean poll, the common case by far, needs none.
   const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (failed) e.stack = core::CaptureStackFrom(pc, frame);
+  if (failed || invalidated) e.stack = core::CaptureStackFrom(pc, frame);
+  if (failed) EmitReasons(cq, e);
+  if (__builtin_expect(!invalidated, 1)) {
+    EmitPoll(e, pc, frame);
+    return got;
+  }
+  absl::InlinedVector<RemoteInv, 4> invs;
+  for (int i = 0; i < got; ++i)
+    if (wc[i].status == IBV_WC_SUCCESS && (wc[i].wc_flags & IBV_WC_WITH_INV))
+      invs.push_back({wc[i].qp_num, wc[i].invalidated_rkey, wc[i].wr_id});
   EmitPoll(e, pc, frame);
+  EmitRemoteInvs(e, invs.data(), invs.size());
   return got;
 }
 
@@ -419,7 +477,10 @@ struct CqExHooks {
   uint32_t (*read_qp_num)(ibv_cq_ex*);
   uint32_t (*read_byte_len)(ibv_cq_ex*);
   uint32_t (*read_vendor_err)(ibv_cq_ex*);
+  unsigned int (*read_wc_flags)(ibv_cq_ex*);
+  __be32 (*read_imm_data)(ibv_cq_ex*);  // also the invalidated rkey
   core::Event batch;
+  absl::InlinedVector<RemoteInv, 2> invs;  // of the batch
 };
 PtrTable g_cq_ex;
 
@@ -434,6 +495,10 @@ void RecordCurrent(CqExHooks* h, ibv_cq_ex* cq) {
   c.qp_num = h->read_qp_num ? h->read_qp_num(cq) : 0;
   c.byte_len = (cq->status == IBV_WC_SUCCESS && h->read_byte_len) ? h->read_byte_len(cq) : 0;
   c.vendor_err = (cq->status != IBV_WC_SUCCESS && h->read_vendor_err) ? h->read_vendor_err(cq) : 0;
+  // A receive that invalidated a key (SEND_WITH_INV).
+  if (cq->status == IBV_WC_SUCCESS && (c.opcode & IBV_WC_RECV) && h->read_wc_flags && h->read_imm_data &&
+      (h->read_wc_flags(cq) & IBV_WC_WITH_INV))
+    h->invs.push_back({c.qp_num, static_cast<uint32_t>(h->read_imm_data(cq)), c.wr_id});
   h->batch.wcs.push_back(c);
 }
 
@@ -443,7 +508,12 @@ void EmitBatch(CqExHooks* h, ibv_cq_ex* cq) {
   e.obj = Id(ibv_cq_ex_to_cq(cq));
   e.ret = 0;
   e.count = static_cast<uint32_t>(e.wcs.size());
+  bool failed = false;
+  for (const core::Completion& c : e.wcs) failed |= c.status != IBV_WC_SUCCESS;
+  if (failed) EmitReasons(ibv_cq_ex_to_cq(cq), e);
   EmitPoll(e);
+  if (!h->invs.empty()) EmitRemoteInvs(e, h->invs.data(), h->invs.size());
+  h->invs.clear();
   e = core::Event();
 }
 
@@ -455,6 +525,7 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   Reentry re;
   if (!re.outer()) return rc;
   h->batch = core::Event();
+  h->invs.clear();
   h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
   if (rc == ENOENT && watchdog::Enabled())
     watchdog::OnEmptyPoll(ibv_cq_ex_to_cq(cq), reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
@@ -497,8 +568,17 @@ void EndPollEx(ibv_cq_ex* cq) {
 }
 
 void HookCqEx(ibv_cq_ex* cq) {
-  auto* h = new CqExHooks{cq->start_poll,  cq->next_poll,     cq->end_poll,        cq->read_opcode,
-                          cq->read_qp_num, cq->read_byte_len, cq->read_vendor_err, core::Event()};
+  auto* h = new CqExHooks{cq->start_poll,
+                          cq->next_poll,
+                          cq->end_poll,
+                          cq->read_opcode,
+                          cq->read_qp_num,
+                          cq->read_byte_len,
+                          cq->read_vendor_err,
+                          cq->read_wc_flags,
+                          cq->read_imm_data,
+                          core::Event(),
+                          {}};
   if (!h->start_poll || !h->next_poll || !h->end_poll || !g_cq_ex.Put(cq, reinterpret_cast<uint64_t>(h))) {
     delete h;
     return;
@@ -692,6 +772,30 @@ void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
   if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
 }
+void ShBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  Reentry re;
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_bind_mw(q, mw, rkey, info);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_BIND_MW)) {
+    w->rkey = rkey;
+    if (info) w->bind = {Id(mw), Id(info->mr), info->addr, info->length, info->mw_access_flags};
+  }
+}
+void ShLocalInv(ibv_qp_ex* q, uint32_t rkey) {
+  Reentry re;
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_local_inv(q, rkey);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_LOCAL_INV)) w->imm_data = rkey;
+}
+void ShSendInv(ibv_qp_ex* q, uint32_t rkey) {
+  Reentry re;
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_send_inv(q, rkey);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_INV)) w->imm_data = rkey;
+}
 // ibv_wr_complete posts the batch all or nothing: an injected failure
 // aborts the batch at the provider and returns the errno.
 int CompleteOrFault(WrHooks* h, ibv_qp_ex* q, uint32_t n) {
@@ -753,6 +857,9 @@ void HookQpEx(ibv_qp_ex* q) {
   if (q->wr_set_inline_data) q->wr_set_inline_data = ShSetInline;
   if (q->wr_set_inline_data_list) q->wr_set_inline_data_list = ShSetInlineList;
   if (q->wr_set_ud_addr) q->wr_set_ud_addr = ShSetUdAddr;
+  if (q->wr_bind_mw) q->wr_bind_mw = ShBindMw;
+  if (q->wr_local_inv) q->wr_local_inv = ShLocalInv;
+  if (q->wr_send_inv) q->wr_send_inv = ShSendInv;
 }
 
 ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
@@ -786,6 +893,83 @@ int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   Bump(g_counters.query_port);
   if (!s || !s->query_port) return EOPNOTSUPP;
   return s->query_port(ctx, port, attr, len);
+}
+
+// ------------------------------------------------------ memory windows --
+// ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw are inline in verbs.h and
+// dispatch through the context's ops: wrapped like the data path, for
+// real providers and softnic alike.
+ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
+  Saved* s = Find(pd->context);
+  if (!s || !s->alloc_mw) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->alloc_mw(pd, type);
+  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  ibv_mw* mw = s->alloc_mw(pd, type);
+  const int err = errno;
+  core::Event e;
+  e.kind = core::EventKind::kAllocMw;
+  e.stack = stack;
+  e.parent = Id(pd);
+  e.count = type;
+  if (mw) {
+    e.obj = Assign(mw);
+    e.rkey = mw->rkey;
+  }
+  e.ret = mw ? 0 : -1;
+  e.err = mw ? 0 : err;
+  Emit(e);
+  errno = err;
+  return mw;
+}
+
+int DeallocMw(ibv_mw* mw) {
+  Saved* s = Find(mw->context);
+  if (!s || !s->dealloc_mw) return EOPNOTSUPP;
+  Reentry re;
+  if (!re.outer() || !Checking()) {
+    const int rc = s->dealloc_mw(mw);
+    if (!rc && re.outer()) Forget(mw);
+    return rc;
+  }
+  core::Event e;
+  e.kind = core::EventKind::kDeallocMw;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  e.obj = Id(mw);
+  e.rkey = mw->rkey;
+  const int rc = s->dealloc_mw(mw);
+  e.ret = rc;
+  e.err = rc;
+  Emit(e);
+  if (!rc) Forget(mw);
+  return rc;
+}
+
+int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
+  Saved* s = Find(mw->context);
+  if (!s || !s->bind_mw) return EOPNOTSUPP;
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->bind_mw(qp, mw, bind);
+  core::Event e;
+  e.kind = core::EventKind::kBindMw;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  e.obj = Id(qp);
+  const int rc = s->bind_mw(qp, mw, bind);
+  core::SendWr& w = e.send_wrs.emplace_back();
+  w.wr_id = bind->wr_id;
+  w.opcode = IBV_WR_BIND_MW;
+  w.send_flags = bind->send_flags;
+  w.rkey = mw->rkey;  // the key the verb gave the window
+  const ibv_mw_bind_info& b = bind->bind_info;
+  w.bind = {Id(mw), Id(b.mr), b.addr, b.length, b.mw_access_flags};
+  e.ret = rc;
+  e.err = rc;
+  e.bad_index = rc ? 0 : UINT32_MAX;
+  Emit(e);
+  return rc;
 }
 
 bool HasOp(verbs_context* v, size_t offset) {
@@ -835,6 +1019,9 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
   s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
   s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
+  s->alloc_mw = ctx->ops.alloc_mw;
+  s->dealloc_mw = ctx->ops.dealloc_mw;
+  s->bind_mw = ctx->ops.bind_mw;
   s->ctx.store(ctx, std::memory_order_release);
   if (s->post_send) ctx->ops.post_send = PostSend;
   if (s->post_recv) ctx->ops.post_recv = PostRecv;
@@ -844,6 +1031,9 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (s->create_cq_ex) v->create_cq_ex = CreateCqEx;
   if (s->create_qp_ex) v->create_qp_ex = CreateQpEx;
   if (s->query_port) v->query_port = QueryPort;
+  if (s->alloc_mw) ctx->ops.alloc_mw = AllocMw;
+  if (s->dealloc_mw) ctx->ops.dealloc_mw = DeallocMw;
+  if (s->bind_mw) ctx->ops.bind_mw = BindMw;
 }
 
 void ForgetCq(ibv_cq* cq) {
@@ -863,6 +1053,9 @@ void UnwrapRealContext(ibv_context* ctx) {
   ctx->ops.post_srq_recv = s->post_srq_recv;
   ctx->ops.poll_cq = s->poll_cq;
   ctx->ops.req_notify_cq = s->req_notify_cq;
+  if (s->alloc_mw) ctx->ops.alloc_mw = s->alloc_mw;
+  if (s->dealloc_mw) ctx->ops.dealloc_mw = s->dealloc_mw;
+  if (s->bind_mw) ctx->ops.bind_mw = s->bind_mw;
   if (verbs_context* v = verbs_get_ctx(ctx)) {
     if (s->create_cq_ex) v->create_cq_ex = s->create_cq_ex;
     if (s->create_qp_ex) v->create_qp_ex = s->create_qp_ex;

@@ -3,6 +3,10 @@
 // other (and a format version change).
 #include "traces/codec.h"
 
+#include <infiniband/verbs.h>
+
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -205,18 +209,55 @@ uint8_t* EncodeSge(uint8_t* p, const core::Sge& o, uint64_t* t) {
 
 // Send and receive WRs share their layout: mask, wr_id, SGE count (bit 1,
 // against the previous WR's), the type's own fields, then the SGEs.
+// A BIND_MW WR's binding travels in send-WR fields that WR does not use
+// (FORMAT.md, "Send WR"), so that the record's layout is 1.1's: a 1.1
+// reader reads it, and sees a BIND_MW with some extra values.
+inline void BindToFields(const core::SendWr& w, core::SendWr* o) {
+  o->remote_addr = w.bind.addr;
+  o->compare_add = w.bind.length;
+  o->swap = w.bind.mr;
+  o->imm_data = w.bind.access;
+  o->ah = w.bind.mw;
+}
+inline void FieldsToBind(core::SendWr* w) {
+  w->bind = core::MwBind{w->ah, w->swap, w->remote_addr, w->compare_add, w->imm_data};
+  w->remote_addr = w->compare_add = w->swap = 0;
+  w->imm_data = 0;
+  w->ah = 0;
+}
+
+template <typename Codec, typename Wr>
+inline uint8_t* EncodeWr(uint8_t* p, const Wr& w, uint64_t* t, uint64_t* sge_t) {
+  uint64_t m = Codec::Diff(w, t) | WrIdBit(w.wr_id, t);
+  if (w.sges.size() != t[1]) m |= 2;
+  p = PutVarint(p, m);
+  p = PutWrId(p, m, w.wr_id, t);
+  if (m & 2) p = PutVarint(p, w.sges.size());
+  t[1] = w.sges.size();
+  p = Codec::Put(p, w, m, t);
+  for (const core::Sge& g : w.sges) p = EncodeSge(p, g, sge_t);
+  return p;
+}
+
+// A BIND_MW WR, coded from a copy with its binding in the reused fields
+// (off the common path: the copy is made only for these).
+template <typename Codec>
+[[gnu::noinline]] uint8_t* EncodeBindWr(uint8_t* p, const core::SendWr& w, uint64_t* t, uint64_t* sge_t) {
+  core::SendWr c = w;
+  BindToFields(w, &c);
+  return EncodeWr<Codec>(p, c, t, sge_t);
+}
+
 template <typename Codec, typename WrList>
 uint8_t* EncodeWrs(uint8_t* p, const WrList& wrs, uint64_t* t, uint64_t* sge_t) {
   p = PutVarint(p, wrs.size());
   for (const auto& w : wrs) {
-    uint64_t m = Codec::Diff(w, t) | WrIdBit(w.wr_id, t);
-    if (w.sges.size() != t[1]) m |= 2;
-    p = PutVarint(p, m);
-    p = PutWrId(p, m, w.wr_id, t);
-    if (m & 2) p = PutVarint(p, w.sges.size());
-    t[1] = w.sges.size();
-    p = Codec::Put(p, w, m, t);
-    for (const core::Sge& g : w.sges) p = EncodeSge(p, g, sge_t);
+    if constexpr (std::is_same_v<typename WrList::value_type, core::SendWr>)
+      if (__builtin_expect(w.opcode == IBV_WR_BIND_MW, 0)) {
+        p = EncodeBindWr<Codec>(p, w, t, sge_t);
+        continue;
+      }
+    p = EncodeWr<Codec>(p, w, t, sge_t);
   }
   return p;
 }
@@ -269,6 +310,11 @@ uint8_t* EncodeEventBody(uint8_t* p, const Event& e, uint32_t code, Templates& t
   if (m & 1) p = EncodeWrs<SendWrCodec>(p, e.send_wrs, t.sh.swr, t.sh.ssge);
   if (m & 2) p = EncodeWrs<RecvWrCodec>(p, e.recv_wrs, t.sh.rwr, t.sh.rsge);
   if (m & 4) p = EncodeWcs(p, e.wcs, t.sh.wc);
+  if (code == kCodeWcReason) {  // format 1.2: the reason's text
+    p = PutVarint(p, e.text.size());
+    std::memcpy(p, e.text.data(), e.text.size());
+    p += e.text.size();
+  }
   return p;
 }
 
@@ -322,9 +368,9 @@ absl::Status RecordError(uint64_t off, std::string_view what) {
 
 // ---------------------------------------------------------------- decode --
 EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len,
-                                     uint32_t count, const StackMap* stacks, bool skip_extensions)
+                                     uint32_t count, const StackMap* stacks, uint64_t skip_from)
     : stacks_(stacks),
-      skip_extensions_(skip_extensions),
+      skip_from_(skip_from),
       base_(payload),
       payload_off_(payload_off),
       d_{payload, payload + len},
@@ -344,7 +390,7 @@ absl::Status EventChunkDecoder::Peek() {
       uint64_t len = d_.Varint();
       if (!d_.ok || len > d_.left())
         return RecordError(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
-      if (kind == core::EventKind::kCount || skip_extensions_) {
+      if (kind == core::EventKind::kCount || code >= skip_from_) {
         d_.Skip(len);
         continue;
       }
@@ -411,6 +457,7 @@ absl::Status EventChunkDecoder::DecodeWrs(WrList* wrs, uint64_t* t, uint64_t* sg
     if constexpr (Codec::kStackBit != 0) {
       if (absl::Status s = MapStack(t[Codec::kStackBit], old_stack, &posted_local_); !s.ok()) return s;
       w.posted_at = posted_local_;
+      if (w.opcode == IBV_WR_BIND_MW) FieldsToBind(&w);
     }
     w.sges.resize(nsge);
     for (auto& g : w.sges)
@@ -455,6 +502,10 @@ absl::Status EventChunkDecoder::DecodeBody(Event* e) {
   if (s.ok() && (m & 2)) s = DecodeWrs<RecvWrCodec>(&e->recv_wrs, tpl_.sh.rwr, tpl_.sh.rsge);
   if (s.ok() && (m & 4)) s = DecodeWcs(&e->wcs);
   if (!s.ok()) return s;
+  e->text.clear();
+  if (head_code_ == kCodeWcReason) {
+    if (!d_.Bytes(&e->text)) return RecordError(head_off_, "bad reason text");
+  }
   if (!d_.ok) return RecordError(head_off_, "record overruns its chunk");
   if (IsSkippableCode(head_code_)) {
     if (d_.p != ext_end_) return RecordError(head_off_, "record shorter than its length");

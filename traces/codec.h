@@ -68,6 +68,7 @@ inline size_t EncodedBound(const core::Event& e) {
   for (const auto& w : e.send_wrs) n += 2 + 10 + 10 + kSendWrSlots * 10 + w.sges.size() * 48;
   for (const auto& w : e.recv_wrs) n += 1 + 10 + 10 + 10 + w.sges.size() * 48;
   n += e.wcs.size() * (1 + kWcSlots * 10);
+  n += 10 + e.text.size();  // kWcReason's text (format 1.2)
   return n;
 }
 
@@ -95,9 +96,10 @@ class EventChunkDecoder {
  public:
   // payload: the chunk's len payload bytes, at file offset payload_off;
   // count: its record count; stacks: outlives the decoder.
-  // skip_extensions: skip length-prefixed events as a 1.0 reader does.
+  // skip_from: skip length-prefixed events of codes >= skip_from, as an
+  // older reader does (64: a 1.0 reader, 65: a 1.1 reader).
   EventChunkDecoder(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count,
-                    const StackMap* stacks, bool skip_extensions = false);
+                    const StackMap* stacks, uint64_t skip_from = UINT64_MAX);
 
   // Reads the next event record's kind and seq (skipping records of
   // unknown skippable kinds); has_head() is false at the chunk's end.
@@ -118,7 +120,7 @@ class EventChunkDecoder {
   absl::Status DecodeWcs(decltype(core::Event::wcs)* wcs);
 
   const StackMap* stacks_;
-  bool skip_extensions_;
+  uint64_t skip_from_;
   const uint8_t* base_;
   uint64_t payload_off_;
   Dec d_;

@@ -33,13 +33,16 @@ inline constexpr uint8_t kFlagSorted = 1;  // events chunk: records in increasin
 // Adding an EventKind breaks the static_assert on purpose: give it a code.
 inline constexpr int kNumCoreEventKinds = static_cast<int>(core::EventKind::kDecision);  // codes 1..31
 inline constexpr int kNumEventKinds = static_cast<int>(core::EventKind::kCount);         // all recorded
-static_assert(static_cast<int>(core::EventKind::kCount) == 32,
+static_assert(static_cast<int>(core::EventKind::kCount) == 38,
               "new EventKind: update the trace format (FORMAT.md, traces/format.h)");
 inline constexpr uint32_t kFirstEventCode = 1;
 inline constexpr uint32_t kCodeStack = 32;
 inline constexpr uint32_t kCodeModule = 33;
 inline constexpr uint32_t kFirstSkippableCode = 64;  // >= 64: varint length, then body
 inline constexpr uint32_t kCodeDecision = 64;        // format 1.1: EventKind::kDecision
+// Format 1.2: memory windows, 65 alloc_mw .. 69 remote_inv, 70 wc_reason
+// (EventKind's order after kDecision).
+inline constexpr uint32_t kCodeWcReason = 70;
 // Template slots: index = code for codes 1..31; the skippable event codes
 // 64.. follow at kNumCoreCodes.. (TemplateSlot).
 inline constexpr int kNumCoreCodes = 32;
@@ -63,6 +66,13 @@ inline uint32_t TemplateSlot(uint32_t code) {
 }
 // Whether an event code is length-prefixed (a minor version's).
 inline bool IsSkippableCode(uint64_t code) { return code >= kFirstSkippableCode; }
+// Which count of the end chunk a record of this event code is in: 0
+// `events` (codes 1..31), 1 `ext_events` (code 64, format 1.1), 2
+// `later_events` (codes >= 65, format 1.2).  A 1.1 reader, which knows
+// only code 64, checks events + ext_events and skips the rest unseen.
+inline int EndCountOf(uint64_t code) {
+  return code < kFirstSkippableCode ? 0 : code == kCodeDecision ? 1 : 2;
+}
 
 // A chunk header as stored (FORMAT.md, "Chunks").
 struct ChunkHeader {

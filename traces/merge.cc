@@ -27,8 +27,8 @@ using core::Event;
 // seq order) is decoded whole and sorted.
 struct TraceReader::Cursor {
   Cursor(const uint8_t* payload, uint64_t payload_off, uint32_t len, uint32_t count, const StackMap* stacks,
-         bool skip_extensions)
-      : dec(payload, payload_off, len, count, stacks, skip_extensions) {}
+         uint64_t skip_from)
+      : dec(payload, payload_off, len, count, stacks, skip_from) {}
 
   EventChunkDecoder dec;
   std::vector<Event> all;
@@ -49,7 +49,9 @@ absl::Status TraceReader::OpenCursor(size_t i) {
   const ChunkRef& c = chunks_[i];
   const uint64_t payload_off = c.offset + kChunkHeaderBytes;
   auto cur = std::make_unique<Cursor>(data_ + payload_off, payload_off, c.len, c.count, &stacks_,
-                                      options_.skip_extension_events);
+                                      options_.skip_extension_events ? kFirstSkippableCode
+                                      : options_.skip_window_events  ? kCodeDecision + 1
+                                                                     : UINT64_MAX);
   if (absl::Status s = cur->dec.Peek(); !s.ok()) return s;
   if (!(c.flags & kFlagSorted)) {
     cur->whole = true;
@@ -79,7 +81,9 @@ absl::StatusOr<bool> TraceReader::Next(Event* out) {
   }
   if (cursors_.empty()) {
     finished_ = true;
-    const uint64_t expected = end_events_ + (options_.skip_extension_events ? 0 : end_ext_events_);
+    const uint64_t expected =
+        end_events_ + (options_.skip_extension_events ? 0 : end_ext_events_) +
+        (options_.skip_extension_events || options_.skip_window_events ? 0 : end_later_events_);
     if (have_end_ && events_read_ != expected)
       return absl::DataLossError(
           absl::StrFormat("the end record counts %d events, the chunks hold %d", expected, events_read_));

@@ -148,9 +148,11 @@ absl::Status TraceReader::Scan() {
         end_events_ = d.Varint();
         (void)d.Varint();  // stacks
         (void)d.Varint();  // dropped
-        // Format 1.1 appends the count of length-prefixed events; a 1.0
+        // Format 1.1 appends the count of decision events (code 64); a 1.0
         // writer's end chunk stops before it.
         end_ext_events_ = d.ok && d.left() > 0 ? d.Varint() : 0;
+        // Format 1.2 appends the count of events of codes >= 65.
+        end_later_events_ = d.ok && d.left() > 0 ? d.Varint() : 0;
         if (!d.ok)
           return absl::DataLossError(absl::StrFormat("chunk at offset %d: malformed end record", pos));
         have_end_ = true;

@@ -61,7 +61,7 @@ namespace rdmasan::traces {
 
 // Format version, independent of the tool version (FORMAT.md, "Versions").
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 
 // One loaded ELF object of the recorded process: pc - bias is the address
 // in the file (core::Frame::module_offset); [start, end) covers its PT_LOAD
@@ -210,7 +210,8 @@ class TraceWriter {
   std::atomic<Stream*> slots_[kMaxStreams + 1] = {};  // + the overflow stream
   std::atomic<size_t> num_slots_{0};
   std::atomic<uint64_t> written_events_{0};
-  std::atomic<uint64_t> written_ext_events_{0};  // of them, events of codes >= 64 (end chunk)
+  std::atomic<uint64_t> written_ext_events_{0};    // of them, events of code 64 (end chunk)
+  std::atomic<uint64_t> written_later_events_{0};  // of them, events of codes >= 65 (end chunk, 1.2)
   absl::Status close_status_;
 
   std::atomic<uint64_t> events_{0}, dropped_{0}, chunks_{0}, stacks_{0}, bytes_{0};
@@ -230,6 +231,9 @@ class TraceReader {
     // (code >= 64, e.g. kDecision events) and count only the others
     // against the end chunk.  For tests of the compatibility promise.
     bool skip_extension_events = false;
+    // Read as a format 1.1 reader does: skip the records of codes >= 65
+    // (memory-window events, format 1.2) and count only the others.
+    bool skip_window_events = false;
   };
   static absl::StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path, const Options& options);
   ~TraceReader();
@@ -281,8 +285,9 @@ class TraceReader {
   bool truncated_ = false;
   std::string warning_;
   bool have_end_ = false;
-  uint64_t end_events_ = 0;      // events of codes < 64 (end chunk field 1)
-  uint64_t end_ext_events_ = 0;  // events of codes >= 64 (field 4, format 1.1)
+  uint64_t end_events_ = 0;        // events of codes < 64 (end chunk field 1)
+  uint64_t end_ext_events_ = 0;    // events of code 64 (field 4, format 1.1)
+  uint64_t end_later_events_ = 0;  // events of codes >= 65 (field 5, format 1.2)
   Options options_;
   uint64_t events_read_ = 0;
   bool finished_ = false;

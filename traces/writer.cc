@@ -58,7 +58,8 @@ struct TraceWriter::Stream {
   uint8_t* buf = nullptr;  // kChunkHeaderBytes + kStreamPayload
   size_t used = 0;         // payload bytes
   uint32_t records = 0;
-  uint32_t ext_records = 0;  // of them, length-prefixed events (code >= 64)
+  uint32_t ext_records = 0;    // of them, decision events (code 64)
+  uint32_t later_records = 0;  // of them, events of codes >= 65 (format 1.2)
   uint64_t min_seq = 0;
   uint64_t last_seq = 0;
   bool sorted = true;
@@ -70,6 +71,7 @@ struct TraceWriter::Stream {
     used = 0;
     records = 0;
     ext_records = 0;
+    later_records = 0;
     min_seq = UINT64_MAX;
     last_seq = 0;
     sorted = true;
@@ -206,6 +208,7 @@ void TraceWriter::WriteStreamChunkLocked(Stream* s) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
     written_events_.fetch_add(s->records, std::memory_order_relaxed);
     written_ext_events_.fetch_add(s->ext_records, std::memory_order_relaxed);
+    written_later_events_.fetch_add(s->later_records, std::memory_order_relaxed);
   } else {
     dropped_.fetch_add(s->records, std::memory_order_relaxed);
   }
@@ -347,7 +350,14 @@ void TraceWriter::AppendTo(Stream* s, const Event& e) {
   uint8_t* end = EncodeEvent(start, e, s->tpl);
   s->used += static_cast<size_t>(end - start);
   ++s->records;
-  if (IsSkippableCode(KindCode(e.kind))) ++s->ext_records;
+  switch (EndCountOf(KindCode(e.kind))) {
+    case 1:
+      ++s->ext_records;
+      break;
+    case 2:
+      ++s->later_records;
+      break;
+  }
   if (e.seq < s->min_seq) s->min_seq = e.seq;
   if (s->records > 1 && e.seq < s->last_seq) s->sorted = false;
   s->last_seq = e.seq;
@@ -375,7 +385,9 @@ void TraceWriter::AppendLarge(Stream* s, const Event& e) {
   if (WriteAllLocked(reinterpret_cast<const char*>(buf.data()), kChunkHeaderBytes + len)) {
     chunks_.fetch_add(1, std::memory_order_relaxed);
     written_events_.fetch_add(1, std::memory_order_relaxed);
-    if (IsSkippableCode(KindCode(e.kind))) written_ext_events_.fetch_add(1, std::memory_order_relaxed);
+    const int count = EndCountOf(KindCode(e.kind));
+    if (count == 1) written_ext_events_.fetch_add(1, std::memory_order_relaxed);
+    if (count == 2) written_later_events_.fetch_add(1, std::memory_order_relaxed);
   } else {
     dropped_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -443,12 +455,14 @@ absl::Status TraceWriter::Close() {
   WriteModulesLocked(false);
   WritePendingMetaLocked();
   std::string end(kChunkHeaderBytes, '\0');
-  // events of codes < 64, stacks, dropped, then (1.1) events of codes >= 64.
-  const uint64_t ext = written_ext_events_.load();
-  AppendVarint(&end, written_events_.load() - ext);
+  // events of codes < 64, stacks, dropped, then (1.1) events of code 64,
+  // (1.2) events of codes >= 65.
+  const uint64_t ext = written_ext_events_.load(), later = written_later_events_.load();
+  AppendVarint(&end, written_events_.load() - ext - later);
   AppendVarint(&end, stacks_.load());
   AppendVarint(&end, dropped_.load());
   AppendVarint(&end, ext);
+  AppendVarint(&end, later);
   FillChunkHeader(reinterpret_cast<uint8_t*>(end.data()),
                   static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(end.data(), end.size());
@@ -508,13 +522,14 @@ bool TraceWriter::CloseFromSignalHandler() {
   }
   WriteStreamsFromSignalLocked();
   // The end record, as Close() writes it, on the stack.
-  uint8_t end[kChunkHeaderBytes + 4 * 10];
+  uint8_t end[kChunkHeaderBytes + 5 * 10];
   uint8_t* p = end + kChunkHeaderBytes;
-  const uint64_t ext = written_ext_events_.load();
-  p = PutVarint(p, written_events_.load() - ext);
+  const uint64_t ext = written_ext_events_.load(), later = written_later_events_.load();
+  p = PutVarint(p, written_events_.load() - ext - later);
   p = PutVarint(p, stacks_.load());
   p = PutVarint(p, dropped_.load());
   p = PutVarint(p, ext);
+  p = PutVarint(p, later);
   const auto len = static_cast<uint32_t>(p - end - kChunkHeaderBytes);
   FillChunkHeader(end, len, 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(reinterpret_cast<const char*>(end), kChunkHeaderBytes + len);

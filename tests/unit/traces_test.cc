@@ -3,6 +3,7 @@
 #include "traces/trace.h"
 
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/event.h"
 #include "core/stack.h"
 #include "traces/format.h"
@@ -106,6 +109,11 @@ void ExpectEventEq(const Event& a, const Event& b) {
     EXPECT_EQ(x.ah, y.ah);
     EXPECT_EQ(x.posted_at, y.posted_at);
     EXPECT_EQ(x.num_sge, y.num_sge);
+    EXPECT_EQ(x.bind.mw, y.bind.mw);
+    EXPECT_EQ(x.bind.mr, y.bind.mr);
+    EXPECT_EQ(x.bind.addr, y.bind.addr);
+    EXPECT_EQ(x.bind.length, y.bind.length);
+    EXPECT_EQ(x.bind.access, y.bind.access);
     ASSERT_EQ(x.sges.size(), y.sges.size());
     for (size_t k = 0; k < x.sges.size(); ++k) ExpectSgeEq(x.sges[k], y.sges[k]);
   }
@@ -117,6 +125,7 @@ void ExpectEventEq(const Event& a, const Event& b) {
     for (size_t k = 0; k < a.recv_wrs[i].sges.size(); ++k)
       ExpectSgeEq(a.recv_wrs[i].sges[k], b.recv_wrs[i].sges[k]);
   }
+  EXPECT_EQ(a.text, b.text);
   ASSERT_EQ(a.wcs.size(), b.wcs.size());
   for (size_t i = 0; i < a.wcs.size(); ++i) {
     EXPECT_EQ(a.wcs[i].wr_id, b.wcs[i].wr_id);
@@ -181,6 +190,12 @@ Event FullEvent(EventKind k, uint64_t seq, std::mt19937_64& rng) {
     w.swap = rng();
     w.ah = rng() % 9;
     w.posted_at = FakeStack(0x7777000000 + (rng() % 4) * 0x100, 3);
+    if (w.opcode == IBV_WR_BIND_MW) {
+      // Its binding travels in the fields a BIND_MW does not use.
+      w.remote_addr = w.compare_add = w.swap = w.ah = 0;
+      w.imm_data = 0;
+      w.bind = {rng() % 50, rng(), rng(), rng(), static_cast<uint32_t>(rng())};
+    }
     int nsge = static_cast<int>(rng() % 4);
     w.num_sge = (rng() % 5 == 0) ? -3 : nsge;
     for (int s = 0; s < nsge; ++s)
@@ -198,6 +213,9 @@ Event FullEvent(EventKind k, uint64_t seq, std::mt19937_64& rng) {
       w.sges.push_back({rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())});
     e.recv_wrs.push_back(w);
   }
+  if (k == EventKind::kWcReason)
+    e.text = absl::StrFormat("REM_ACCESS_ERR: rkey 0x%x was invalidated by LOCAL_INV (pid %d)\n\t\x01",
+                             static_cast<uint32_t>(rng()), static_cast<int>(rng() % 100000));
   int nwc = static_cast<int>(rng() % 6);
   for (int i = 0; i < nwc; ++i)
     e.wcs.push_back({rng(), static_cast<uint32_t>(rng() % 22), static_cast<uint32_t>(rng() % 130),
@@ -308,14 +326,25 @@ TEST(Traces, DecisionRecordsAreSkippableByAFormat10Reader) {
   }
   auto r = TraceReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ((*r)->header().format_minor, 1);
+  EXPECT_EQ((*r)->header().format_minor, kFormatMinor);
   std::vector<Event> read = ReadAll(**r);
   ASSERT_EQ(read.size(), written.size());
   for (size_t i = 0; i < read.size(); ++i) ExpectEventEq(written[i], read[i]);
 
+  // A 1.1 reader: the window events (codes >= 65) skipped, the decisions read.
+  std::vector<Event> v11;
+  for (const Event& e : written)
+    if (e.kind <= EventKind::kDecision) v11.push_back(e);
+  ASSERT_LT(v11.size(), written.size());
+  auto r11 = TraceReader::Open(path, TraceReader::Options{.skip_window_events = true});
+  ASSERT_TRUE(r11.ok()) << r11.status();
+  read = ReadAll(**r11);
+  ASSERT_EQ(read.size(), v11.size());
+  for (size_t i = 0; i < read.size(); ++i) ExpectEventEq(v11[i], read[i]);
+
   std::vector<Event> older;
   for (const Event& e : written)
-    if (e.kind != EventKind::kDecision) older.push_back(e);
+    if (e.kind < EventKind::kDecision) older.push_back(e);
   ASSERT_LT(older.size(), written.size());
   auto r10 = TraceReader::Open(path, TraceReader::Options{.skip_extension_events = true});
   ASSERT_TRUE(r10.ok()) << r10.status();
@@ -364,6 +393,30 @@ TEST(Traces, DecisionRecordLengthMustMatchItsBody) {
 
 // A trace as a 1.0 writer left it (minor 0, end chunk of three fields)
 // still reads, its event count checked.
+// A trace as an older writer made it: minor version `minor`, its end chunk
+// without the fields later versions appended (1.0: events, stacks,
+// dropped; 1.1: also ext_events).  `path` was written by this writer with
+// no event of a code it drops the count of.
+void MakeOlder(const std::string& path, int minor) {
+  std::string bytes = ReadFile(path);
+  bytes[10] = static_cast<char>(minor);
+  size_t h = kPrologueBytes, last = 0;
+  while (h + kChunkHeaderBytes <= bytes.size()) {
+    last = h;
+    h += kChunkHeaderBytes + ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + h)).len;
+  }
+  ChunkHeader c = ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + last));
+  ASSERT_EQ(c.kind, kChunkEnd);
+  // later_events (1.2), and for 1.0 ext_events (1.1): one zero byte each.
+  const uint32_t drop = minor == 0 ? 2 : 1;
+  for (uint32_t i = 0; i < drop; ++i) {
+    ASSERT_EQ(bytes.back(), 0);
+    bytes.pop_back();
+  }
+  FillChunkHeader(reinterpret_cast<uint8_t*>(bytes.data() + last), c.len - drop, 3, kChunkEnd, 0, 0, 0);
+  WriteFile(path, bytes);
+}
+
 TEST(Traces, ReadsAFormat10Trace) {
   std::string path = TempPath("v10");
   {
@@ -378,25 +431,46 @@ TEST(Traces, ReadsAFormat10Trace) {
     }
     ASSERT_TRUE((*w)->Close().ok());
   }
-  std::string bytes = ReadFile(path);
-  bytes[10] = 0;  // minor 0
-  // The end chunk is last: drop its fourth field (one byte: 0 events of codes >= 64).
-  size_t h = kPrologueBytes, last = 0;
-  while (h + kChunkHeaderBytes <= bytes.size()) {
-    last = h;
-    h += kChunkHeaderBytes + ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + h)).len;
-  }
-  ChunkHeader c = ReadChunkHeader(reinterpret_cast<const uint8_t*>(bytes.data() + last));
-  ASSERT_EQ(c.kind, kChunkEnd);
-  ASSERT_EQ(bytes.back(), 0);
-  bytes.pop_back();
-  FillChunkHeader(reinterpret_cast<uint8_t*>(bytes.data() + last), c.len - 1, 3, kChunkEnd, 0, 0, 0);
-  WriteFile(path, bytes);
+  MakeOlder(path, 0);
   auto r = TraceReader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*r)->header().format_minor, 0);
   EXPECT_EQ(ReadAll(**r).size(), 50u);
   EXPECT_FALSE((*r)->truncated());
+}
+
+// A 1.1 trace (decisions, no window events; its end chunk stops after
+// ext_events) reads whole, with a LOCAL_INV's key in imm_data as 1.1
+// recorded it.
+TEST(Traces, ReadsAFormat11Trace) {
+  std::string path = TempPath("v11");
+  {
+    auto w = TraceWriter::Open(path, TestHeader());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (uint64_t i = 1; i <= 50; ++i) {
+      Event e;
+      e.kind = i % 10 == 0 ? EventKind::kDecision : EventKind::kPostSend;
+      e.seq = i;
+      if (e.kind == EventKind::kPostSend) {
+        core::SendWr& wr = e.send_wrs.emplace_back();
+        wr.wr_id = i;
+        wr.opcode = i % 2 ? IBV_WR_LOCAL_INV : IBV_WR_SEND;
+        wr.imm_data = 0x4000100 + static_cast<uint32_t>(i);
+      }
+      (*w)->Append(e);
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  MakeOlder(path, 1);
+  auto r = TraceReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)->header().format_minor, 1);
+  std::vector<Event> read = ReadAll(**r);
+  ASSERT_EQ(read.size(), 50u);
+  EXPECT_FALSE((*r)->truncated());
+  EXPECT_EQ(read[0].send_wrs[0].opcode, static_cast<uint32_t>(IBV_WR_LOCAL_INV));
+  EXPECT_EQ(read[0].send_wrs[0].imm_data, 0x4000101u);
+  EXPECT_EQ(read[9].kind, EventKind::kDecision);
 }
 
 // Symlinks planted at PATH.incomplete and at PATH (another user's, in a
@@ -642,7 +716,9 @@ TEST(Traces, RejectsNewerMajorVersion) {
   auto r = TraceReader::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("trace format 2.1 is not readable"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(absl::StrCat("trace format 2.", kFormatMinor, " is not readable")),
+            std::string::npos)
+      << r.status();
   // A newer minor version is fine.
   bytes[8] = static_cast<char>(kFormatMajor);
   bytes[10] = 9;

@@ -220,3 +220,152 @@ TEST(ChainCopy, CyclicReceiveChainStopsAtTheBound) {
 
 }  // namespace
 }  // namespace rdmasan::interpose
+
+namespace rdmasan::interpose {
+namespace {
+
+// Memory windows on a real provider (stubbed): ibv_alloc_mw, ibv_dealloc_mw
+// and ibv_bind_mw (context ops), BIND_MW and LOCAL_INV through
+// ibv_post_send and the ibv_qp_ex setters all become events the window
+// checks see.
+struct StubMw {
+  ibv_qp_ex qpx{};
+  ibv_mw mw{};
+  int allocs = 0, deallocs = 0, binds = 0, wr_binds = 0, wr_invs = 0;
+} g_mw;
+
+ibv_mw* StubAllocMw(ibv_pd* pd, ibv_mw_type type) {
+  ++g_mw.allocs;
+  g_mw.mw.context = pd->context;
+  g_mw.mw.pd = pd;
+  g_mw.mw.type = type;
+  g_mw.mw.rkey = 0x4000100;
+  return &g_mw.mw;
+}
+int StubDeallocMw(ibv_mw*) { return ++g_mw.deallocs, 0; }
+int StubBindMw(ibv_qp*, ibv_mw* mw, ibv_mw_bind*) {
+  ++g_mw.binds;
+  mw->rkey = ibv_inc_rkey(mw->rkey);
+  return 0;
+}
+void StubWrBindMw(ibv_qp_ex*, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { ++g_mw.wr_binds; }
+void StubWrLocalInv(ibv_qp_ex*, uint32_t) { ++g_mw.wr_invs; }
+int StubMwPostSend(ibv_qp*, ibv_send_wr*, ibv_send_wr**) { return 0; }
+
+ibv_qp* StubCreateQpExMw(ibv_context* ctx, ibv_qp_init_attr_ex*) {
+  g_mw.qpx.qp_base.context = ctx;
+  g_mw.qpx.qp_base.qp_num = 0x78;
+  g_mw.qpx.wr_start = StubWrStart;
+  g_mw.qpx.wr_complete = StubWrComplete;
+  g_mw.qpx.wr_abort = StubWrAbort;
+  g_mw.qpx.wr_bind_mw = StubWrBindMw;
+  g_mw.qpx.wr_local_inv = StubWrLocalInv;
+  return &g_mw.qpx.qp_base;
+}
+
+TEST(WrapRealContext, WindowVerbsAndWrsAreEvents) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.create_qp_ex = StubCreateQpExMw;
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.post_send = StubMwPostSend;
+  ctx.ops.alloc_mw = StubAllocMw;
+  ctx.ops.dealloc_mw = StubDeallocMw;
+  ctx.ops.bind_mw = StubBindMw;
+  SetChecking(true);
+  WrapRealContext(&ctx);
+  EXPECT_NE(ctx.ops.alloc_mw, StubAllocMw);
+  ibv_pd pd{};
+  pd.context = &ctx;
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 8;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  ibv_qp* qp = ibv_create_qp_ex(&ctx, &attr);
+  ASSERT_EQ(qp, &g_mw.qpx.qp_base);
+  ibv_qp_ex* x = reinterpret_cast<ibv_qp_ex*>(qp);
+  auto& rep = core::GlobalReporter();
+  const size_t bumped0 = rep.Count(core::CheckId::kRkeyNotBumped);
+  const size_t inflight0 = rep.Count(core::CheckId::kInvalidateInFlight);
+
+  ibv_mw* mw = ibv_alloc_mw(&pd, IBV_MW_TYPE_2);
+  ASSERT_EQ(mw, &g_mw.mw);
+  const uint32_t key = ibv_inc_rkey(mw->rkey);
+  ibv_send_wr bind{};
+  bind.wr_id = 1;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_mw.mw = mw;
+  bind.bind_mw.rkey = key;
+  bind.bind_mw.bind_info.addr = 0x10000;
+  bind.bind_mw.bind_info.length = 64;
+  bind.num_sge = 12345;  // not read for a bind
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(qp, &bind, &bad), 0);
+  EXPECT_EQ(rep.Count(core::CheckId::kRkeyNotBumped), bumped0);
+  // LOCAL_INV through the qp_ex setters, its completion never polled.
+  ibv_wr_start(x);
+  x->wr_id = 2;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(x, key);
+  EXPECT_EQ(ibv_wr_complete(x), 0);
+  EXPECT_EQ(g_mw.wr_invs, 1);
+  // Bound again, with the same key, before that completion.
+  ibv_wr_start(x);
+  x->wr_id = 3;
+  ibv_mw_bind_info info{};
+  info.addr = 0x10000;
+  info.length = 64;
+  ibv_wr_bind_mw(x, mw, key, &info);
+  EXPECT_EQ(ibv_wr_complete(x), 0);
+  EXPECT_EQ(g_mw.wr_binds, 1);
+  EXPECT_EQ(rep.Count(core::CheckId::kRkeyNotBumped), bumped0 + 1);
+  EXPECT_EQ(rep.Count(core::CheckId::kInvalidateInFlight), inflight0 + 1);
+
+  // Type 1: ibv_bind_mw goes through the wrapper to the provider.
+  ibv_mw_bind mb{};
+  mb.wr_id = 4;
+  mb.send_flags = IBV_SEND_SIGNALED;
+  mw->type = IBV_MW_TYPE_1;
+  EXPECT_EQ(ibv_bind_mw(qp, mw, &mb), 0);
+  EXPECT_EQ(g_mw.binds, 1);
+  mw->type = IBV_MW_TYPE_2;
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  EXPECT_EQ(g_mw.deallocs, 1);
+  ForgetQp(qp);
+  SetChecking(false);
+  UnwrapRealContext(&ctx);
+  EXPECT_EQ(ctx.ops.alloc_mw, StubAllocMw);
+}
+
+// A BIND_MW's copy carries its binding and no SGE; a LOCAL_INV its key.
+TEST(ChainCopy, BindAndLocalInvWrs) {
+  ibv_mw mw{};
+  ibv_send_wr inv{};
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.invalidate_rkey = 0x4000101;
+  inv.num_sge = 3;
+  ibv_send_wr b{};
+  b.opcode = IBV_WR_BIND_MW;
+  b.bind_mw.mw = &mw;
+  b.bind_mw.rkey = 0x4000102;
+  b.bind_mw.bind_info.addr = 0x2000;
+  b.bind_mw.bind_info.length = 512;
+  b.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  b.next = &inv;
+  core::Event e;
+  EXPECT_EQ(CopySendChain(&b, nullptr, &e, false, 2), 2u);
+  EXPECT_EQ(e.send_wrs[0].rkey, 0x4000102u);
+  EXPECT_EQ(e.send_wrs[0].bind.addr, 0x2000u);
+  EXPECT_EQ(e.send_wrs[0].bind.length, 512u);
+  EXPECT_EQ(e.send_wrs[0].bind.access, static_cast<uint32_t>(IBV_ACCESS_REMOTE_WRITE));
+  EXPECT_TRUE(e.send_wrs[0].sges.empty());
+  EXPECT_EQ(e.send_wrs[1].imm_data, 0x4000101u);
+  EXPECT_TRUE(e.send_wrs[1].sges.empty());
+  EXPECT_EQ(e.send_wrs[1].num_sge, 0);
+}
+
+}  // namespace
+}  // namespace rdmasan::interpose

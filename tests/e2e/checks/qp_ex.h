@@ -5,8 +5,9 @@
 
 #include "common.h"
 
-/* qp[0] replaced by an extended QP with the ibv_wr_* send operations. */
-static inline struct ibv_qp_ex *make_qp_ex(struct rig *r, int max_inline) {
+/* qp[0] replaced by an extended QP with the ibv_wr_* operations `ops`
+ * (IBV_QP_EX_WITH_*). */
+static inline struct ibv_qp_ex *make_qp_ex_ops(struct rig *r, int max_inline, uint64_t ops) {
   if (ibv_destroy_qp(r->qp[0])) DIE("ibv_destroy_qp failed");
   struct ibv_qp_init_attr_ex ia;
   memset(&ia, 0, sizeof ia);
@@ -17,7 +18,7 @@ static inline struct ibv_qp_ex *make_qp_ex(struct rig *r, int max_inline) {
   ia.cap.max_inline_data = max_inline;
   ia.pd = r->pd;
   ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  ia.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+  ia.send_ops_flags = ops;
   r->qp[0] = ibv_create_qp_ex(r->ctx, &ia);
   if (!r->qp[0]) DIE("ibv_create_qp_ex failed: %s", strerror(errno));
   r->cap[0] = ia.cap;
@@ -28,6 +29,11 @@ static inline struct ibv_qp_ex *make_qp_ex(struct rig *r, int max_inline) {
   struct ibv_qp_ex *x = ibv_qp_to_qp_ex(r->qp[0]);
   if (!x) DIE("ibv_qp_to_qp_ex failed");
   return x;
+}
+
+/* qp[0] replaced by an extended QP with the ibv_wr_* send operations. */
+static inline struct ibv_qp_ex *make_qp_ex(struct rig *r, int max_inline) {
+  return make_qp_ex_ops(r, max_inline, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND);
 }
 
 #endif

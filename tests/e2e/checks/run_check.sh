@@ -23,7 +23,10 @@
 #                    starting in column 0 above it) and LINE its line.
 #   --silent         a control: exit 0, no rdmasan report at all.
 # In either mode, a line `// CHECK-NOT: OTHER-ID` in SOURCE forbids any
-# report of OTHER-ID (a known false positive that rides along).
+# report of OTHER-ID (a known false positive that rides along).  With
+# --expect-id, a line ` * REPORT-HAS: TEXT` (or `// REPORT-HAS: TEXT`)
+# wants TEXT in some report of ID (its lines from the ERROR/WARNING header
+# to its SUMMARY).
 # runner options:
 #   --rdmasan PATH   the rdmasan command (default: $RDMASAN, else
 #                    <repo>/build/rdmasan)
@@ -181,6 +184,12 @@ else
       else print last
     }' "$log")
   [[ $verdict == OK ]] || failures+=("$verdict")
+  while IFS= read -r want; do
+    [[ -n $want ]] || continue
+    awk -v id="$id" '$0 ~ ("^==[0-9]+==(ERROR|WARNING): rdmasan: " id ":") { on = 1 }
+                     on { print } /^SUMMARY: rdmasan:/ { on = 0 }' "$log" | grep -qF -- "$want" ||
+      failures+=("no report of $id says \"$want\" (REPORT-HAS)")
+  done < <(grep -E '^ *(\*|//) REPORT-HAS: ' "$src" | sed -E 's/^ *(\*|\/\/) REPORT-HAS: //')
 fi
 
 # Replay (unless the program was meant to stop halfway: its trace is a

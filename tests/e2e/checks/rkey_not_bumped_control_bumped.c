@@ -1,0 +1,24 @@
+/* rkey-not-bumped near miss: every rebind of the type-2 window bumps the
+ * key's tag with ibv_inc_rkey first.
+ * REQUIRES: windows */
+#include "windows.h"
+
+int main(void) {
+  struct rig r;
+  rig_setup(&r, NULL);
+  char *buf = calloc(1, 4096);
+  struct ibv_mr *mr = rig_reg(&r, buf, 4096, WIN_MR_ACCESS);
+  struct ibv_mw *mw = win_alloc(&r, IBV_MW_TYPE_2);
+  uint32_t key = mw->rkey;
+  for (int io = 0; io < 4; ++io) {
+    key = ibv_inc_rkey(key);
+    win_bind(&r, mw, mr, buf + io * 512, 512, key);
+    win_local_inv(&r, key);
+  }
+  if (ibv_dealloc_mw(mw)) DIE("ibv_dealloc_mw failed");
+  if (ibv_dereg_mr(mr)) DIE("ibv_dereg_mr failed");
+  free(buf);
+  rig_teardown(&r);
+  printf("DONE\n");
+  return 0;
+}
