@@ -35,6 +35,12 @@ struct server {
   struct blk_rep *reps; /* BLK_SQ_DEPTH reply buffers, entry k % depth for WR k */
   struct ibv_mr *reps_mr;
   uint32_t served;
+  /* The device's blocks are the source of the RDMA WRITEs of BLK_READs and
+   * the target of the RDMA READs of BLK_WRITEs: no READ may land in them
+   * while a WRITE that sends them is outstanding.  WR number up to which
+   * WRITEs were posted (the signaled reply that follows the last one). */
+  uint64_t dev_sent_until;
+  bool dev_sending;
 };
 
 static int post_recv(struct server *s, uint32_t idx) {
@@ -89,6 +95,10 @@ static int serve(struct server *s, const struct blk_req *q, bool *last) {
   if (!ok) {
     rep.status = BLK_ST_BAD_REQUEST;
   } else if (q->op == BLK_WRITE) {
+    /* The blocks may still be going out in an earlier WRITE: retire it
+     * (through the signaled reply that followed it) before overwriting. */
+    if (s->dev_sending && wait_retired(s, s->dev_sent_until)) return -1;
+    s->dev_sending = false;
     /* Pull the client's blocks; reply once they are in. */
     sge[0] =
         (struct ibv_sge){.addr = (uintptr_t)(s->dev + q->offset), .length = q->len, .lkey = s->dev_mr->lkey};
@@ -132,12 +142,18 @@ static int serve(struct server *s, const struct blk_req *q, bool *last) {
     wr[1].opcode = IBV_WR_SEND_WITH_INV;
     wr[1].invalidate_rkey = q->rkey;
   }
-  wr[1].send_flags = sq_signal_flag(&s->sq, k, held, *last);
+  /* After a WRITE of the blocks, the reply is signaled: its completion
+   * retires the WRITE, which a later BLK_WRITE waits for. */
+  wr[1].send_flags = sq_signal_flag(&s->sq, k, held, *last || k);
   sq_check_post(&s->sq, k + 1, held);
   struct ibv_send_wr *bad;
   int rc = ibv_post_send(s->d.qp, k ? &wr[0] : &wr[1], &bad);
   if (rc) return RPC_LOG(WHO, "ibv_post_send(reply): %s", strerror(rc)), -1;
   sq_commit(&s->sq, k + 1, held);
+  if (k) {
+    s->dev_sending = true;
+    s->dev_sent_until = seq;
+  }
   s->served++;
   return 0;
 }
