@@ -100,27 +100,27 @@ constexpr size_t ChecksOf(EventKind k) {
 static_assert(ChecksOf(EventKind::kPostSend) == 16, "add the new post_send check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPostRecv) == 9, "add the new post_recv check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
-static_assert(kNumEntries <= 64, "the enabled mask is one word");
+static_assert(kNumEntries <= 128, "the enabled mask is two words (Engine::Mask)");
 
 // The checks of one event kind, in table order, as direct calls (the
 // checkers library is built as one translation unit, so they can be
 // inlined here): an event pays for no indirect call per check.
 template <EventKind K, size_t... I>
-void RunKind(CheckContext& c, uint64_t enabled, std::index_sequence<I...>) {
+void RunKind(CheckContext& c, const uint64_t* enabled, std::index_sequence<I...>) {
   (
       [&] {
         if constexpr (kChecks[I].kind == K)
-          if (enabled & (uint64_t{1} << I)) kChecks[I].fn(c);
+          if (enabled[I / 64] & (uint64_t{1} << (I % 64))) kChecks[I].fn(c);
       }(),
       ...);
 }
 
 template <size_t K>
-void RunKind(CheckContext& c, uint64_t enabled) {
+void RunKind(CheckContext& c, const uint64_t* enabled) {
   RunKind<static_cast<EventKind>(K)>(c, enabled, std::make_index_sequence<kNumEntries>());
 }
 
-using RunFn = void (*)(CheckContext&, uint64_t);
+using RunFn = void (*)(CheckContext&, const uint64_t*);
 template <size_t... K>
 constexpr std::array<RunFn, sizeof...(K)> MakeRunTable(std::index_sequence<K...>) {
   return {&RunKind<K>...};
@@ -191,7 +191,7 @@ Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
   // A disabled check is never reported: it does not run either.
   for (size_t i = 0; i < kNumEntries; ++i)
     if (enabled.Enabled(kChecks[i].id)) {
-      enabled_ |= uint64_t{1} << i;
+      enabled_[i / 64] |= uint64_t{1} << (i % 64);
       any_by_kind_[static_cast<size_t>(kChecks[i].kind)] = true;
     }
 }

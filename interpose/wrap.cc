@@ -607,14 +607,21 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     return nullptr;
   }
   // Completions must name their QP for the books and the scheduler's
-  // streams: ask for the QP number (an extra the program does not see),
-  // unless the provider refuses it.
+  // streams, and a receive that invalidated a window its key
+  // (ibv_wc_read_invalidated_rkey reads the immediate-data field): ask for
+  // both (extras the program does not see), unless the provider refuses.
   const uint64_t asked = attr->wc_flags;
-  attr->wc_flags |= IBV_WC_EX_WITH_QP_NUM;
-  ibv_cq_ex* cq = s->create_cq_ex(ctx, attr);
-  uint64_t got_flags = attr->wc_flags;
-  attr->wc_flags = asked;
-  if (!cq && asked != (asked | IBV_WC_EX_WITH_QP_NUM)) cq = s->create_cq_ex(ctx, attr), got_flags = asked;
+  const uint64_t tries[] = {asked | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_IMM, asked | IBV_WC_EX_WITH_QP_NUM,
+                            asked};
+  ibv_cq_ex* cq = nullptr;
+  uint64_t got_flags = asked;
+  for (size_t i = 0; i < 3 && !cq; ++i) {
+    if (i > 0 && tries[i] == tries[i - 1]) continue;
+    attr->wc_flags = tries[i];
+    cq = s->create_cq_ex(ctx, attr);
+    got_flags = attr->wc_flags;
+    attr->wc_flags = asked;
+  }
   if (Checking()) OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
   // The scheduler's hooks go under the checking layer's: the checking
   // layer reads what the scheduler serves.
