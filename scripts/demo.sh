@@ -2,7 +2,8 @@
 # demo.sh: show rdmasan running unmodified verbs programs on softnic, with
 # no RDMA hardware: `ibv_devinfo -v`, then an ibv_rc_pingpong server and
 # client talking over softnic on loopback (private fabric, free TCP port),
-# then the RPC example of examples/rpc: correct (rdmasan reports nothing) and
+# then the RPC example of examples/rpc and the block-storage example of
+# examples/blk (memory windows): each correct (rdmasan reports nothing) and
 # with a planted bug (rdmasan reports it).  Prints everything; exits non-zero
 # if a step does not behave so.
 #
@@ -71,6 +72,26 @@ for mode in correct dereg-in-flight; do
   if [[ $mode != correct ]]; then
     echo "---- the client's report:"
     grep -h -A12 "ERROR: rdmasan: $mode" "$build"/demo/demo.rpc."$mode".client.log | head -14
+  fi
+done
+
+# examples/blk: per-I/O memory windows, invalidated by the server's
+# SEND_WITH_INV; then the client rebinding a window with the key the server
+# already holds.
+for mode in correct rkey-not-bumped; do
+  port=$(next_port)
+  echo
+  echo "==== rdmasan run -- examples/blk (mode $mode, port $port)"
+  if ! "$repo/examples/run_example.sh" --rdmasan "$rdmasan" --outdir "$build/demo" --timeout 60 \
+      "demo.blk.$mode" "$port" "$mode" \
+      -- "$build/blk_server" -p "$port" \
+      --- "$build/blk_client" -p "$port" --mode "$mode" 127.0.0.1; then
+    echo "demo: blk example ($mode) did not behave as expected" >&2
+    status=1
+  fi
+  if [[ $mode != correct ]]; then
+    echo "---- the client's report:"
+    grep -h -A14 "ERROR: rdmasan: $mode" "$build"/demo/demo.blk."$mode".client.log | head -16
   fi
 done
 
