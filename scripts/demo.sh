@@ -91,7 +91,7 @@ for mode in correct rkey-not-bumped; do
   fi
   if [[ $mode != correct ]]; then
     echo "---- the client's report:"
-    grep -h -A14 "ERROR: rdmasan: $mode" "$build"/demo/demo.blk."$mode".client.log | head -16
+    grep -h -A19 "ERROR: rdmasan: $mode" "$build"/demo/demo.blk."$mode".client.log | head -20
   fi
 done
 
