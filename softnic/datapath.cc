@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -78,9 +79,11 @@ struct Exec {
   char why[kWhyText];  // the reason of its error completion
 };
 
-template <typename... Args>
-void Why(Exec& x, const char* fmt, Args... args) {
-  snprintf(x.why, sizeof(x.why), fmt, args...);
+__attribute__((format(printf, 2, 3))) void Why(Exec& x, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x.why, sizeof(x.why), fmt, ap);
+  va_end(ap);
 }
 
 ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
