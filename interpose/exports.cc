@@ -10,6 +10,7 @@
 #include <infiniband/sa.h>
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -173,6 +174,21 @@ ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, 
 
 // ---------------------------------------------------------------- devices --
 
+namespace {
+std::atomic<int> g_softnic_listed{-1};  // -1: no device list asked for yet
+}  // namespace
+
+bool rdmasan::interpose::SoftnicListed() {
+  const std::string& mode = rdmasan::core::GlobalOptions().softnic;
+  if (mode == "on") return true;
+  if (mode == "off") return false;
+  if (g_softnic_listed.load(std::memory_order_relaxed) < 0) {
+    ibv_device** l = ibv_get_device_list(nullptr);
+    if (l) ibv_free_device_list(l);
+  }
+  return g_softnic_listed.load(std::memory_order_relaxed) == 1;
+}
+
 RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   REAL(ibv_get_device_list, "IBVERBS_1.1");
   Reentry re;
@@ -186,6 +202,7 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
     if (!real_list) nreal = 0;
   }
   const bool add_softnic = mode == "on" || (mode == "auto" && nreal == 0);
+  g_softnic_listed.store(add_softnic ? 1 : 0, std::memory_order_relaxed);
   if (!add_softnic) {
     if (num_devices) *num_devices = nreal;
     if (!real_list) {

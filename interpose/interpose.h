@@ -49,6 +49,11 @@ void ForgetCq(ibv_cq* cq);
 // True if ctx's data path currently goes through the wrappers.
 bool IsWrapped(const ibv_context* ctx);
 
+// Whether the device list the program sees has softnic in it (softnic=on,
+// or auto with no real device): then the rdma_cm device it opens is
+// softnic's (softnic/cm.h).
+bool SoftnicListed();
+
 // Counters of checked data-path calls (for tests and diagnostics).
 struct Counters {
   std::atomic<uint64_t> post_send{0}, post_recv{0}, post_srq_recv{0}, poll_cq{0}, req_notify_cq{0},

@@ -473,4 +473,7 @@ int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event) {
 
 void AckAsyncEvent(ibv_async_event* event) {}
 
+ibv_gid PortGid(uint32_t index) { return GidAt(index); }
+uint16_t PortLid() { return kLid; }
+
 }  // namespace rdmasan::softnic

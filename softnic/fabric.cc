@@ -601,4 +601,8 @@ std::string Fabric::AsyncAddr(uint32_t slot, uint32_t gen) const {
   return absl::StrCat("rdmasan-", getuid(), "-", name_, "-as-", slot, "-", gen);
 }
 
+// For the connection manager's names (cm_wire.cc): the same private folder.
+bool UserPrivateDir(std::string* out) { return PrivateDir(FabricDir(), out); }
+bool IsPrivate(const struct stat& st, mode_t type) { return Private(st, type); }
+
 }  // namespace rdmasan::softnic

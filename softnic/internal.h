@@ -15,6 +15,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -169,6 +170,16 @@ struct Process {
 
 // Attaches on first use; nullptr with errno set if the fabric is unusable.
 Process* GetProcess();
+
+// The user's private softnic folder (<dir>/rdmasan-<uid>.d), created if
+// missing; false, with a message, if it is not this user's alone.
+bool UserPrivateDir(std::string* out);
+// Whether `st` is of `type`, this user's, and reachable by nobody else.
+bool IsPrivate(const struct stat& st, mode_t type);
+// GID `index` of softnic0's port.
+ibv_gid PortGid(uint32_t index);
+// softnic0's LID.
+uint16_t PortLid();
 
 inline SnContext* Ctx(ibv_context* c) { return reinterpret_cast<SnContext*>(verbs_get_ctx(c)); }
 inline SnQp* Qp(ibv_qp* q) { return reinterpret_cast<SnQp*>(q); }

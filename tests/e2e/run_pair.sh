@@ -18,6 +18,8 @@
 #                    client's output; repeatable, all must match
 #   --opt NAME=VAL   extra rdmasan option (becomes `rdmasan run --NAME=VAL`)
 #   --allow-findings do not fail on rdmasan error reports in the output
+#   --rdma-cm        the server listens through rdma_cm, not TCP: wait for
+#                    softnic's port file of PORT instead (any port space)
 #   --no-rdmasan     run both commands directly (tests of this harness)
 #   --quiet          print the logs only when the pair fails
 #
@@ -39,6 +41,7 @@ listen_wait=30
 expects=()
 extra_opts=()
 use_rdmasan=1
+rdma_cm=0
 allow_findings=0
 quiet=0
 
@@ -54,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --opt) extra_opts+=("--$2"); shift 2 ;;
     --allow-findings) allow_findings=1; shift ;;
     --no-rdmasan) use_rdmasan=0; shift ;;
+    --rdma-cm) rdma_cm=1; shift ;;
     --quiet) quiet=1; shift ;;
     -*) die "unknown option $1" ;;
     *) break ;;
@@ -92,6 +96,11 @@ fi
 # True if some socket listens on TCP port $1 (IPv4 or IPv6).  Reads /proc so
 # it needs neither ss nor netstat.
 listening() {
+  if [[ $rdma_cm -eq 1 ]]; then
+    # softnic's rdma_cm port files: <dir>/rdmasan-<uid>.d/cm-<fabric>/p<ps>-<port>
+    compgen -G "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-*/p*-$1" >/dev/null
+    return
+  fi
   local hex
   hex=$(printf '%04X' "$1")
   awk -v p=":$hex" 'FNR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 }
