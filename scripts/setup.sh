@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config  # toolchain
   libibverbs-dev                                 # <infiniband/verbs.h>, libibverbs
   ibverbs-utils perftest                         # the e2e test programs
+  rdmacm-utils librdmacm-dev libfabric-bin       # rdma_cm users (e2e.cm.*, e2e.fi_*)
   libabsl-dev googletest libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer targets
   libdw-dev                                      # symbolizing report stacks

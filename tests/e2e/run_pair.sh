@@ -81,6 +81,9 @@ while [[ $# -gt 0 ]]; do client+=("${1//@PORT@/$port}"); shift; done
 safe_name=${name//[^A-Za-z0-9_.-]/-}
 fabric_name=${name#e2e.}
 fabric="e2e-${fabric_name//[^A-Za-z0-9_-]/_}-$$"
+# rdma_cm port files live in a folder named after the fabric (cut and hashed
+# past 24 characters): a short name keeps it predictable here.
+[[ $rdma_cm -eq 1 ]] && fabric="cm-$$-$RANDOM"
 mkdir -p "$outdir" || die "cannot create $outdir"
 server_log="$outdir/$safe_name.server.log"
 client_log="$outdir/$safe_name.client.log"
@@ -98,7 +101,7 @@ fi
 listening() {
   if [[ $rdma_cm -eq 1 ]]; then
     # softnic's rdma_cm port files: <dir>/rdmasan-<uid>.d/cm-<fabric>/p<ps>-<port>
-    compgen -G "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-*/p*-$1" >/dev/null
+    compgen -G "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-$fabric/p*-$1" >/dev/null
     return
   fi
   local hex
