@@ -19,6 +19,7 @@
 #include "core/options.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/devfs.h"
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -198,6 +199,7 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   if (real) {
     // Without any RDMA kernel support libibverbs finds nothing; keep its own
     // diagnostics as they are.
+    rdmasan::interpose::devfs::InRealScan scan;  // the host's sysfs as it is
     real_list = real(&nreal);
     if (!real_list) nreal = 0;
   }

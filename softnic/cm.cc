@@ -486,6 +486,7 @@ void Cm::CloseChannel(int fd) {
     close(c.inbox);
     close(c.efd);
     unlink((s_.folder + "/" + c.name).c_str());
+    rmdir(s_.folder.c_str());  // the fabric's folder goes with its last name
     s_.chan_by_name.erase(c.name);
     s_.chans.erase(it);
     if (fd < kMaxMarked) g_marked[fd].store(0, std::memory_order_release);
@@ -1221,9 +1222,9 @@ bool IsChannelSlow(int fd) {
 
 int Open(int flags) {
   State& s = S();
-  std::string folder = Folder(rdmasan::core::GlobalOptions().softnic_fabric == "inproc"
-                                  ? std::string("inproc-") + std::to_string(getpid())
-                                  : rdmasan::core::GlobalOptions().softnic_fabric);
+  const std::string& fabric = rdmasan::core::GlobalOptions().softnic_fabric;
+  const std::string folder_fabric = fabric == "inproc" ? "inproc-" + std::to_string(getpid()) : fabric;
+  std::string folder = Folder(folder_fabric);
   if (folder.empty()) {
     errno = ENODEV;
     return -1;
@@ -1238,6 +1239,11 @@ int Open(int flags) {
   }
   Chan c;
   c.inbox = MakeInbox(folder, &c.name);
+  if (c.inbox < 0 && errno == ENOENT) {
+    // Another process's last channel of this fabric just removed the folder.
+    folder = Folder(folder_fabric);
+    c.inbox = folder.empty() ? -1 : MakeInbox(folder, &c.name);
+  }
   if (c.inbox < 0) return -1;
   c.efd = eventfd(0, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC);
   c.fd = epoll_create1((flags & O_CLOEXEC) ? EPOLL_CLOEXEC : 0);

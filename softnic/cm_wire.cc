@@ -84,7 +84,9 @@ const std::string& Folder(const std::string& fabric) {
   static std::string* cached = new std::string();
   static bool warned = false;
   std::lock_guard<std::mutex> g(mu);
-  if (!cached->empty() && *cached_fabric == fabric) return *cached;
+  // Made again when its last channel removed it (cm.cc's CloseChannel).
+  if (!cached->empty() && *cached_fabric == fabric && (mkdir(cached->c_str(), 0700) == 0 || errno == EEXIST))
+    return *cached;
   std::string base;
   if (!UserPrivateDir(&base)) {
     cached->clear();
