@@ -73,7 +73,8 @@ bool Connect(ibv_qp* qp, uint32_t dest) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return false;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return false;
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
@@ -183,7 +184,8 @@ void BM_RecvPair(benchmark::State& state, Config* c) {
   SetMode(c->mode);
   g_empty_polls = 0;
   for (auto _ : state) PostPoll(*c);
-  state.counters["empty_polls"] = static_cast<double>(g_empty_polls) / static_cast<double>(state.iterations());
+  state.counters["empty_polls"] =
+      static_cast<double>(g_empty_polls) / static_cast<double>(state.iterations());
 }
 
 std::string ConfigName(Kind kind, int depth, Mode mode) {
@@ -199,8 +201,10 @@ double NsPerPair(const benchmark::BenchmarkReporter::Run& run) {
 }
 
 void PrintSummary(const rdmasan::bench::BestOfReporter& best, int rounds, int iters) {
-  printf("receive post+poll pair (8-byte SEND, 1 in %u signaled), softnic in-process, best of %d rounds of %d:\n",
-         kSignalEvery, rounds, iters);
+  printf(
+      "receive post+poll pair (8-byte SEND, 1 in %u signaled), softnic in-process, best of %d rounds of "
+      "%d:\n",
+      kSignalEvery, rounds, iters);
   printf("  %-10s %6s %10s %15s %15s\n", "queue", "depth", "no shim", "full checking", "checking cost");
   bool pass = true;
   for (Kind kind : {kSrq, kRq}) {
@@ -209,16 +213,18 @@ void PrintSummary(const rdmasan::bench::BestOfReporter& best, int rounds, int it
       const double raw = best.Best(ConfigName(kind, kDepths[d], kNoShim));
       const double full = best.Best(ConfigName(kind, kDepths[d], kFullChecking));
       cost[d] = full - raw;
-      printf("  %-10s %6d %7.1f ns %12.1f ns %+12.1f ns\n", kind == kSrq ? "SRQ" : "RQ", kDepths[d], raw, full,
-             cost[d]);
+      printf("  %-10s %6d %7.1f ns %12.1f ns %+12.1f ns\n", kind == kSrq ? "SRQ" : "RQ", kDepths[d], raw,
+             full, cost[d]);
     }
     const double ratio = cost[1] / cost[0];
     pass &= ratio <= kNoise;
     printf("  %-10s checking cost at depth %d / at depth %d: %.2f\n", kind == kSrq ? "SRQ" : "RQ", kDepths[1],
            kDepths[0], ratio);
   }
-  printf("target: the cost at depth %d no more than at depth %d (ratio <= 1, %.2f allowed for run-to-run noise): %s\n",
-         kDepths[1], kDepths[0], kNoise, pass ? "PASS" : "MISS");
+  printf(
+      "target: the cost at depth %d no more than at depth %d (ratio <= 1, %.2f allowed for run-to-run "
+      "noise): %s\n",
+      kDepths[1], kDepths[0], kNoise, pass ? "PASS" : "MISS");
 }
 
 }  // namespace

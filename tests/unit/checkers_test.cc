@@ -2503,7 +2503,6 @@ TEST(CheckersWindows, WindowPostsReplayAlike) {
   EXPECT_GE(a.size(), 3u);
 }
 
-
 // ===================================================== SRQ retirement ==
 
 // A KeyedRing element: the wr_id it is retired by, and which post it was.
@@ -2665,11 +2664,13 @@ TEST(CheckersSrqRetirement, CompletionsAcrossQpsRetireTheirOwnReceives) {
   EXPECT_EQ(f.PostSrqRecv(srq, wrs), kNone);
   // QP b's messages took receives 1 and 5; QP a's 0 and 2; b's CQ is
   // polled first.
-  EXPECT_EQ(f.Poll(cq_b, {Wc(Fx::Qpn(b), 1, IBV_WC_SUCCESS, IBV_WC_RECV), Wc(Fx::Qpn(b), 5, IBV_WC_SUCCESS, IBV_WC_RECV)}),
+  EXPECT_EQ(f.Poll(cq_b, {Wc(Fx::Qpn(b), 1, IBV_WC_SUCCESS, IBV_WC_RECV),
+                          Wc(Fx::Qpn(b), 5, IBV_WC_SUCCESS, IBV_WC_RECV)}),
             kNone);
   EXPECT_EQ(SrqWrIds(f, srq), (std::vector<uint64_t>{0, 2, 3, 4, 6, 7}));
   EXPECT_EQ(f.eng.state().PendingOn(cq_a), 6u);
-  EXPECT_EQ(f.Poll(cq_a, {Wc(Fx::Qpn(a), 0, IBV_WC_SUCCESS, IBV_WC_RECV), Wc(Fx::Qpn(a), 2, IBV_WC_SUCCESS, IBV_WC_RECV)}),
+  EXPECT_EQ(f.Poll(cq_a, {Wc(Fx::Qpn(a), 0, IBV_WC_SUCCESS, IBV_WC_RECV),
+                          Wc(Fx::Qpn(a), 2, IBV_WC_SUCCESS, IBV_WC_RECV)}),
             kNone);
   EXPECT_EQ(SrqWrIds(f, srq), (std::vector<uint64_t>{3, 4, 6, 7}));
   // A wr_id the SRQ does not hold retires the oldest receive.
@@ -2713,8 +2714,9 @@ TEST(CheckersSrqRetirement, RetiredReceivesAreNotInFlight) {
   // until the front reaches it) no longer holds its MR.
   SrqSetup s;
   ObjId done = s.f.RegMr(s.pd, 0x40000, 0x1000, 0x44), busy = s.f.RegMr(s.pd, 0x50000, 0x1000, 0x55);
-  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {s.R(0), Rwr(1, {Sg(0x40000, 64, 0x44)}), Rwr(2, {Sg(0x50000, 64, 0x55)})}),
-            kNone);
+  EXPECT_EQ(
+      s.f.PostSrqRecv(s.srq, {s.R(0), Rwr(1, {Sg(0x40000, 64, 0x44)}), Rwr(2, {Sg(0x50000, 64, 0x55)})}),
+      kNone);
   EXPECT_EQ(s.f.Poll(s.cq, {Wc(Fx::Qpn(s.a), 1, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone);
   EXPECT_FALSE(s.f.eng.state().LkeyInFlight(0x44));
   EXPECT_TRUE(s.f.eng.state().LkeyInFlight(0x55));
@@ -2767,8 +2769,9 @@ TEST(CheckersRqRetirement, FlushRetiresOneEachInPostOrder) {
   EXPECT_EQ(f.ModifyQp(qp, IBV_QPS_ERR), kNone);
   EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(qp), 11, IBV_WC_WR_FLUSH_ERR, 0)}), kNone);
   EXPECT_EQ(f.Qp(qp).rq.front().wr_id, 12u);
-  EXPECT_EQ(f.Poll(cq, {Wc(Fx::Qpn(qp), 12, IBV_WC_WR_FLUSH_ERR, 0), Wc(Fx::Qpn(qp), 13, IBV_WC_WR_FLUSH_ERR, 0)}),
-            kNone);
+  EXPECT_EQ(
+      f.Poll(cq, {Wc(Fx::Qpn(qp), 12, IBV_WC_WR_FLUSH_ERR, 0), Wc(Fx::Qpn(qp), 13, IBV_WC_WR_FLUSH_ERR, 0)}),
+      kNone);
   EXPECT_TRUE(f.Qp(qp).rq.empty());
   EXPECT_EQ(f.eng.state().PendingOn(cq), 0u);
   // Nothing is left to retire: a stray flush changes nothing.
