@@ -7,7 +7,9 @@ namespace {
 
 // The WRs of a queue that use the MR with this lkey (an MR's lkey names it
 // while it lives: a WR posted with it uses that MR).
-const OutstandingWr* Using(const Ring<OutstandingWr>& q, uint32_t lkey, uint64_t* count) {
+// (A Ring, or an SRQ's KeyedRing.)
+template <typename Queue>
+const OutstandingWr* Using(const Queue& q, uint32_t lkey, uint64_t* count) {
   const OutstandingWr* first = nullptr;
   for (const auto& w : q) {
     if (w.is_inline) continue;
@@ -32,7 +34,7 @@ void CheckDeregInFlight(CheckContext& c) {
   uint64_t count = 0;
   const OutstandingWr* first = nullptr;
   core::ObjId on = 0;
-  auto consider = [&](core::ObjId id, const Ring<OutstandingWr>& q) {
+  auto consider = [&](core::ObjId id, const auto& q) {
     const OutstandingWr* w = Using(q, mr->lkey, &count);
     if (w && (!first || id < on)) first = w, on = id;
   };

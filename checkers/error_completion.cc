@@ -59,16 +59,19 @@ void CheckErrorCompletion(CheckContext& c) {
     std::vector<core::RelatedStack> rel;
     auto queue = c.s.Classify(wc, *q, c.e.obj);
     const SrqState* srq = q->srq ? c.s.Srq(q->srq) : nullptr;
-    const Ring<OutstandingWr>* dq = queue == State::Queue::kSend   ? &q->sq
-                                    : queue == State::Queue::kRecv ? &q->rq
-                                    : srq                          ? &srq->rq
-                                                                   : nullptr;
-    if (dq)
-      for (const auto& w : *dq)
+    auto name_failed = [&](const auto& wrs) {
+      for (const auto& w : wrs)
         if (w.wr_id == wc.wr_id) {
           rel.push_back({WrLabel(w, "failed"), w.stack});
           break;
         }
+    };
+    if (queue == State::Queue::kSend)
+      name_failed(q->sq);
+    else if (queue == State::Queue::kRecv)
+      name_failed(q->rq);
+    else if (srq)
+      name_failed(srq->rq);
     std::string msg = absl::StrFormat(
         "%s: completion with status %s (%d), vendor_err 0x%x, wr_id=0x%x; the QP is now in ERR",
         QpName(c.s, id), StatusName(wc.status), wc.status, wc.vendor_err, wc.wr_id);

@@ -10,7 +10,9 @@ inline bool OverlapsInFlight(uint64_t a, uint64_t alen, uint64_t b, uint64_t ble
   return a < b + blen && b < a + alen;
 }
 
-const OutstandingWr* InFlight(const Ring<OutstandingWr>& q, uint64_t addr, uint64_t len) {
+// (A Ring, or an SRQ's KeyedRing.)
+template <typename Queue>
+const OutstandingWr* InFlight(const Queue& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {
     if (w.is_inline) continue;
     for (const auto& g : w.sges)
@@ -28,7 +30,7 @@ void CheckFreeInFlight(CheckContext& c) {
   // names the same one.
   const OutstandingWr* hit = nullptr;
   core::ObjId on = 0;
-  auto consider = [&](core::ObjId id, const Ring<OutstandingWr>& q) {
+  auto consider = [&](core::ObjId id, const auto& q) {
     if (hit && id > on) return;
     if (const OutstandingWr* w = InFlight(q, addr, len)) hit = w, on = id;
   };

@@ -53,10 +53,9 @@ class Ring {
     head_ = (head_ + n) & mask_;
     size_ -= n;
   }
-  // Removes element i, keeping the order of the others.
-  void erase_at(size_t i) {
-    for (; i + 1 < size_; ++i) std::swap((*this)[i], (*this)[i + 1]);
-    --size_;
+  // Keeps the n oldest elements (their slots past n stay for reuse).
+  void truncate(size_t n) {
+    if (n < size_) size_ = n;
   }
   void clear() { head_ = size_ = 0; }
 

@@ -171,14 +171,9 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
     case Queue::kSrq: {
       auto s = srqs_.find(qp.srq);
       if (s == srqs_.end() || s->second.rq.empty()) return;
-      auto& rq = s->second.rq;
-      // SRQ receives complete in any order across QPs: retire by wr_id.
-      for (size_t i = 0; i < rq.size(); ++i)
-        if (rq[i].wr_id == wc.wr_id) {
-          rq.erase_at(i);
-          return;
-        }
-      rq.pop_front();
+      // SRQ receives complete in any order across QPs: retire by wr_id
+      // (the oldest with it), or the oldest if none has it.
+      if (!s->second.rq.Retire(wc.wr_id)) s->second.rq.pop_front();
       return;
     }
   }
@@ -370,7 +365,10 @@ void State::ApplyPostRecv(const Event& e, QpState* q) {
 
 void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
   const size_t n = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
-  for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &srq->rq.push_back());
+  for (size_t i = 0; i < n; ++i) {
+    const core::RecvWr& w = e.recv_wrs[i];
+    FromRecv(w, e.stack, &srq->rq.push_back(w.wr_id));
+  }
 }
 
 void State::ApplyRegMr(const Event& e) {
@@ -564,7 +562,7 @@ std::vector<CqOutstanding> State::Outstanding() const {
 }
 
 bool State::LkeyInFlight(uint32_t lkey) const {
-  auto uses = [lkey](const Ring<OutstandingWr>& q) {
+  auto uses = [lkey](const auto& q) {
     for (const auto& w : q) {
       if (w.is_inline) continue;
       for (const auto& g : w.sges)

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
+#include "checkers/keyed_ring.h"
 #include "checkers/ring.h"
 #include "core/event.h"
 
@@ -191,7 +192,7 @@ struct SrqState {
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   StackId stack = 0;
-  Ring<OutstandingWr> rq;
+  KeyedRing<OutstandingWr> rq;  // oldest first; retired by wr_id in any order
   absl::flat_hash_set<ObjId> qps;
 };
 
