@@ -104,6 +104,7 @@ RDMASAN_DL_HIDDEN void* RdmasanDlvsymOnHandle(void* handle, const char* name, co
 // dlsym(handle, name) and dlvsym(handle, name, version): a pseudo handle
 // (RTLD_DEFAULT 0, RTLD_NEXT -1) jumps to the next function with the stack
 // as the caller left it; a real handle goes to the *OnHandle function.
+// clang-format off
 #if defined(__x86_64__)
 #define RDMASAN_DL_ENTRY(fn, on_handle, next)      \
   "  .text\n"                                      \
@@ -172,6 +173,7 @@ RDMASAN_DL_HIDDEN void* RdmasanDlvsymOnHandle(void* handle, const char* name, co
   "  .cfi_endproc\n"                               \
   "  .size " fn ", .-" fn "\n"
 #endif
+// clang-format on
 
 #ifdef RDMASAN_DL_ENTRY
 // This file is compiled without LTO (interpose/CMakeLists.txt), so the

@@ -45,8 +45,8 @@ using rdmasan::core::EventKind;
 
 // The real function; `real` is null while libibverbs is not loaded (looked
 // up again once the process loaded something: loader.h).
-#define REAL(name, ver)                                          \
-  static constinit ip::RealSym real_sym(#name, ver);             \
+#define REAL(name, ver)                              \
+  static constinit ip::RealSym real_sym(#name, ver); \
   const auto real = reinterpret_cast<decltype(&::name)>(real_sym.Get())
 
 namespace {

@@ -56,12 +56,23 @@ void* DefinedIn(const link_map* m, const char* name) {
   auto at = [base](ElfW(Addr) a) { return a < base ? a + base : a; };
   for (const ElfW(Dyn)* d = m->l_ld; d && d->d_tag != DT_NULL; ++d) {
     switch (d->d_tag) {
-      case DT_SYMTAB: symtab = reinterpret_cast<const ElfW(Sym)*>(at(d->d_un.d_ptr)); break;
-      case DT_STRTAB: strtab = reinterpret_cast<const char*>(at(d->d_un.d_ptr)); break;
-      case DT_GNU_HASH: gnu = reinterpret_cast<const uint32_t*>(at(d->d_un.d_ptr)); break;
-      case DT_HASH: sysv = reinterpret_cast<const ElfW(Word)*>(at(d->d_un.d_ptr)); break;
-      case DT_VERSYM: versym = reinterpret_cast<const ElfW(Half)*>(at(d->d_un.d_ptr)); break;
-      default: break;
+      case DT_SYMTAB:
+        symtab = reinterpret_cast<const ElfW(Sym)*>(at(d->d_un.d_ptr));
+        break;
+      case DT_STRTAB:
+        strtab = reinterpret_cast<const char*>(at(d->d_un.d_ptr));
+        break;
+      case DT_GNU_HASH:
+        gnu = reinterpret_cast<const uint32_t*>(at(d->d_un.d_ptr));
+        break;
+      case DT_HASH:
+        sysv = reinterpret_cast<const ElfW(Word)*>(at(d->d_un.d_ptr));
+        break;
+      case DT_VERSYM:
+        versym = reinterpret_cast<const ElfW(Half)*>(at(d->d_un.d_ptr));
+        break;
+      default:
+        break;
     }
   }
   if (!symtab || !strtab || (!gnu && !sysv)) return nullptr;
@@ -75,8 +86,8 @@ void* DefinedIn(const link_map* m, const char* name) {
   if (gnu) {
     const uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2];
     if (nbuckets == 0) return nullptr;
-    const auto* buckets = reinterpret_cast<const uint32_t*>(reinterpret_cast<const ElfW(Addr)*>(gnu + 4) +
-                                                            bloom_words);
+    const auto* buckets =
+        reinterpret_cast<const uint32_t*>(reinterpret_cast<const ElfW(Addr)*>(gnu + 4) + bloom_words);
     const uint32_t* chain = buckets + nbuckets;
     const uint32_t h = GnuHash(name);
     uint32_t i = buckets[h % nbuckets];

@@ -98,8 +98,7 @@ static void connect_qp(struct ibv_qp *qp, uint32_t remote) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (v.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    DIE("INIT");
+  if (v.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) DIE("INIT");
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
@@ -149,7 +148,8 @@ int main(void) {
   /* ibv_fork_init through the pointer is the real one. */
   if (v.fork_init()) DIE("ibv_fork_init failed");
   enum ibv_fork_status fork = v.is_fork_initialized();
-  if (fork != IBV_FORK_ENABLED && fork != IBV_FORK_UNNEEDED) DIE("fork support: %d after ibv_fork_init", fork);
+  if (fork != IBV_FORK_ENABLED && fork != IBV_FORK_UNNEEDED)
+    DIE("fork support: %d after ibv_fork_init", fork);
   printf("fork: %s\n", fork == IBV_FORK_ENABLED ? "enabled" : "unneeded");
 
   int n = 0;
@@ -177,7 +177,8 @@ int main(void) {
   connect_qp(qp[1], qp[0]->qp_num);
 
   static char src[64], dst[64];
-  struct ibv_mr *smr = v.reg_mr(pd, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: dereg-in-flight
+  struct ibv_mr *smr =
+      v.reg_mr(pd, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: dereg-in-flight
   struct ibv_mr *dmr = v.reg_mr(pd, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!smr || !dmr) DIE("reg_mr");
   struct ibv_sge sge = {(uintptr_t)src, 8, smr->lkey};

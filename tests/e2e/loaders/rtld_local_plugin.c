@@ -12,13 +12,15 @@ __attribute__((visibility("default"))) int plugin_run(void);
 int plugin_run(void) {
   if (ibv_fork_init()) DIE("ibv_fork_init failed");
   enum ibv_fork_status fork = ibv_is_fork_initialized();
-  if (fork != IBV_FORK_ENABLED && fork != IBV_FORK_UNNEEDED) DIE("fork support: %d after ibv_fork_init", fork);
+  if (fork != IBV_FORK_ENABLED && fork != IBV_FORK_UNNEEDED)
+    DIE("fork support: %d after ibv_fork_init", fork);
   printf("fork: %s\n", fork == IBV_FORK_ENABLED ? "enabled" : "unneeded");
 
   struct rig r;
   rig_setup(&r, NULL);
   static char src[64], dst[64];
-  struct ibv_mr *smr = rig_reg(&r, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: dereg-in-flight
+  struct ibv_mr *smr =
+      rig_reg(&r, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: dereg-in-flight
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, 8);
   struct ibv_send_wr wr = rig_write_wr(0x2a, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;

@@ -157,7 +157,7 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
   qp->qp_type = a->qp_type;
   qp->qp_num = next_qpn++;
   qp->state = IBV_QPS_RESET;
-  return qp;  /* a->cap: granted as asked */
+  return qp; /* a->cap: granted as asked */
 }
 EXPORT int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
   if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
