@@ -18,6 +18,10 @@
 #                     [VARIANTS v...]       default: O0 O2 O2-lto
 #                     [PLAIN_VARIANT v]     the variant without a suffix (default O0)
 #                     [INCLUDE_DIRS d...]
+#                     [DEFINITIONS d...]    compile definitions (NAME=value)
+#                     [MODULE]              a plugin (add_library MODULE), not a program
+#                     [NO_IBVERBS]          not linked against libibverbs (a loader
+#                                           that dlopens it; verbs.h still found)
 #                     [OUT <var>])
 # Target names: <prefix> for PLAIN_VARIANT, <prefix>_O2, <prefix>_O2_lto
 # for the others ('-' becomes '_').  With OUT, sets in the caller's scope:
@@ -36,7 +40,7 @@ set(RDMASAN_E2E_LINK_FLAGS_O2)
 set(RDMASAN_E2E_LINK_FLAGS_O2-lto -flto)
 
 function(rdmasan_e2e_program prefix src)
-  cmake_parse_arguments(A "" "PLAIN_VARIANT;OUT" "VARIANTS;INCLUDE_DIRS" ${ARGN})
+  cmake_parse_arguments(A "MODULE;NO_IBVERBS" "PLAIN_VARIANT;OUT" "VARIANTS;INCLUDE_DIRS;DEFINITIONS" ${ARGN})
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "rdmasan_e2e_program(${prefix}): unknown arguments '${A_UNPARSED_ARGUMENTS}'")
   endif()
@@ -66,8 +70,20 @@ function(rdmasan_e2e_program prefix src)
       list(APPEND cflags -fno-sanitize=all)
       list(APPEND lflags -fno-sanitize=all)
     endif()
-    add_executable(${target} ${src})
-    target_link_libraries(${target} PRIVATE PkgConfig::IBVERBS)
+    if(A_MODULE)
+      add_library(${target} MODULE ${src})
+    else()
+      add_executable(${target} ${src})
+    endif()
+    if(A_NO_IBVERBS)
+      target_include_directories(${target} PRIVATE ${IBVERBS_INCLUDE_DIRS})
+      target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+    else()
+      target_link_libraries(${target} PRIVATE PkgConfig::IBVERBS)
+    endif()
+    if(A_DEFINITIONS)
+      target_compile_definitions(${target} PRIVATE ${A_DEFINITIONS})
+    endif()
     set_target_properties(${target} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
     target_compile_options(${target} PRIVATE ${cflags} -Wall -Wextra)
     if(lflags)

@@ -45,8 +45,11 @@ using rdmasan::core::EventKind;
 
 #define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
 
-// Resolves the real function once; `real` is null when libibverbs is absent.
-#define REAL(name, ver) static const auto real = reinterpret_cast<decltype(&::name)>(Real(#name, ver))
+// The real function; `real` is null while libibverbs is not loaded (looked
+// up again once the process loaded something: loader.h).
+#define REAL(name, ver)                              \
+  static constinit ip::RealSym real_sym(#name, ver); \
+  const auto real = reinterpret_cast<decltype(&::name)>(real_sym.Get())
 
 namespace {
 
@@ -901,22 +904,26 @@ struct ib_uverbs_qp_attr;
 struct ib_uverbs_ah_attr;
 RDMASAN_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   using Fn = void (*)(ibv_sa_path_rec*, ib_user_path_rec*);
-  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_path_rec_from_kern", "IBVERBS_1.0"));
+  static constinit ip::RealSym real_sym("ibv_copy_path_rec_from_kern", "IBVERBS_1.0");
+  const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (real) real(dst, src);
 }
 RDMASAN_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   using Fn = void (*)(ib_user_path_rec*, ibv_sa_path_rec*);
-  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_path_rec_to_kern", "IBVERBS_1.0"));
+  static constinit ip::RealSym real_sym("ibv_copy_path_rec_to_kern", "IBVERBS_1.0");
+  const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (real) real(dst, src);
 }
 RDMASAN_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
   using Fn = void (*)(ibv_qp_attr*, ib_uverbs_qp_attr*);
-  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_qp_attr_from_kern", "IBVERBS_1.0"));
+  static constinit ip::RealSym real_sym("ibv_copy_qp_attr_from_kern", "IBVERBS_1.0");
+  const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (real) real(dst, src);
 }
 RDMASAN_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
   using Fn = void (*)(ibv_ah_attr*, ib_uverbs_ah_attr*);
-  static const auto real = reinterpret_cast<Fn>(Real("ibv_copy_ah_attr_from_kern", "IBVERBS_1.1"));
+  static constinit ip::RealSym real_sym("ibv_copy_ah_attr_from_kern", "IBVERBS_1.1");
+  const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (real) real(dst, src);
 }
 
@@ -925,7 +932,8 @@ RDMASAN_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_at
 // not, so the real one is found by its default version.
 RDMASAN_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
   using Fn = int (*)(ibv_context*, uint8_t, unsigned int, int*);
-  static const auto real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_query_gid_type"));
+  static constinit ip::RealSym real_sym("ibv_query_gid_type", nullptr);
+  const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (IsSn(context)) {
     ibv_gid gid;
     if (sn::QueryGid(context, port_num, static_cast<int>(index), &gid)) return -1;

@@ -284,8 +284,8 @@ int MoveQpToError(ibv_qp* qp) {
   std::memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
   if (softnic::IsContext(qp->context)) return softnic::ModifyQp(qp, &attr, IBV_QP_STATE);
-  static const auto real =
-      reinterpret_cast<int (*)(ibv_qp*, ibv_qp_attr*, int)>(Real("ibv_modify_qp", "IBVERBS_1.1"));
+  static constinit RealSym real_sym("ibv_modify_qp", "IBVERBS_1.1");
+  const auto real = reinterpret_cast<int (*)(ibv_qp*, ibv_qp_attr*, int)>(real_sym.Get());
   return real ? real(qp, &attr, IBV_QP_STATE) : ENOSYS;
 }
 

@@ -5,7 +5,10 @@
 // exports IBVERBS_1.0 .. 1.14); the dynamic linker binds the program's
 // versioned references to these unversioned definitions when librdmasan.so
 // is preloaded.  Objects of a softnic context go to softnic; everything else
-// goes to the real function, found with dlvsym(RTLD_NEXT, name, version).
+// goes to the real function, found with dlvsym(RTLD_NEXT, name, version)
+// or, when the program loaded libibverbs RTLD_LOCAL, in that library
+// (loader.h); a loader's own dlsym/dlvsym of a verb on a libibverbs handle
+// is handed the shim's definition (dl_hooks.cc).
 // (b) wrap.cc swaps the inline data-path dispatch pointers of each real
 // context after creation (ops.post_send, post_recv, post_srq_recv, poll_cq,
 // req_notify_cq; verbs_context create_cq_ex, create_qp_ex, query_port) and
@@ -27,11 +30,9 @@
 #include <cstdint>
 
 #include "core/compiler.h"
+#include "interpose/loader.h"
 
 namespace rdmasan::interpose {
-
-// The real libibverbs function `name` at `version`, or nullptr.
-void* Real(const char* name, const char* version);
 
 // Swaps the data-path pointers of a context; idempotent.  The ibv_qp_ex
 // setters of its QPs are shadowed too, on every provider (softnic's

@@ -989,12 +989,6 @@ bool HasOp(verbs_context* v, size_t offset) {
 
 Counters& GetCounters() { return g_counters; }
 
-void* Real(const char* name, const char* version) {
-  void* f = dlvsym(RTLD_NEXT, name, version);
-  if (!f) f = dlsym(RTLD_NEXT, name);
-  return f;
-}
-
 bool IsWrapped(const ibv_context* ctx) { return Find(ctx) != nullptr; }
 
 void WrapRealContext(ibv_context* ctx) { WrapContext(ctx, /*softnic=*/false); }

@@ -303,7 +303,7 @@ void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
   grh->next_hdr = 0x1b;
   grh->hop_limit = w.ah.grh.hop_limit;
   grh->sgid.global.subnet_prefix = htobe64(0xfe80000000000000ull);
-  grh->sgid.global.interface_id = htobe64(0x0002c9fffe5a0001ull);
+  grh->sgid.global.interface_id = DeviceGuid();
   grh->dgid = w.ah.grh.dgid;
 }
 

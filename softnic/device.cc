@@ -43,7 +43,11 @@
 namespace rdmasan::softnic {
 namespace {
 
-constexpr uint64_t kNodeGuidHost = 0x0002c9fffe5a0001ull;
+// The device's EUI-64 GUID (node, system image, GID interface id) starts
+// with kVendorId's three bytes, as a NIC's GUID starts with its maker's OUI.
+// (It used to start 00:02:c9, Mellanox's OUI: a GUID is how fabric tools
+// tell a vendor when they do not ask the device.)
+constexpr uint64_t kNodeGuidHost = (uint64_t{kVendorId} << 40) | 0x000000fffe5a0001ull;
 constexpr uint16_t kLid = 1;
 
 ibv_device g_device = [] {
@@ -180,6 +184,9 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
   ibv_device_attr_ex a{};
   QueryDevice(ctx, &a.orig_attr);
   a.max_dm_size = 0;
+  // The port count of devices with more than 255 ports; equal to
+  // phys_port_cnt below that (rdma-core's tests assert it).
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   memcpy(attr, &a, std::min(size, sizeof(a)));
   return 0;
 }
@@ -347,8 +354,8 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->sys_image_guid = DeviceGuid();
   a->max_mr_size = 1ull << 40;
   a->page_size_cap = 0xfffff000;
-  a->vendor_id = 0;
-  a->vendor_part_id = 0;
+  a->vendor_id = kVendorId;
+  a->vendor_part_id = kVendorPartId;
   a->hw_ver = 0;
   a->max_qp = kMaxQps - 1;
   a->max_qp_wr = kMaxQpWr;

@@ -22,6 +22,19 @@
 
 namespace rdmasan::softnic {
 
+// The vendor id ibv_query_device reports: 0x52444d, "RDM" in ASCII, an
+// IEEE OUI with the locally-administered bit (0x02 of its first byte) set.
+// The IEEE never assigns such a value to a vendor, so no tool knows it:
+// tools key vendor paths on real OUIs (UCX's device table and mlx5 paths
+// on Mellanox 0x02c9 / 0x15b3 with part ids, perftest on Mellanox, Intel,
+// Amazon EFA, ...) and take their generic path for an unknown one (UCX:
+// "Generic HCA").  Not 0: rdma-core's own tests assert vendor_id != 0.
+// (rxe reports 0xffffff, the OUI no one owns; softnic is not rxe, and a
+// tool that special-cases rxe should not take softnic for it.)
+inline constexpr uint32_t kVendorId = 0x52444d;
+// vendor_part_id: the first softnic; no table lists it.
+inline constexpr uint32_t kVendorPartId = 1;
+
 // The one softnic device (softnic0).
 ibv_device* Device();
 bool IsDevice(const ibv_device* dev);

@@ -388,5 +388,69 @@ TEST_F(SoftnicPair, EventsFromAnotherUserAreDropped) {
   ibv_ack_cq_events(cq, 1);
 }
 
+// ------------------------------------------------ device attributes (14) --
+
+// What rdma-core's own tests (tests/test_device.py) assert of any device:
+// a vendor id that is not 0 (softnic's is one no tool takes a vendor path
+// for, softnic.h), a GUID that starts with it, and phys_port_cnt_ex equal
+// to phys_port_cnt.
+TEST(SoftnicAttributes, VendorIdIsNonZeroAndGeneric) {
+  ibv_context* ctx = OpenSoftnic();
+  ASSERT_NE(ctx, nullptr);
+  ibv_device_attr a{};
+  ASSERT_EQ(ibv_query_device(ctx, &a), 0);
+  EXPECT_EQ(a.vendor_id, softnic::kVendorId);
+  EXPECT_NE(a.vendor_id, 0u);
+  for (uint32_t taken : {0x02c9u, 0x15b3u, 0x8086u, 0x1d0fu, 0xffffffu}) EXPECT_NE(a.vendor_id, taken);
+  EXPECT_EQ(a.vendor_part_id, softnic::kVendorPartId);
+  EXPECT_EQ(be64toh(a.node_guid) >> 40, softnic::kVendorId) << "the GUID starts with the vendor's OUI";
+  EXPECT_EQ(a.sys_image_guid, a.node_guid);
+  ibv_gid gid;
+  ASSERT_EQ(ibv_query_gid(ctx, 1, 0, &gid), 0);
+  EXPECT_EQ(gid.global.interface_id, a.node_guid);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+TEST(SoftnicAttributes, QueryDeviceExCountsThePort) {
+  ibv_context* ctx = OpenSoftnic();
+  ASSERT_NE(ctx, nullptr);
+  ibv_device_attr_ex x{};
+  ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &x), 0);
+  EXPECT_EQ(x.orig_attr.phys_port_cnt, 1);
+  EXPECT_EQ(x.phys_port_cnt_ex, 1u);
+  EXPECT_EQ(x.orig_attr.vendor_id, softnic::kVendorId);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+// IBV_QP_INIT_ATTR_CREATE_FLAGS with create_flags 0 is a plain QP; any
+// flag is EOPNOTSUPP (rxe supports none either).
+TEST_F(SoftnicPair, CreateQpExTakesZeroCreateFlagsAndRefusesOthers) {
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_RC;
+  qa.send_cq = qa.recv_cq = cq_[0];
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  qa.pd = pd_;
+  qa.create_flags = 0;
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &qa);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(qp->qp_type, IBV_QPT_RC);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  qp = ibv_create_qp_ex(ctx_, &qa);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  for (uint32_t flag : {uint32_t{IBV_QP_CREATE_BLOCK_SELF_MCAST_LB}, uint32_t{IBV_QP_CREATE_SCATTER_FCS},
+                        uint32_t{IBV_QP_CREATE_CVLAN_STRIPPING}, uint32_t{IBV_QP_CREATE_SOURCE_QPN},
+                        uint32_t{IBV_QP_CREATE_PCI_WRITE_END_PADDING}}) {
+    qa.create_flags = flag;
+    errno = 0;
+    EXPECT_EQ(ibv_create_qp_ex(ctx_, &qa), nullptr) << flag;
+    EXPECT_EQ(errno, EOPNOTSUPP) << flag;
+  }
+}
+
 }  // namespace
 }  // namespace rdmasan::testing

@@ -1,0 +1,79 @@
+// interpose/loader: how the shim reaches the real libibverbs, however the
+// program loaded it.
+//
+// A program linked against libibverbs has it in the global scope, where
+// dlvsym(RTLD_NEXT) finds it.  A library that dlopens it RTLD_LOCAL (a
+// Python extension such as pyverbs, a plugin loader, NCCL) keeps it out of
+// that scope: Real() then asks the library itself, found in the process with
+// dlopen("libibverbs.so.1", RTLD_NOLOAD) at call time (it may be loaded long
+// after the shim started).  A function not found is looked up again once
+// the process has loaded another object (RealSym), so a verb called before
+// the library came is not left without its real function for good.
+//
+// The shim's own lookups use NextDlsym()/NextDlvsym(), the functions the
+// program would reach without the shim (libc's, or the next interposer's):
+// the preloaded library also defines dlsym and dlvsym (dl_hooks.cc), and a
+// lookup of its own through those would be handed its own definitions back.
+// They are found without calling dlsym at all: libc's dlvsym is read from
+// libc's dynamic symbol table (found through _r_debug), then asked for
+// what comes after the shim.
+//
+// May not: call libc functions a sanitizer intercepts while it bootstraps
+// (the first dlsym of a preloaded ASan runtime lands here before any
+// constructor ran), allocate, or close a libibverbs it found (the shim holds
+// pointers into it; the reference dlopen took keeps it loaded).
+#ifndef RDMASAN_INTERPOSE_LOADER_H_
+#define RDMASAN_INTERPOSE_LOADER_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace rdmasan::interpose {
+
+using DlsymFn = void* (*)(void*, const char*);
+using DlvsymFn = void* (*)(void*, const char*, const char*);
+
+// The dlsym and dlvsym after the shim (never the shim's own); null only if
+// the process has no libc the shim can read.
+DlsymFn NextDlsym();
+DlvsymFn NextDlvsym();
+
+// The libibverbs this process has loaded, in any scope, or null.  Found
+// once, then kept.
+void* LoadedVerbs();
+
+// Whether the file at `path` is a libibverbs (its base name starts
+// libibverbs.so).
+bool IsVerbsLibrary(const char* path);
+
+// Objects the process has loaded so far (dl_iterate_phdr's count): a lookup
+// that failed is worth repeating only when this changed.
+uint64_t LoadCount();
+
+// The real function `name` at `version` (or at its default version; a null
+// version: only that), or null: after the shim in the global scope, else
+// in a libibverbs loaded RTLD_LOCAL.
+void* Real(const char* name, const char* version);
+
+// Real() of one function, cached once found; while not found, tried again
+// on the first call after the process loaded something new.  Constant-
+// initialized, so a function-local static of this type costs no guard.
+class RealSym {
+ public:
+  constexpr RealSym(const char* name, const char* version) : name_(name), version_(version) {}
+  void* Get() {
+    void* f = fn_.load(std::memory_order_acquire);
+    return f ? f : Retry();
+  }
+
+ private:
+  void* Retry();
+  const char* name_;
+  const char* version_;
+  std::atomic<void*> fn_{nullptr};
+  std::atomic<uint64_t> tried_at_{~uint64_t{0}};
+};
+
+}  // namespace rdmasan::interpose
+
+#endif  // RDMASAN_INTERPOSE_LOADER_H_
