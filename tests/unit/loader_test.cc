@@ -31,7 +31,9 @@ TEST(Loader, NextDlsymIsLibcs) {
 TEST(Loader, RealSymFindsALibibverbsLoadedLocallyAfterAFailedLookup) {
   static constinit RealSym fork_init("ibv_fork_init", "IBVERBS_1.1");
   const bool loaded_before = LoadedVerbs() != nullptr;
-  if (!loaded_before) EXPECT_EQ(fork_init.Get(), nullptr) << "no libibverbs in this process yet";
+  if (!loaded_before) {
+    EXPECT_EQ(fork_init.Get(), nullptr) << "no libibverbs in this process yet";
+  }
   void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) GTEST_SKIP() << "libibverbs.so.1 not installed: " << dlerror();
   void* f = fork_init.Get();
