@@ -9,6 +9,7 @@ packages=(
   libibverbs-dev                                 # <infiniband/verbs.h>, libibverbs
   ibverbs-utils perftest                         # the e2e test programs
   rdmacm-utils librdmacm-dev libfabric-bin       # rdma_cm users (e2e.cm.*, e2e.fi_*)
+  ucx-utils openmpi-bin libopenmpi-dev           # UCX and Open MPI (e2e.ucx.*, e2e.mpi.*)
   libabsl-dev googletest libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer targets
   libdw-dev                                      # symbolizing report stacks

@@ -1,0 +1,238 @@
+// softnic's rdma_cm device (softnic/cm.h) driven by hand-built commands of
+// the kernel's ABI: what librdmacm would never send gets the kernel's
+// errors and changes nothing; datagrams that are not a softnic CM's are
+// dropped unread; a channel is a pollable fd whose events come in order.
+#include "softnic/cm.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/rdma_user_cm.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/options.h"
+
+namespace rdmasan::softnic::cm {
+namespace {
+
+// A command as librdmacm lays it out: the header, then the kernel's struct.
+template <typename T>
+struct Cmd {
+  rdma_ucm_cmd_hdr hdr;
+  T body;
+};
+
+template <typename T>
+Cmd<T> Make(uint32_t op, uint16_t out = 0) {
+  Cmd<T> c;
+  memset(&c, 0, sizeof(c));
+  c.hdr.cmd = op;
+  c.hdr.in = sizeof(T);
+  c.hdr.out = out;
+  return c;
+}
+
+class SoftnicCm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fd_ = Open(O_RDWR | O_CLOEXEC | O_NONBLOCK);
+    ASSERT_GE(fd_, 0) << strerror(errno);
+    ASSERT_TRUE(IsChannel(fd_));
+  }
+  void TearDown() override {
+    if (fd_ >= 0) {
+      Close(fd_);
+      close(fd_);
+    }
+  }
+
+  uint32_t CreateId(uint16_t ps = RDMA_PS_TCP, uint8_t qp_type = 2 /* IBV_QPT_RC */) {
+    rdma_ucm_create_id_resp resp{};
+    auto c = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, sizeof(resp));
+    c.body.uid = 0x1234;
+    c.body.response = reinterpret_cast<uintptr_t>(&resp);
+    c.body.ps = ps;
+    c.body.qp_type = qp_type;
+    EXPECT_EQ(Write(fd_, &c, sizeof(c)), static_cast<ssize_t>(sizeof(c))) << strerror(errno);
+    return resp.id;
+  }
+
+  // GET_EVENT on the nonblocking channel: the command's result and errno.
+  ssize_t GetEvent(rdma_ucm_event_resp* ev) {
+    auto c = Make<rdma_ucm_get_event>(RDMA_USER_CM_CMD_GET_EVENT, sizeof(*ev));
+    c.body.response = reinterpret_cast<uintptr_t>(ev);
+    return Write(fd_, &c, sizeof(c));
+  }
+
+  int fd_ = -1;
+};
+
+TEST_F(SoftnicCm, MalformedCommandsGetTheKernelsErrors) {
+  uint32_t four = RDMA_USER_CM_CMD_CREATE_ID;
+  errno = 0;
+  EXPECT_EQ(Write(fd_, &four, sizeof(four)), -1);  // shorter than a header
+  EXPECT_EQ(errno, EINVAL);
+
+  auto c = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, sizeof(rdma_ucm_create_id_resp));
+  c.hdr.in = 200;  // says more than was written
+  EXPECT_EQ(Write(fd_, &c, sizeof(c)), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  auto unknown = Make<rdma_ucm_destroy_id>(999);
+  EXPECT_EQ(Write(fd_, &unknown, sizeof(unknown)), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  rdma_ucm_destroy_id_resp dresp{};
+  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
+  destroy.body.id = 4242;  // no such id
+  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
+  EXPECT_EQ(Write(fd_, &destroy, sizeof(destroy)), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  rdma_ucm_create_id_resp resp{};
+  auto bad_ps = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, sizeof(resp));
+  bad_ps.body.response = reinterpret_cast<uintptr_t>(&resp);
+  bad_ps.body.ps = 0x7777;
+  EXPECT_EQ(Write(fd_, &bad_ps, sizeof(bad_ps)), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  auto no_room = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, 2);
+  no_room.body.response = reinterpret_cast<uintptr_t>(&resp);
+  no_room.body.ps = RDMA_PS_TCP;
+  EXPECT_EQ(Write(fd_, &no_room, sizeof(no_room)), -1);
+  EXPECT_EQ(errno, ENOSPC);
+
+  // A response buffer that is not mapped: EFAULT, as copy_to_user gives.
+  void* gone = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  munmap(gone, 4096);
+  auto faulting = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, sizeof(resp));
+  faulting.body.response = reinterpret_cast<uintptr_t>(gone);
+  faulting.body.ps = RDMA_PS_TCP;
+  faulting.body.qp_type = 2;
+  EXPECT_EQ(Write(fd_, &faulting, sizeof(faulting)), -1);
+  EXPECT_EQ(errno, EFAULT);
+
+  // Multicast is not softnic's.
+  auto join = Make<rdma_ucm_join_mcast>(RDMA_USER_CM_CMD_JOIN_MCAST);
+  EXPECT_EQ(Write(fd_, &join, sizeof(join)), -1);
+  EXPECT_EQ(errno, ENOSYS);
+
+  // None of it left an event behind.
+  rdma_ucm_event_resp ev;
+  EXPECT_EQ(GetEvent(&ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
+  const uint32_t id = CreateId();
+  pollfd p{fd_, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "nothing pending yet";
+
+  auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
+  r.body.id = id;
+  auto* dst = reinterpret_cast<sockaddr_in*>(&r.body.dst_addr);
+  dst->sin_family = AF_INET;
+  dst->sin_port = htons(20123);
+  dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r))) << strerror(errno);
+  EXPECT_EQ(poll(&p, 1, 1000), 1);
+  EXPECT_TRUE(p.revents & POLLIN);
+
+  rdma_ucm_event_resp ev{};
+  ASSERT_GT(GetEvent(&ev), 0) << strerror(errno);
+  EXPECT_EQ(ev.uid, 0x1234u);
+  EXPECT_EQ(ev.id, id);
+  EXPECT_EQ(ev.event, 0u);  // RDMA_CM_EVENT_ADDR_RESOLVED
+  EXPECT_EQ(ev.status, 0u);
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "the one event was taken";
+
+  // The route, then a connect nobody listens for: rejected, reason 8.
+  auto route = Make<rdma_ucm_resolve_route>(RDMA_USER_CM_CMD_RESOLVE_ROUTE);
+  route.body.id = id;
+  ASSERT_EQ(Write(fd_, &route, sizeof(route)), static_cast<ssize_t>(sizeof(route)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  EXPECT_EQ(ev.event, 2u);  // ROUTE_RESOLVED
+  auto conn = Make<rdma_ucm_connect>(RDMA_USER_CM_CMD_CONNECT);
+  conn.body.id = id;
+  conn.body.conn_param.private_data_len = 57;  // one past what a REQ of an IP port space holds
+  EXPECT_EQ(Write(fd_, &conn, sizeof(conn)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  conn.body.conn_param.private_data_len = 56;
+  ASSERT_EQ(Write(fd_, &conn, sizeof(conn)), static_cast<ssize_t>(sizeof(conn)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  EXPECT_EQ(ev.event, 8u);  // REJECTED
+  EXPECT_EQ(ev.status, 8u);
+
+  rdma_ucm_destroy_id_resp dresp{};
+  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
+  destroy.body.id = id;
+  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
+  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
+  EXPECT_EQ(dresp.events_reported, 3u);
+}
+
+TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
+  // Find this channel's inbox among the fabric folder's names.
+  const std::string fabric = core::GlobalOptions().softnic_fabric == "inproc"
+                                 ? "inproc-" + std::to_string(getpid())
+                                 : core::GlobalOptions().softnic_fabric;
+  const char* dir = getenv("RDMASAN_SOFTNIC_DIR");
+  const std::string base = std::string(dir && *dir ? dir : "/dev/shm") + "/rdmasan-" + std::to_string(getuid()) + ".d";
+  std::string folder;
+  if (DIR* d = opendir(base.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n == "cm-" + fabric) folder = base + "/" + n;
+    }
+    closedir(d);
+  }
+  ASSERT_FALSE(folder.empty());
+  const std::string prefix = std::to_string(getpid()) + ".";
+  int out = socket(AF_UNIX, SOCK_DGRAM, 0);
+  ASSERT_GE(out, 0);
+  int sent = 0;
+  if (DIR* d = opendir(folder.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
+      sockaddr_un sa{};
+      sa.sun_family = AF_UNIX;
+      snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", folder.c_str(), e->d_name);
+      char junk[600];
+      memset(junk, 0xa5, sizeof(junk));
+      for (size_t len : {size_t{1}, size_t{64}, sizeof(junk)})
+        if (sendto(out, junk, len, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == static_cast<ssize_t>(len))
+          ++sent;
+    }
+    closedir(d);
+  }
+  close(out);
+  ASSERT_GT(sent, 0);
+  rdma_ucm_event_resp ev;
+  EXPECT_EQ(GetEvent(&ev), -1);
+  EXPECT_EQ(errno, EAGAIN) << "forged datagrams produce no event";
+  // The channel still works.
+  const uint32_t id = CreateId(RDMA_PS_UDP, 4 /* IBV_QPT_UD */);
+  EXPECT_NE(id, 0u);
+}
+
+TEST_F(SoftnicCm, CloseForgetsTheChannel) {
+  CreateId();
+  const int fd = fd_;
+  Close(fd);
+  EXPECT_FALSE(IsChannel(fd));
+  close(fd);
+  fd_ = -1;
+}
+
+}  // namespace
+}  // namespace rdmasan::softnic::cm
