@@ -61,7 +61,9 @@ void Put(const std::string& root, const std::string& rel, const std::string& tex
   close(fd);
 }
 
-void Dir(const std::string& root, const std::string& rel) { mkdir(absl::StrCat(root, "/", rel).c_str(), 0700); }
+void Dir(const std::string& root, const std::string& rel) {
+  mkdir(absl::StrCat(root, "/", rel).c_str(), 0700);
+}
 
 std::string Hex16(uint16_t v) {
   char b[8];
@@ -111,12 +113,12 @@ const std::string& Tree() {
     if (ibv_context* ctx = sn::OpenDevice(sn::Device())) {
       have = sn::QueryDevice(ctx, &dev) == 0 && sn::QueryPort(ctx, 1, &port) == 0;
       if (have) {
-        for (const char* rel : {"class", "class/infiniband", "class/infiniband/softnic0",
-                                "class/infiniband/softnic0/ports", "class/infiniband/softnic0/ports/1",
-                                "class/infiniband/softnic0/ports/1/gids", "class/infiniband/softnic0/ports/1/pkeys",
-                                "class/infiniband/softnic0/ports/1/gid_attrs",
-                                "class/infiniband/softnic0/ports/1/gid_attrs/types", "class/infiniband_verbs",
-                                "class/infiniband_verbs/uverbs-softnic0", "dev", "dev/infiniband"})
+        for (const char* rel :
+             {"class", "class/infiniband", "class/infiniband/softnic0", "class/infiniband/softnic0/ports",
+              "class/infiniband/softnic0/ports/1", "class/infiniband/softnic0/ports/1/gids",
+              "class/infiniband/softnic0/ports/1/pkeys", "class/infiniband/softnic0/ports/1/gid_attrs",
+              "class/infiniband/softnic0/ports/1/gid_attrs/types", "class/infiniband_verbs",
+              "class/infiniband_verbs/uverbs-softnic0", "dev", "dev/infiniband"})
           Dir(root, rel);
         const std::string ib = "class/infiniband/softnic0/";
         Put(root, ib + "node_guid", Guid(dev.node_guid));
@@ -186,7 +188,8 @@ Kind Map(const char* path, char* buf, size_t n) {
   if (!dev && !sys) return Kind::kReal;
   if (t_real_scan > 0 || !SoftnicListed()) return Kind::kReal;
   if (dev) {
-    if (Is(path, kUverbsNode, sizeof(kUverbsNode) - 1) || Is(path, kCmNode, sizeof(kCmNode) - 1)) return Kind::kNode;
+    if (Is(path, kUverbsNode, sizeof(kUverbsNode) - 1) || Is(path, kCmNode, sizeof(kCmNode) - 1))
+      return Kind::kNode;
     if (Is(path, kDevDir, sizeof(kDevDir) - 1) && !HostHas(kDevDir)) return ToTree(path, buf, n);
     return Kind::kReal;
   }

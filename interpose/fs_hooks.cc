@@ -46,7 +46,8 @@ Fn Next(const char* name) {
 
 bool IsCmPath(const char* path) {
   // "/dev/infiniband/rdma_cm": the first bytes tell almost every path apart.
-  return path && path[0] == '/' && path[1] == 'd' && strcmp(path, cm::kDevicePath) == 0 && ip::SoftnicListed();
+  return path && path[0] == '/' && path[1] == 'd' && strcmp(path, cm::kDevicePath) == 0 &&
+         ip::SoftnicListed();
 }
 
 mode_t ModeArg(int flags, va_list ap) {
@@ -58,7 +59,8 @@ struct Path {
   char buf[PATH_MAX];
   devfs::Kind kind;
   const char* use;
-  explicit Path(const char* p) : kind(devfs::Map(p, buf, sizeof(buf))), use(kind == devfs::Kind::kTree ? buf : p) {}
+  explicit Path(const char* p)
+      : kind(devfs::Map(p, buf, sizeof(buf))), use(kind == devfs::Kind::kTree ? buf : p) {}
   bool node() const { return kind == devfs::Kind::kNode; }
 };
 
@@ -201,15 +203,15 @@ RDMASAN_STAT_HOOK(stat64, struct stat64)
 RDMASAN_STAT_HOOK(lstat, struct stat)
 RDMASAN_STAT_HOOK(lstat64, struct stat64)
 
-#define RDMASAN_XSTAT_HOOK(name, st_type)                                                 \
-  RDMASAN_HOOK int name(int ver, const char* path, st_type* st) {                         \
-    static const auto real = Next<int (*)(int, const char*, st_type*)>(#name);            \
-    Path p(path);                                                                         \
-    if (p.node()) {                                                                       \
-      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));                          \
-      return 0;                                                                           \
-    }                                                                                     \
-    return real ? real(ver, p.use, st) : (errno = ENOSYS, -1);                            \
+#define RDMASAN_XSTAT_HOOK(name, st_type)                                      \
+  RDMASAN_HOOK int name(int ver, const char* path, st_type* st) {              \
+    static const auto real = Next<int (*)(int, const char*, st_type*)>(#name); \
+    Path p(path);                                                              \
+    if (p.node()) {                                                            \
+      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));               \
+      return 0;                                                                \
+    }                                                                          \
+    return real ? real(ver, p.use, st) : (errno = ENOSYS, -1);                 \
   }
 RDMASAN_XSTAT_HOOK(__xstat, struct stat)
 RDMASAN_XSTAT_HOOK(__xstat64, struct stat64)

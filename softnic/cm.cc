@@ -78,10 +78,10 @@ enum class St : uint8_t {
   kAddrResolved,
   kRouteResolved,
   kListen,
-  kConnect,   // REQ (or SIDR REQ) sent
-  kReqRcvd,   // born of a REQ, not yet accepted
-  kRepSent,   // accepted, waiting for RTU
-  kRepRcvd,   // REP in, RTU not yet sent (librdmacm sends it as ACCEPT)
+  kConnect,  // REQ (or SIDR REQ) sent
+  kReqRcvd,  // born of a REQ, not yet accepted
+  kRepSent,  // accepted, waiting for RTU
+  kRepRcvd,  // REP in, RTU not yet sent (librdmacm sends it as ACCEPT)
   kEstablished,
   kDreqSent,
   kDisconnected,
@@ -130,8 +130,8 @@ struct Id {
 struct Outgoing {
   std::string to;
   Msg msg;
-  uint32_t handle;     // the sending id, for on_fail
-  uint32_t on_fail;    // event raised on it if the send fails (~0u: none)
+  uint32_t handle;   // the sending id, for on_fail
+  uint32_t on_fail;  // event raised on it if the send fails (~0u: none)
   int32_t fail_status;
 };
 
@@ -157,7 +157,8 @@ std::atomic<uint8_t> g_marked[kMaxMarked];
 
 uint32_t Random24() {
   uint32_t r = 0;
-  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(r))) r = static_cast<uint32_t>(NowNs());
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(r)))
+    r = static_cast<uint32_t>(NowNs());
   return r & 0xffffff;
 }
 
@@ -415,7 +416,8 @@ void Cm::ReleasePortOf(Id& id) {
 void Cm::PublishPort(const Id& id) {
   if (id.port_fd < 0) return;
   auto it = s_.chans.find(id.chan);
-  UpdatePort(id.port_fd, MakePortRecord(id.handle, id.st == St::kListen, it == s_.chans.end() ? "" : it->second.name));
+  UpdatePort(id.port_fd,
+             MakePortRecord(id.handle, id.st == St::kListen, it == s_.chans.end() ? "" : it->second.name));
 }
 
 void Cm::Teardown(Id& id, Out* out) {
@@ -660,10 +662,11 @@ void Cm::Receive(int fd, const Msg& m, Out* out) {
   // (from the id its REQ created there).
   // A connect's answer comes from the id the REQ created, on whatever
   // channel that id has moved to by then; a move names the former inbox.
-  const bool answer = id.st == St::kConnect && (type == MsgType::kRep || type == MsgType::kRej ||
-                                                 type == MsgType::kSidrRep);
-  const bool moved = type == MsgType::kMoved && id.peer_handle == m.src_handle &&
-                     strncmp(reinterpret_cast<const char*>(m.private_data), id.peer_inbox.c_str(), kNameLen) == 0;
+  const bool answer =
+      id.st == St::kConnect && (type == MsgType::kRep || type == MsgType::kRej || type == MsgType::kSidrRep);
+  const bool moved =
+      type == MsgType::kMoved && id.peer_handle == m.src_handle &&
+      strncmp(reinterpret_cast<const char*>(m.private_data), id.peer_inbox.c_str(), kNameLen) == 0;
   const bool from_peer = id.peer_inbox == m.reply_to && id.peer_handle == m.src_handle;
   if (!answer && !moved && !from_peer) return;
   if (answer) id.peer_inbox = m.reply_to;
@@ -710,7 +713,8 @@ void Cm::Receive(int fd, const Msg& m, Out* out) {
       Queue(id, id.handle, kEvEstablished, 0, &e);
       return;
     case MsgType::kDreq:
-      if (id.st == St::kEstablished || id.st == St::kRepRcvd || id.st == St::kRepSent || id.st == St::kDreqSent) {
+      if (id.st == St::kEstablished || id.st == St::kRepRcvd || id.st == St::kRepSent ||
+          id.st == St::kDreqSent) {
         Send(out, id, NewMsg(id, MsgType::kDrep));
         id.st = St::kDisconnected;
         if (!id.reported_disconnect) {
@@ -897,7 +901,8 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
         } else {
           const auto cmd = Arg<rdma_ucm_resolve_addr>(in, in_len);
           h = cmd.id;
-          have_src = cmd.src_size && TakeAddr(&cmd.src_addr, std::min<size_t>(cmd.src_size, sizeof(cmd.src_addr)), &src);
+          have_src = cmd.src_size &&
+                     TakeAddr(&cmd.src_addr, std::min<size_t>(cmd.src_size, sizeof(cmd.src_addr)), &src);
           have_dst = TakeAddr(&cmd.dst_addr, std::min<size_t>(cmd.dst_size, sizeof(cmd.dst_addr)), &dst);
         }
         Id* id = Find(h, fd);
@@ -963,7 +968,9 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
         memcpy(&resp.dst_addr, &id->dst, sizeof(resp.dst_addr));
         // The kernel leaves ibdev_index alone when the caller's buffer ends
         // before it; so do we.
-        if (const int e = CopyOut(cmd.response, &resp, std::min<size_t>(hdr.out, offsetof(rdma_ucm_query_route_resp, ibdev_index))))
+        if (const int e =
+                CopyOut(cmd.response, &resp,
+                        std::min<size_t>(hdr.out, offsetof(rdma_ucm_query_route_resp, ibdev_index))))
           return fail(e);
         return ok;
       }
@@ -983,14 +990,17 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
           memcpy(&resp.src_addr, &id->src, sizeof(id->src));
           memcpy(&resp.dst_addr, &id->dst, sizeof(id->dst));
           resp.ibdev_index = kInvalidIndex;
-          if (const int e = CopyOut(cmd.response, &resp, std::min<size_t>(hdr.out, offsetof(rdma_ucm_query_addr_resp, ibdev_index))))
+          if (const int e =
+                  CopyOut(cmd.response, &resp,
+                          std::min<size_t>(hdr.out, offsetof(rdma_ucm_query_addr_resp, ibdev_index))))
             return fail(e);
           return ok;
         }
         if (cmd.option == RDMA_USER_CM_QUERY_PATH) {
           rdma_ucm_query_path_resp resp{};
           resp.num_paths = 0;  // librdmacm asks this only of AF_IB ids, which softnic refuses
-          if (const int e = CopyOut(cmd.response, &resp, std::min<size_t>(hdr.out, sizeof(resp)))) return fail(e);
+          if (const int e = CopyOut(cmd.response, &resp, std::min<size_t>(hdr.out, sizeof(resp))))
+            return fail(e);
           return ok;
         }
         return fail(EINVAL);
@@ -1115,10 +1125,12 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
         Id* id = Find(cmd.id, fd);
         if (!id) return fail(EINVAL);
         if (id->st == St::kDisconnected || id->st == St::kDreqSent) {
-          if (id->st == St::kDisconnected && !id->peer_inbox.empty()) Send(&out, *id, NewMsg(*id, MsgType::kDrep));
+          if (id->st == St::kDisconnected && !id->peer_inbox.empty())
+            Send(&out, *id, NewMsg(*id, MsgType::kDrep));
           break;
         }
-        if (id->st != St::kEstablished && id->st != St::kRepRcvd && id->st != St::kRepSent) return fail(EINVAL);
+        if (id->st != St::kEstablished && id->st != St::kRepRcvd && id->st != St::kRepSent)
+          return fail(EINVAL);
         id->st = St::kDreqSent;
         Send(&out, *id, NewMsg(*id, MsgType::kDreq), kEvDisconnected, 0);
         break;

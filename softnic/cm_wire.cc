@@ -71,7 +71,8 @@ void SleepMs(long ms) {
 bool ValidMsg(const Msg& m, size_t len) {
   if (len != sizeof(Msg)) return false;
   if (m.magic != kMsgMagic || m.version != kMsgVersion) return false;
-  if (m.type < static_cast<uint16_t>(MsgType::kReq) || m.type > static_cast<uint16_t>(MsgType::kLast)) return false;
+  if (m.type < static_cast<uint16_t>(MsgType::kReq) || m.type > static_cast<uint16_t>(MsgType::kLast))
+    return false;
   if (!ValidInboxName(m.reply_to, sizeof(m.reply_to))) return false;
   if (m.private_data_len > kMaxPrivate) return false;  // a u8 today; kept if it widens
   if (m.qpn > 0xffffff || m.psn > 0xffffff) return false;
@@ -111,7 +112,8 @@ const std::string& Folder(const std::string& fabric) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !IsPrivate(st, S_IFDIR)) {
     if (!warned)
-      core::Diag(absl::StrCat("softnic: rdma_cm: ", dir, " is not this user's private directory; rdma_cm is "
+      core::Diag(absl::StrCat("softnic: rdma_cm: ", dir,
+                              " is not this user's private directory; rdma_cm is "
                               "unavailable: remove it"));
     warned = true;
     cached->clear();
@@ -128,7 +130,8 @@ int MakeInbox(const std::string& folder, std::string* name) {
   if (fd < 0) return -1;
   for (int attempt = 0; attempt < 8; ++attempt) {
     uint64_t r = 0;
-    if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) r = static_cast<uint64_t>(time(nullptr)) ^ attempt;
+    if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r)))
+      r = static_cast<uint64_t>(time(nullptr)) ^ attempt;
     char buf[kNameLen];
     snprintf(buf, sizeof(buf), "%u.%u.%016llx", static_cast<unsigned>(getpid()), seq.fetch_add(1),
              static_cast<unsigned long long>(r));
@@ -168,8 +171,7 @@ int ReservePort(const std::string& folder, uint16_t ps, uint16_t port, const Por
   for (int attempt = 0; attempt < 3; ++attempt) {
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      if (flock(fd, LOCK_EX) != 0 ||
-          pwrite(fd, &rec, sizeof(rec), 0) != static_cast<ssize_t>(sizeof(rec))) {
+      if (flock(fd, LOCK_EX) != 0 || pwrite(fd, &rec, sizeof(rec), 0) != static_cast<ssize_t>(sizeof(rec))) {
         const int err = errno;
         unlink(path.c_str());
         close(fd);
@@ -204,7 +206,8 @@ int ReservePort(const std::string& folder, uint16_t ps, uint16_t port, const Por
       return -1;
     }
     struct stat now;
-    if (stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev) unlink(path.c_str());
+    if (stat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev)
+      unlink(path.c_str());
     close(fd);
   }
   errno = EADDRINUSE;
@@ -233,8 +236,8 @@ bool LookupPort(const std::string& folder, uint16_t ps, uint16_t port, PortRecor
   if (fd < 0) return false;
   struct stat st;
   bool ok = fstat(fd, &st) == 0 && IsPrivate(st, S_IFREG) &&
-            pread(fd, rec, sizeof(*rec), 0) == static_cast<ssize_t>(sizeof(*rec)) && rec->magic == kPortMagic &&
-            ValidInboxName(rec->inbox, sizeof(rec->inbox)) && rec->listening <= 1;
+            pread(fd, rec, sizeof(*rec), 0) == static_cast<ssize_t>(sizeof(*rec)) &&
+            rec->magic == kPortMagic && ValidInboxName(rec->inbox, sizeof(rec->inbox)) && rec->listening <= 1;
   // Alive only while its owner holds the lock.
   if (ok && flock(fd, LOCK_SH | LOCK_NB) == 0) ok = false;
   close(fd);
@@ -258,14 +261,13 @@ void SweepFolder(const std::string& folder) {
     const char* n = e->d_name;
     if (n[0] >= '1' && n[0] <= '9') {
       const long pid = strtol(n, nullptr, 10);
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-        unlinkat(dirfd(d), n, 0);
+      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), n, 0);
     } else if (n[0] == 'p') {
       const int fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0) continue;
       struct stat st;
-      if (fstat(fd, &st) == 0 && IsPrivate(st, S_IFREG) && st.st_size >= static_cast<off_t>(sizeof(PortRecord)) &&
-          flock(fd, LOCK_EX | LOCK_NB) == 0)
+      if (fstat(fd, &st) == 0 && IsPrivate(st, S_IFREG) &&
+          st.st_size >= static_cast<off_t>(sizeof(PortRecord)) && flock(fd, LOCK_EX | LOCK_NB) == 0)
         unlinkat(dirfd(d), n, 0);
       close(fd);
     }

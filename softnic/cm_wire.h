@@ -23,15 +23,15 @@ inline constexpr size_t kNameLen = 48;  // an inbox's file name, NUL included
 inline constexpr size_t kMaxPrivate = 256;
 
 enum class MsgType : uint16_t {
-  kReq = 1,   // connect (RC/UC): to a listener
-  kRep,       // accept
-  kRtu,       // the active side's ready-to-use
-  kRej,       // reject (reason)
-  kDreq,      // disconnect request
-  kDrep,      // disconnect reply
-  kSidrReq,   // UD service id resolution request: to a listener
-  kSidrRep,   // its reply (status 0: accepted)
-  kMoved,     // the sender's id now lives on another channel (reply_to)
+  kReq = 1,  // connect (RC/UC): to a listener
+  kRep,      // accept
+  kRtu,      // the active side's ready-to-use
+  kRej,      // reject (reason)
+  kDreq,     // disconnect request
+  kDrep,     // disconnect reply
+  kSidrReq,  // UD service id resolution request: to a listener
+  kSidrRep,  // its reply (status 0: accepted)
+  kMoved,    // the sender's id now lives on another channel (reply_to)
   kLast = kMoved,
 };
 

@@ -84,7 +84,7 @@ inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 512;
 inline constexpr uint32_t kMaxQpWr = 16384;
 inline constexpr uint32_t kMaxCqe = (1u << 22) - 1;  // as mlx5: libfabric's rxm asks for (rx + tx) x 256
-inline constexpr uint64_t kHeapBytes = 4ull << 30;  // sparse
+inline constexpr uint64_t kHeapBytes = 4ull << 30;   // sparse
 inline constexpr uint32_t kNone = 0xffffffffu;
 
 // Small SEND payloads to another process travel inside the completion, and

@@ -187,7 +187,8 @@ TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
                                  ? "inproc-" + std::to_string(getpid())
                                  : core::GlobalOptions().softnic_fabric;
   const char* dir = getenv("RDMASAN_SOFTNIC_DIR");
-  const std::string base = std::string(dir && *dir ? dir : "/dev/shm") + "/rdmasan-" + std::to_string(getuid()) + ".d";
+  const std::string base =
+      std::string(dir && *dir ? dir : "/dev/shm") + "/rdmasan-" + std::to_string(getuid()) + ".d";
   std::string folder;
   if (DIR* d = opendir(base.c_str())) {
     while (const dirent* e = readdir(d)) {
@@ -210,7 +211,8 @@ TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
       char junk[600];
       memset(junk, 0xa5, sizeof(junk));
       for (size_t len : {size_t{1}, size_t{64}, sizeof(junk)})
-        if (sendto(out, junk, len, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == static_cast<ssize_t>(len))
+        if (sendto(out, junk, len, 0, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) ==
+            static_cast<ssize_t>(len))
           ++sent;
     }
     closedir(d);

@@ -20,14 +20,14 @@
 static struct rdma_event_channel *server_ch, *client_ch;
 static int port;
 
-#define CHECK(cond, ...)                     \
-  do {                                       \
-    if (!(cond)) {                           \
+#define CHECK(cond, ...)                    \
+  do {                                      \
+    if (!(cond)) {                          \
       fprintf(stderr, "cm_events: FAIL: "); \
-      fprintf(stderr, __VA_ARGS__);          \
-      fprintf(stderr, "\n");                 \
-      exit(1);                               \
-    }                                        \
+      fprintf(stderr, __VA_ARGS__);         \
+      fprintf(stderr, "\n");                \
+      exit(1);                              \
+    }                                       \
   } while (0)
 
 /* The next event of `ch`, which must be `want`; copied, then acked. */
@@ -90,7 +90,8 @@ static void make_qp(struct rdma_cm_id *id, enum ibv_qp_type type) {
 static void wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op) {
   struct ibv_wc wc;
   int n;
-  for (long spins = 0; (n = ibv_poll_cq(cq, 1, &wc)) == 0; ++spins) CHECK(spins < 100000000L, "no completion");
+  for (long spins = 0; (n = ibv_poll_cq(cq, 1, &wc)) == 0; ++spins)
+    CHECK(spins < 100000000L, "no completion");
   CHECK(n == 1 && wc.status == IBV_WC_SUCCESS, "completion status %s", ibv_wc_status_str(wc.status));
   CHECK(wc.opcode == op, "completion opcode %d, want %d", wc.opcode, op);
 }
@@ -102,7 +103,8 @@ static void step_bind_twice(void) {
   CHECK(rdma_create_id(server_ch, &b, NULL, RDMA_PS_TCP) == 0, "create");
   CHECK(rdma_bind_addr(a, (struct sockaddr *)&s) == 0, "first bind: %s", strerror(errno));
   CHECK(a->verbs != NULL, "an id bound to 127.0.0.1 has softnic0");
-  CHECK(rdma_bind_addr(b, (struct sockaddr *)&s) == -1 && errno == EADDRINUSE, "second bind: %s", strerror(errno));
+  CHECK(rdma_bind_addr(b, (struct sockaddr *)&s) == -1 && errno == EADDRINUSE, "second bind: %s",
+        strerror(errno));
   rdma_destroy_id(a);
   CHECK(rdma_bind_addr(b, (struct sockaddr *)&s) == 0, "bind after the first went: %s", strerror(errno));
   rdma_destroy_id(b);
@@ -145,7 +147,8 @@ static void step_reject(struct rdma_cm_id *lid) {
   struct rdma_cm_event req = next_event(server_ch, RDMA_CM_EVENT_CONNECT_REQUEST, got, sizeof(got));
   CHECK(strcmp(got, "hello") == 0, "request private data '%s'", got);
   CHECK(req.listen_id == lid, "request not on the listener");
-  CHECK(req.param.conn.private_data_len == 56, "request private_data_len %d, want 56", req.param.conn.private_data_len);
+  CHECK(req.param.conn.private_data_len == 56, "request private_data_len %d, want 56",
+        req.param.conn.private_data_len);
   CHECK(rdma_reject(req.id, "nope", 5) == 0, "reject: %s", strerror(errno));
   char rej[64] = {0};
   struct rdma_cm_event ev = next_event(client_ch, RDMA_CM_EVENT_REJECTED, rej, sizeof(rej));
@@ -240,8 +243,9 @@ static void step_ud(void) {
   CHECK(est.param.ud.qkey == RDMA_UDP_QKEY, "qkey %#x", est.param.ud.qkey);
   struct ibv_ah *ah = ibv_create_ah(cid->pd, &est.param.ud.ah_attr);
   CHECK(ah != NULL, "create_ah: %s", strerror(errno));
-  CHECK(rdma_post_ud_send(cid, NULL, sbuf, sizeof(sbuf), smr, IBV_SEND_SIGNALED, ah, est.param.ud.qp_num) == 0,
-        "post_ud_send");
+  CHECK(
+      rdma_post_ud_send(cid, NULL, sbuf, sizeof(sbuf), smr, IBV_SEND_SIGNALED, ah, est.param.ud.qp_num) == 0,
+      "post_ud_send");
   wait_wc(cid->send_cq, IBV_WC_SEND);
   wait_wc(sid->recv_cq, IBV_WC_RECV);
   CHECK(strcmp(rbuf + 40, "datagram") == 0, "received '%s'", rbuf + 40);

@@ -67,7 +67,8 @@ int main(int argc, char **argv) {
     }
   }
   const double half_rtt_us = (MPI_Wtime() - t0) / iters / 2 * 1e6;
-  if (rank == 0) printf("mpi_pingpong: PASS sizes 1..%d checked, 8 B half round trip %.2f us\n", max, half_rtt_us);
+  if (rank == 0)
+    printf("mpi_pingpong: PASS sizes 1..%d checked, 8 B half round trip %.2f us\n", max, half_rtt_us);
   free(buf);
   MPI_Finalize();
   return 0;
