@@ -73,69 +73,51 @@ int NodeOpen() {
 
 }  // namespace
 
-RDMASAN_HOOK int open(const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(const char*, int, ...)>("open");
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = ModeArg(flags, ap);
-  va_end(ap);
+// open and its variants: `real` is the next definition; the mode argument
+// is read only where the flags say it was passed.
+static int OpenPath(const char* path, int flags, int (*real)(const char*, int, ...), int dirfd,
+                    int (*real_at)(int, const char*, int, ...), mode_t mode) {
   if (IsCmPath(path)) return cm::Open(flags);
   Path p(path);
   if (p.node()) return NodeOpen();
-  return real(p.use, flags, mode);
+  return real ? real(p.use, flags, mode) : real_at(dirfd, p.use, flags, mode);
 }
 
-RDMASAN_HOOK int open64(const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(const char*, int, ...)>("open64");
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = ModeArg(flags, ap);
-  va_end(ap);
-  if (IsCmPath(path)) return cm::Open(flags);
-  Path p(path);
-  if (p.node()) return NodeOpen();
-  return real(p.use, flags, mode);
-}
+#define RDMASAN_OPEN_HOOK(name)                                           \
+  RDMASAN_HOOK int name(const char* path, int flags, ...) {               \
+    static const auto real = Next<int (*)(const char*, int, ...)>(#name); \
+    va_list ap;                                                           \
+    va_start(ap, flags);                                                  \
+    const mode_t mode = ModeArg(flags, ap);                               \
+    va_end(ap);                                                           \
+    return OpenPath(path, flags, real, 0, nullptr, mode);                 \
+  }
+RDMASAN_OPEN_HOOK(open)
+RDMASAN_OPEN_HOOK(open64)
 
-RDMASAN_HOOK int __open_2(const char* path, int flags) {
-  static const auto real = Next<int (*)(const char*, int)>("__open_2");
-  if (IsCmPath(path)) return cm::Open(flags);
-  Path p(path);
-  if (p.node()) return NodeOpen();
-  return real(p.use, flags);
-}
+#define RDMASAN_OPENAT_HOOK(name)                                              \
+  RDMASAN_HOOK int name(int dirfd, const char* path, int flags, ...) {         \
+    static const auto real = Next<int (*)(int, const char*, int, ...)>(#name); \
+    va_list ap;                                                                \
+    va_start(ap, flags);                                                       \
+    const mode_t mode = ModeArg(flags, ap);                                    \
+    va_end(ap);                                                                \
+    return OpenPath(path, flags, nullptr, dirfd, real, mode);                  \
+  }
+RDMASAN_OPENAT_HOOK(openat)
+RDMASAN_OPENAT_HOOK(openat64)
 
-RDMASAN_HOOK int __open64_2(const char* path, int flags) {
-  static const auto real = Next<int (*)(const char*, int)>("__open64_2");
-  if (IsCmPath(path)) return cm::Open(flags);
-  Path p(path);
-  if (p.node()) return NodeOpen();
-  return real(p.use, flags);
-}
-
-RDMASAN_HOOK int openat(int dirfd, const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(int, const char*, int, ...)>("openat");
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = ModeArg(flags, ap);
-  va_end(ap);
-  if (IsCmPath(path)) return cm::Open(flags);
-  Path p(path);
-  if (p.node()) return NodeOpen();
-  return real(dirfd, p.use, flags, mode);
-}
-
-RDMASAN_HOOK int openat64(int dirfd, const char* path, int flags, ...) {
-  static const auto real = Next<int (*)(int, const char*, int, ...)>("openat64");
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = ModeArg(flags, ap);
-  va_end(ap);
-  if (IsCmPath(path)) return cm::Open(flags);
-  Path p(path);
-  if (p.node()) return NodeOpen();
-  return real(dirfd, p.use, flags, mode);
-}
+// The fortified variants (_FORTIFY_SOURCE): no mode, by definition.
+#define RDMASAN_OPEN2_HOOK(name)                                     \
+  RDMASAN_HOOK int name(const char* path, int flags) {               \
+    static const auto real = Next<int (*)(const char*, int)>(#name); \
+    if (IsCmPath(path)) return cm::Open(flags);                      \
+    Path p(path);                                                    \
+    if (p.node()) return NodeOpen();                                 \
+    return real(p.use, flags);                                       \
+  }
+RDMASAN_OPEN2_HOOK(__open_2)
+RDMASAN_OPEN2_HOOK(__open64_2)
 
 RDMASAN_HOOK ssize_t write(int fd, const void* buf, size_t n) {
   static const auto real = Next<ssize_t (*)(int, const void*, size_t)>("write");
