@@ -474,7 +474,7 @@ Reporter::Reporter(const Options& options, Sink sink)
       size_t before = suppressions_.size();
       for (std::string& e : ErrorMessages(suppressions_.Parse(text, options.suppressions)))
         errors.push_back(std::move(e));
-      suppression_files_.push_back({options.suppressions, suppressions_.size() - before});
+      suppression_files_.push_back({options.suppressions, absl::StrFormat("%d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
     }
   }
   if (options.default_suppressions) {
@@ -482,7 +482,7 @@ Reporter::Reporter(const Options& options, Sink sink)
       size_t before = suppressions_.size();
       for (std::string& e : ErrorMessages(suppressions_.Parse(file.text, file.name)))
         errors.push_back(std::move(e));
-      suppression_files_.push_back({absl::StrCat(file.name, " (shipped)"), suppressions_.size() - before});
+      suppression_files_.push_back({file.name, absl::StrFormat("shipped, %d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -668,8 +668,7 @@ int Reporter::FinishLocked() {
   }
   if (verbosity_ >= 1 && !suppression_files_.empty()) {
     std::vector<std::string> files;
-    for (const auto& [name, rules] : suppression_files_)
-      files.push_back(absl::StrFormat("%s (%d rule%s)", name, rules, rules == 1 ? "" : "s"));
+    for (const auto& [name, what] : suppression_files_) files.push_back(absl::StrCat(name, " (", what, ")"));
     std::string text =
         absl::StrFormat("==%d==rdmasan: suppressions loaded: %s\n", pid, absl::StrJoin(files, ", "));
     const bool any =

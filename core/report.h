@@ -241,8 +241,8 @@ class Reporter {
   Format format_ = Format::kText;
   CheckSet checks_;
   Suppressions suppressions_;  // the user's file first, then the shipped ones
-  // Each file loaded, with how many rules it gave.
-  std::vector<std::pair<std::string, size_t>> suppression_files_;
+  // Each file loaded, with what verbosity=1 says of it ("shipped, 3 rules").
+  std::vector<std::pair<std::string, std::string>> suppression_files_;
   std::vector<std::string> config_errors_;
 
   // std::mutex, not absl::Mutex: TSan sees pthread locks, while Debian's
