@@ -340,13 +340,18 @@ std::string StackKindList() {
   return absl::StrJoin(names, ", ");
 }
 
-// The length of a leading `word=` (letters, digits, '-', '_'), or 0.
-size_t KindPrefixLength(absl::string_view pattern) {
+// Where the '=' of a leading `word=` (letters, digits, '-', '_'; blanks
+// allowed before the '=') is, or 0; *word_length: the word's.
+size_t KindPrefixLength(absl::string_view pattern, size_t* word_length = nullptr) {
   size_t n = 0;
   while (n < pattern.size() && (absl::ascii_isalnum(static_cast<unsigned char>(pattern[n])) ||
                                 pattern[n] == '-' || pattern[n] == '_'))
     ++n;
-  return n > 0 && n < pattern.size() && pattern[n] == '=' ? n : 0;
+  size_t eq = n;
+  while (eq < pattern.size() && (pattern[eq] == ' ' || pattern[eq] == '\t')) ++eq;
+  if (n == 0 || eq >= pattern.size() || pattern[eq] != '=') return 0;
+  if (word_length) *word_length = n;
+  return eq;
 }
 
 bool FramesMatch(const char* pattern, const std::vector<Frame>& frames) {
@@ -386,8 +391,9 @@ absl::Status Suppressions::Parse(absl::string_view text, absl::string_view sourc
       continue;
     }
     StackKind kind = StackKind::kMain;
-    if (size_t n = KindPrefixLength(pattern)) {
-      absl::string_view name = pattern.substr(0, n);
+    size_t word = 0;
+    if (size_t n = KindPrefixLength(pattern, &word)) {
+      absl::string_view name = pattern.substr(0, word);
       std::optional<StackKind> k = StackKindByName(name);
       if (!k) {
         error(
