@@ -22,7 +22,7 @@ void CheckBufferModifiedInFlight(CheckContext& c) {
              absl::StrFormat("%s: SGE %d [0x%x, +%d) of WR wr_id=0x%x %s changed between its post and the "
                              "completion that retired it",
                              QpName(c.s, c.e.obj), i, g.addr, g.length, w.wr_id, WrOpcodeName(w.opcode)),
-             {{WrLabel(o, "modified"), w.posted_at}});
+             {{core::StackKind::kPosted, WrLabel(o, "modified"), w.posted_at}});
       break;
     }
   }

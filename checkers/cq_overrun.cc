@@ -13,7 +13,7 @@ namespace {
   c.Emit(core::CheckId::kCqOverrun,
          absl::StrFormat("%d completions can now be pending on CQ 0x%x, more than its cqe=%d", pending, cq,
                          st.cqe),
-         {{"CQ created at", st.stack}});
+         {{core::StackKind::kCreated, "CQ created at", st.stack}});
 }
 
 }  // namespace

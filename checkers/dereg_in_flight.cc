@@ -47,8 +47,8 @@ void CheckDeregInFlight(CheckContext& c) {
   c.Emit(core::CheckId::kDeregInFlight,
          absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered with %d outstanding WR(s), e.g. on %s", c.e.obj,
                          mr->lkey, count, c.s.Qp(on) ? QpName(c.s, on) : absl::StrFormat("SRQ 0x%x", on)),
-         {{WrLabel(*first, "outstanding"), first->stack},
-          {absl::StrFormat("MR 0x%x registered at", c.e.obj), mr->stack}});
+         {{core::StackKind::kPosted, WrLabel(*first, "outstanding"), first->stack},
+          {core::StackKind::kRegistered, absl::StrFormat("MR 0x%x registered at", c.e.obj), mr->stack}});
 }
 
 }  // namespace rdmasan::checkers

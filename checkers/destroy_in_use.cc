@@ -18,7 +18,8 @@ void CheckDestroyInUse(CheckContext& c) {
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("CQ 0x%x destroyed while %d QP(s) still use it, e.g. %s", e.obj, cq->qps.size(),
                              QpName(c.s, qp)),
-             {{"that QP created at", q ? q->stack : 0}, {"CQ created at", cq->stack}});
+             {{core::StackKind::kCreated, "that QP created at", q ? q->stack : 0},
+              {core::StackKind::kCreated, "CQ created at", cq->stack}});
       return;
     }
     case core::EventKind::kDeallocPd: {
@@ -29,25 +30,25 @@ void CheckDestroyInUse(CheckContext& c) {
         c.Emit(core::CheckId::kDestroyInUse,
                absl::StrFormat("PD 0x%x deallocated while MR 0x%x (lkey 0x%x) still belongs to it", e.obj, id,
                                m.lkey),
-               {{"MR registered at", m.stack}});
+               {{core::StackKind::kRegistered, "MR registered at", m.stack}});
         return;
       }
       if (core::ObjId id = LowestIdWhere(c.s.qps(), of_pd)) {
         c.Emit(core::CheckId::kDestroyInUse,
                absl::StrFormat("PD 0x%x deallocated while %s still belongs to it", e.obj, QpName(c.s, id)),
-               {{"QP created at", c.s.Qp(id)->stack}});
+               {{core::StackKind::kCreated, "QP created at", c.s.Qp(id)->stack}});
         return;
       }
       if (core::ObjId id = LowestIdWhere(c.s.srqs(), of_pd)) {
         c.Emit(core::CheckId::kDestroyInUse,
                absl::StrFormat("PD 0x%x deallocated while SRQ 0x%x still belongs to it", e.obj, id),
-               {{"SRQ created at", c.s.Srq(id)->stack}});
+               {{core::StackKind::kCreated, "SRQ created at", c.s.Srq(id)->stack}});
         return;
       }
       if (core::ObjId id = LowestIdWhere(c.s.ahs(), of_pd)) {
         c.Emit(core::CheckId::kDestroyInUse,
                absl::StrFormat("PD 0x%x deallocated while AH 0x%x still belongs to it", e.obj, id),
-               {{"AH created at", c.s.Ah(id)->stack}});
+               {{core::StackKind::kCreated, "AH created at", c.s.Ah(id)->stack}});
         return;
       }
       if (core::ObjId id = LowestIdWhere(c.s.mws(), of_pd)) {
@@ -56,7 +57,7 @@ void CheckDestroyInUse(CheckContext& c) {
             core::CheckId::kDestroyInUse,
             absl::StrFormat("PD 0x%x deallocated while memory window MW 0x%x (rkey 0x%x) still belongs to it",
                             e.obj, id, m.rkey),
-            {{"MW allocated at", m.stack}});
+            {{core::StackKind::kAllocated, "MW allocated at", m.stack}});
       }
       return;
     }
@@ -71,9 +72,9 @@ void CheckDestroyInUse(CheckContext& c) {
           absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered while memory window MW 0x%x bound to it is valid "
                           "(rkey 0x%x grants remote access to [0x%x, +%d)); invalidate the window first",
                           e.obj, mr->lkey, id, m.rkey, m.addr, m.length),
-          {{"window bound at", m.bound_at},
-           {absl::StrFormat("MW 0x%x allocated at", id), m.stack},
-           {absl::StrFormat("MR 0x%x registered at", e.obj), mr->stack}});
+          {{core::StackKind::kBound, "window bound at", m.bound_at},
+           {core::StackKind::kAllocated, absl::StrFormat("MW 0x%x allocated at", id), m.stack},
+           {core::StackKind::kRegistered, absl::StrFormat("MR 0x%x registered at", e.obj), mr->stack}});
       return;
     }
     case core::EventKind::kDestroySrq: {
@@ -82,7 +83,7 @@ void CheckDestroyInUse(CheckContext& c) {
       core::ObjId qp = LowestId(s->qps);
       c.Emit(core::CheckId::kDestroyInUse,
              absl::StrFormat("SRQ 0x%x destroyed while %s still uses it", e.obj, QpName(c.s, qp)),
-             {{"SRQ created at", s->stack}});
+             {{core::StackKind::kCreated, "SRQ created at", s->stack}});
       return;
     }
     case core::EventKind::kDestroyAh: {
@@ -100,7 +101,8 @@ void CheckDestroyInUse(CheckContext& c) {
           c.Emit(
               core::CheckId::kDestroyInUse,
               absl::StrFormat("AH 0x%x destroyed while a UD WR on %s still uses it", e.obj, QpName(c.s, id)),
-              {{WrLabel(w, "outstanding"), w.stack}, {"AH created at", a->stack}});
+              {{core::StackKind::kPosted, WrLabel(w, "outstanding"), w.stack},
+               {core::StackKind::kCreated, "AH created at", a->stack}});
           return;
         }
       return;

@@ -62,7 +62,7 @@ void CheckErrorCompletion(CheckContext& c) {
     auto name_failed = [&](const auto& wrs) {
       for (const auto& w : wrs)
         if (w.wr_id == wc.wr_id) {
-          rel.push_back({WrLabel(w, "failed"), w.stack});
+          rel.push_back({core::StackKind::kPosted, WrLabel(w, "failed"), w.stack});
           break;
         }
     };
@@ -81,8 +81,9 @@ void CheckErrorCompletion(CheckContext& c) {
       absl::StrAppend(&msg, "\n  reason (softnic): ", why->text);
       for (const auto& [mw_id, m] : c.s.mws())
         if (m.invalidated_at && why->text.find(absl::StrFormat("rkey 0x%x ", m.rkey)) != std::string::npos) {
-          rel.push_back(
-              {absl::StrFormat("rkey 0x%x invalidated (%s) at", m.rkey, m.invalidated_by), m.invalidated_at});
+          rel.push_back({core::StackKind::kInvalidated,
+                         absl::StrFormat("rkey 0x%x invalidated (%s) at", m.rkey, m.invalidated_by),
+                         m.invalidated_at});
           break;
         }
     }

@@ -10,7 +10,7 @@ void CheckForkWithMrs(CheckContext& c) {
   const MrState& mr = *c.s.Mr(id);
   c.Emit(core::CheckId::kForkWithMrs,
          absl::StrFormat("fork() with %d MR(s) registered and no ibv_fork_init()", c.s.mrs().size()),
-         {{absl::StrFormat("MR 0x%x registered at", id), mr.stack}});
+         {{core::StackKind::kRegistered, absl::StrFormat("MR 0x%x registered at", id), mr.stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -43,7 +43,7 @@ void CheckFreeInFlight(CheckContext& c) {
     c.Emit(core::CheckId::kFreeInFlight,
            absl::StrFormat("[0x%x, +%d) freed while WR wr_id=0x%x on %s still uses it", addr, len, hit->wr_id,
                            c.s.Qp(on) ? QpName(c.s, on) : absl::StrFormat("SRQ 0x%x", on)),
-           {{WrLabel(*hit, "outstanding"), hit->stack}});
+           {{core::StackKind::kPosted, WrLabel(*hit, "outstanding"), hit->stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -22,9 +22,12 @@ void CheckFreeRegistered(CheckContext& c) {
         })) {
       const MwState& m = *c.s.Mw(id);
       const MrState* mr = c.s.Mr(m.mr);
-      std::vector<core::RelatedStack> rel = {{"window bound at", m.bound_at},
-                                             {absl::StrFormat("MW 0x%x allocated at", id), m.stack}};
-      if (mr) rel.push_back({absl::StrFormat("MR 0x%x registered at", m.mr), mr->stack});
+      std::vector<core::RelatedStack> rel = {
+          {core::StackKind::kBound, "window bound at", m.bound_at},
+          {core::StackKind::kAllocated, absl::StrFormat("MW 0x%x allocated at", id), m.stack}};
+      if (mr)
+        rel.push_back(
+            {core::StackKind::kRegistered, absl::StrFormat("MR 0x%x registered at", m.mr), mr->stack});
       c.Emit(
           core::CheckId::kFreeRegistered,
           absl::StrFormat("[0x%x, +%d) freed while memory window MW 0x%x (rkey 0x%x, [0x%x, +%d) of MR 0x%x) "
@@ -40,7 +43,7 @@ void CheckFreeRegistered(CheckContext& c) {
     c.Emit(core::CheckId::kFreeRegistered,
            absl::StrFormat("[0x%x, +%d) freed while MR 0x%x (lkey 0x%x, [0x%x, +%d)) still registers it",
                            addr, len, id, m.lkey, m.addr, m.length),
-           {{absl::StrFormat("MR 0x%x registered at", id), m.stack}});
+           {{core::StackKind::kRegistered, absl::StrFormat("MR 0x%x registered at", id), m.stack}});
   }
 }
 

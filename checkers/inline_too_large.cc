@@ -9,7 +9,7 @@ namespace {
   c.Emit(core::CheckId::kInlineTooLarge,
          absl::StrFormat("post_send to %s: inline WR wr_id=0x%x carries %d bytes, max_inline_data is %d",
                          QpName(c.s, c.e.obj), w.wr_id, total, q.caps.max_inline_data),
-         {{"QP created at", q.stack}});
+         {{core::StackKind::kCreated, "QP created at", q.stack}});
 }
 
 }  // namespace

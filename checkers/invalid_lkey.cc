@@ -10,7 +10,8 @@ namespace {
   c.Emit(core::CheckId::kInvalidLkey,
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d has lkey 0x%x, which names %s", c.PostWhere(), l.wr_id, i,
                          g.lkey, other ? "an MR of another PD" : "no live MR"),
-         other ? std::vector<core::RelatedStack>{{"that MR registered at", other->stack}}
+         other ? std::vector<core::RelatedStack>{{core::StackKind::kRegistered, "that MR registered at",
+                                                  other->stack}}
                : std::vector<core::RelatedStack>{});
 }
 

@@ -46,9 +46,9 @@ void ReportInvalidateInFlight(CheckContext& c, const InvalidationInFlight& f, co
              "%s while %s %s has not completed: the window is valid at the NIC, and the peer may still "
              "use its key, until that completion is polled",
              what, to_window ? "its LOCAL_INV" : absl::StrFormat("the LOCAL_INV of MW 0x%x", f.mw->id), inv),
-         {{WrLabel(*f.inv, "outstanding"), f.inv->stack},
-          {"window bound at", f.mw->bound_at},
-          {absl::StrFormat("MW 0x%x allocated at", f.mw->id), f.mw->stack}});
+         {{core::StackKind::kPosted, WrLabel(*f.inv, "outstanding"), f.inv->stack},
+          {core::StackKind::kBound, "window bound at", f.mw->bound_at},
+          {core::StackKind::kAllocated, absl::StrFormat("MW 0x%x allocated at", f.mw->id), f.mw->stack}});
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ namespace {
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d: the NIC writes into MR lkey 0x%x, which lacks "
                          "IBV_ACCESS_LOCAL_WRITE",
                          c.PostWhere(), l.wr_id, i, (*l.sges)[i].lkey),
-         {{"MR registered at", mr.stack}});
+         {{core::StackKind::kRegistered, "MR registered at", mr.stack}});
 }
 
 }  // namespace

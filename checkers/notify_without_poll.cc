@@ -19,7 +19,7 @@ void CheckNotifyWithoutPoll(CheckContext& c) {
          absl::StrFormat("waiting for the next event of CQ 0x%x without polling it after ibv_req_notify_cq; "
                          "completions that arrived before the arming raise no event",
                          cq_id),
-         {{"CQ created at", c.s.Cq(cq_id)->stack}});
+         {{core::StackKind::kCreated, "CQ created at", c.s.Cq(cq_id)->stack}});
 }
 
 }  // namespace rdmasan::checkers

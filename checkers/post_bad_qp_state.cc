@@ -17,7 +17,7 @@ void CheckPostBadQpState(CheckContext& c) {
     c.Emit(core::CheckId::kPostBadQpState,
            absl::StrFormat("%s to %s in state %s (%s)", verb, QpName(c.s, e.obj), QpStateName(q->state),
                            send ? "sends need RTS or SQD" : "receives need INIT or later"),
-           {{"QP created at", q->stack}});
+           {{core::StackKind::kCreated, "QP created at", q->stack}});
 }
 
 }  // namespace rdmasan::checkers

@@ -19,10 +19,11 @@ void CheckRkeyNotBumped(CheckContext& c) {
     if (!m || m->type != IBV_MW_TYPE_2 || !m->bound_before || w.rkey != m->rkey) continue;
     std::vector<core::RelatedStack> rel;
     if (m->invalidated_at)
-      rel.push_back(
-          {absl::StrFormat("previous binding invalidated (%s) at", m->invalidated_by), m->invalidated_at});
-    rel.push_back({"previous binding posted at", m->bound_at});
-    rel.push_back({absl::StrFormat("MW 0x%x allocated at", m->id), m->stack});
+      rel.push_back({core::StackKind::kInvalidated,
+                     absl::StrFormat("previous binding invalidated (%s) at", m->invalidated_by),
+                     m->invalidated_at});
+    rel.push_back({core::StackKind::kBound, "previous binding posted at", m->bound_at});
+    rel.push_back({core::StackKind::kAllocated, absl::StrFormat("MW 0x%x allocated at", m->id), m->stack});
     c.Emit(core::CheckId::kRkeyNotBumped,
            absl::StrFormat(
                "MW 0x%x (type 2) bound again with rkey 0x%x, the key of its previous binding (wr_id=0x%x, "

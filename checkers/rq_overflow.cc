@@ -29,7 +29,7 @@ void CheckRqOverflow(CheckContext& c) {
   c.Emit(core::CheckId::kRqOverflow,
          absl::StrFormat("post of %d receive(s) to %s with %d outstanding exceeds its capacity %d",
                          e.recv_wrs.size(), name, outstanding, limit),
-         {{"created at", made}});
+         {{core::StackKind::kCreated, "created at", made}});
 }
 
 }  // namespace rdmasan::checkers

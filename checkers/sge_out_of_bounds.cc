@@ -10,7 +10,7 @@ namespace {
   c.Emit(core::CheckId::kSgeOutOfBounds,
          absl::StrFormat("%s: WR wr_id=0x%x SGE %d [0x%x, +%d) lies outside MR [0x%x, +%d) (lkey 0x%x)",
                          c.PostWhere(), l.wr_id, i, g.addr, g.length, mr.iova, mr.length, g.lkey),
-         {{"MR registered at", mr.stack}});
+         {{core::StackKind::kRegistered, "MR registered at", mr.stack}});
 }
 
 }  // namespace

@@ -9,8 +9,10 @@ namespace {
                                                    uint64_t chain) {
   if (c.Repeated(core::CheckId::kSqOverflow)) return;
   std::vector<core::RelatedStack> rel;
-  if (!q.sq.empty()) rel.push_back({WrLabel(q.sq.front(), "oldest outstanding"), q.sq.front().stack});
-  rel.push_back({"QP created at", q.stack});
+  if (!q.sq.empty())
+    rel.push_back(
+        {core::StackKind::kPosted, WrLabel(q.sq.front(), "oldest outstanding"), q.sq.front().stack});
+  rel.push_back({core::StackKind::kCreated, "QP created at", q.stack});
   c.Emit(core::CheckId::kSqOverflow,
          absl::StrFormat("post_send of %d WR(s) to %s with %d outstanding exceeds max_send_wr=%d", chain,
                          QpName(c.s, c.e.obj), outstanding, q.caps.max_send_wr),

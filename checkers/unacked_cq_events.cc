@@ -17,7 +17,7 @@ void CheckUnackedCqEvents(CheckContext& c) {
                "ibv_ack_cq_events acks %d events of CQ 0x%x, but only %d of its %d completion events "
                "are not yet acked (ibv_destroy_cq then waits forever)",
                c.e.count, c.e.obj, cq->events_got - cq->events_acked, cq->events_got),
-           {{"CQ created at", cq->stack}});
+           {{core::StackKind::kCreated, "CQ created at", cq->stack}});
     return;
   }
   if (c.e.kind != core::EventKind::kDestroyCq) return;
@@ -27,7 +27,7 @@ void CheckUnackedCqEvents(CheckContext& c) {
       core::CheckId::kUnackedCqEvents,
       absl::StrFormat("CQ 0x%x destroyed with %d of its %d completion events not acked (ibv_ack_cq_events)",
                       c.e.obj, cq->events_got - cq->events_acked, cq->events_got),
-      {{"CQ created at", cq->stack}});
+      {{core::StackKind::kCreated, "CQ created at", cq->stack}});
 }
 
 }  // namespace rdmasan::checkers

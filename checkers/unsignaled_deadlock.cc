@@ -11,7 +11,7 @@ namespace {
          absl::StrFormat(
              "%s: the SQ is full (%d WRs) and none of them is signaled; nothing can ever retire them",
              QpName(c.s, c.e.obj), q.caps.max_send_wr),
-         {{"QP created at", q.stack}});
+         {{core::StackKind::kCreated, "QP created at", q.stack}});
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
          absl::StrFormat("%s: %d unsignaled WRs in a row pass half the SQ depth (max_send_wr=%d); signal at "
                          "least every %d",
                          QpName(c.s, c.e.obj), run, q.caps.max_send_wr, q.caps.max_send_wr / 2),
-         {{"QP created at", q.stack}});
+         {{core::StackKind::kCreated, "QP created at", q.stack}});
 }
 
 }  // namespace

@@ -15,8 +15,10 @@ namespace {
 [[gnu::noinline, gnu::cold]] void ReportUseAfterDestroy(CheckContext& c, core::ObjId id,
                                                         const DestroyedObj& d, bool as_parent) {
   const char* gone = std::string(d.what) == "device context" ? "closed" : "destroyed";
-  std::vector<core::RelatedStack> related = {{absl::StrFormat("%s %s at", d.what, gone), d.destroyed}};
-  if (d.created) related.push_back({absl::StrFormat("%s created at", d.what), d.created});
+  std::vector<core::RelatedStack> related = {
+      {core::StackKind::kDestroyed, absl::StrFormat("%s %s at", d.what, gone), d.destroyed}};
+  if (d.created)
+    related.push_back({core::StackKind::kCreated, absl::StrFormat("%s created at", d.what), d.created});
   c.Emit(core::CheckId::kUseAfterDestroy,
          absl::StrFormat("ibv_%s %s %s 0x%x, which was already %s", core::EventKindName(c.e.kind),
                          as_parent ? "on" : "of", d.what, id, gone),

@@ -17,7 +17,7 @@ void CheckWrIdDuplicate(CheckContext& c) {
         c.Emit(core::CheckId::kWrIdDuplicate,
                absl::StrFormat("post_send to %s: signaled wr_id=0x%x is already outstanding",
                                QpName(c.s, c.e.obj), w.wr_id),
-               {{WrLabel(o, "outstanding"), o.stack}});
+               {{core::StackKind::kPosted, WrLabel(o, "outstanding"), o.stack}});
         return;
       }
     for (size_t j = 0; j < i; ++j)

@@ -111,10 +111,12 @@ Json SarifLocation(const Frame& f, absl::string_view message = "", int id = -1) 
   return loc;
 }
 
-// A SARIF stack: its message and every frame with its location.
-Json SarifStack(absl::string_view message, const std::vector<Frame>& frames) {
+// A SARIF stack: its message, its kind (properties.kind, as suppressions
+// name it) and every frame with its location.
+Json SarifStack(absl::string_view message, StackKind kind, const std::vector<Frame>& frames) {
   Json stack;
   stack["message"]["text"] = std::string(message);
+  stack["properties"]["kind"] = StackKindName(kind);
   Json& out = stack["frames"] = Json::array();
   for (const Frame& f : frames) {
     Json frame;
@@ -152,14 +154,17 @@ Json SarifResult(const RenderedFinding& rf) {
   result["message"]["text"] = f.message;
   if (!f.context.empty()) result["properties"]["context"] = f.context;
   if (!rf.main.empty()) result["locations"] = Json::array({SarifLocation(rf.main[0])});
-  Json stacks = Json::array({SarifStack(f.message, rf.main)});
+  Json stacks = Json::array({SarifStack(f.message, StackKind::kMain, rf.main)});
   Json related_locations = Json::array();
   for (size_t i = 0; i < f.related.size(); ++i) {
     const std::vector<Frame> empty;
     const std::vector<Frame>& frames = i < rf.related.size() ? rf.related[i] : empty;
-    stacks.push_back(SarifStack(f.related[i].label, frames));
-    if (!frames.empty())
-      related_locations.push_back(SarifLocation(frames[0], f.related[i].label, static_cast<int>(i)));
+    stacks.push_back(SarifStack(f.related[i].label, f.related[i].kind, frames));
+    if (!frames.empty()) {
+      Json loc = SarifLocation(frames[0], f.related[i].label, static_cast<int>(i));
+      loc["properties"]["kind"] = StackKindName(f.related[i].kind);
+      related_locations.push_back(std::move(loc));
+    }
   }
   if (!related_locations.empty()) result["relatedLocations"] = std::move(related_locations);
   result["stacks"] = std::move(stacks);
@@ -212,7 +217,35 @@ thread_local bool tls_in_report = false;
 std::atomic<void (*)()> g_before_halt{nullptr};
 std::atomic<void (*)()> g_before_exit[4] = {};
 
+struct StackKindInfo {
+  const char* name;
+  const char* description;
+};
+
+constexpr StackKindInfo kStackKinds[] = {
+#define RDMASAN_STACK_KIND(name, id, desc) {id, desc},
+#include "core/stack_kinds.inc"
+#undef RDMASAN_STACK_KIND
+};
+static_assert(sizeof(kStackKinds) / sizeof(kStackKinds[0]) == kNumStackKinds);
+
 }  // namespace
+
+const char* StackKindName(StackKind kind) {
+  size_t i = static_cast<size_t>(kind);
+  return i < kNumStackKinds ? kStackKinds[i].name : "<invalid>";
+}
+
+const char* StackKindDescription(StackKind kind) {
+  size_t i = static_cast<size_t>(kind);
+  return i < kNumStackKinds ? kStackKinds[i].description : "";
+}
+
+std::optional<StackKind> StackKindByName(absl::string_view name) {
+  for (size_t i = 0; i < kNumStackKinds; ++i)
+    if (name == kStackKinds[i].name) return static_cast<StackKind>(i);
+  return std::nullopt;
+}
 
 void SetBeforeHaltHook(void (*hook)()) { g_before_halt.store(hook); }
 
@@ -273,6 +306,7 @@ std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
   for (size_t i = 0; i < finding.related.size(); ++i) {
     Json r;
     r["label"] = finding.related[i].label;
+    r["kind"] = StackKindName(finding.related[i].kind);
     r["stack"] = JsonFrames(i < related.size() ? related[i] : std::vector<Frame>{});
     out.push_back(std::move(r));
   }
@@ -297,52 +331,123 @@ std::string RenderSarif(const std::vector<RenderedFinding>& findings) {
 
 // --------------------------------------------------------- suppressions --
 
-absl::Status Suppressions::Parse(absl::string_view text) {
+namespace {
+
+// The names a suppression's kind= may take, for error messages.
+std::string StackKindList() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kNumStackKinds; ++i) names.push_back(StackKindName(static_cast<StackKind>(i)));
+  return absl::StrJoin(names, ", ");
+}
+
+// Where the '=' of a leading `word=` (letters, digits, '-', '_'; blanks
+// allowed before the '=') is, or 0; *word_length: the word's.
+size_t KindPrefixLength(absl::string_view pattern, size_t* word_length = nullptr) {
+  size_t n = 0;
+  while (n < pattern.size() && (absl::ascii_isalnum(static_cast<unsigned char>(pattern[n])) ||
+                                pattern[n] == '-' || pattern[n] == '_'))
+    ++n;
+  size_t eq = n;
+  while (eq < pattern.size() && (pattern[eq] == ' ' || pattern[eq] == '\t')) ++eq;
+  if (n == 0 || eq >= pattern.size() || pattern[eq] != '=') return 0;
+  if (word_length) *word_length = n;
+  return eq;
+}
+
+bool FramesMatch(const char* pattern, const std::vector<Frame>& frames) {
+  auto matches = [&](absl::string_view s) {
+    return !s.empty() && fnmatch(pattern, std::string(s).c_str(), 0) == 0;
+  };
+  for (const Frame& f : frames)
+    if (matches(f.function) || matches(f.file) || matches(Basename(f.file)) || matches(f.module) ||
+        matches(Basename(f.module)))
+      return true;
+  return false;
+}
+
+}  // namespace
+
+absl::Status Suppressions::Parse(absl::string_view text, absl::string_view source) {
   std::vector<std::string> errors;
+  const std::string where = source.empty() ? "suppressions" : absl::StrCat("suppressions: ", source);
   int lineno = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++lineno;
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
+    auto error = [&](absl::string_view why) {
+      errors.push_back(absl::StrCat(where, " line ", lineno, ": ", why));
+    };
     size_t colon = line.find(':');
     if (colon == absl::string_view::npos) {
-      errors.push_back(
-          absl::StrCat("suppressions line ", lineno, ": expected check-id:pattern, got '", line, "'"));
+      error(absl::StrCat("expected check-id:pattern or check-id:kind=pattern, got '", line, "'"));
       continue;
     }
     absl::string_view id = absl::StripAsciiWhitespace(line.substr(0, colon));
     absl::string_view pattern = absl::StripAsciiWhitespace(line.substr(colon + 1));
     std::optional<CheckId> check = CheckByName(id);
     if (!check) {
-      errors.push_back(absl::StrCat("suppressions line ", lineno, ": unknown check id '", id, "'"));
+      error(absl::StrCat("unknown check id '", id, "' (rdmasan checks lists them)"));
       continue;
+    }
+    StackKind kind = StackKind::kMain;
+    size_t word = 0;
+    if (size_t n = KindPrefixLength(pattern, &word)) {
+      absl::string_view name = pattern.substr(0, word);
+      std::optional<StackKind> k = StackKindByName(name);
+      if (!k) {
+        error(
+            absl::StrCat("unknown stack kind '", name, "' in '", line, "' (one of: ", StackKindList(), ")"));
+        continue;
+      }
+      kind = *k;
+      pattern = absl::StripAsciiWhitespace(pattern.substr(n + 1));
     }
     if (pattern.empty()) {
-      errors.push_back(absl::StrCat("suppressions line ", lineno, ": empty pattern"));
+      error("empty pattern");
       continue;
     }
-    rules_.push_back({*check, std::string(pattern)});
+    rules_.push_back({*check, kind, std::string(pattern), std::string(source), lineno});
   }
   return InvalidArgumentErrors(errors);
 }
 
-int Suppressions::Match(CheckId check, const std::vector<Frame>& frames) const {
+int Suppressions::Match(const Finding& finding, const std::vector<Frame>& main,
+                        const std::vector<std::vector<Frame>>& related) const {
   for (size_t i = 0; i < rules_.size(); ++i) {
-    if (rules_[i].check != check) continue;
-    const char* pattern = rules_[i].pattern.c_str();
-    auto matches = [&](const std::string& s) { return !s.empty() && fnmatch(pattern, s.c_str(), 0) == 0; };
-    for (const Frame& f : frames) {
-      if (matches(f.function) || matches(f.file) || matches(std::string(Basename(f.file))) ||
-          matches(f.module) || matches(std::string(Basename(f.module))))
-        return static_cast<int>(i);
+    const Rule& rule = rules_[i];
+    if (rule.check != finding.check) continue;
+    const char* pattern = rule.pattern.c_str();
+    if (rule.kind == StackKind::kMain) {
+      if (FramesMatch(pattern, main)) return static_cast<int>(i);
+      continue;
     }
+    for (size_t r = 0; r < finding.related.size() && r < related.size(); ++r)
+      if (finding.related[r].kind == rule.kind && FramesMatch(pattern, related[r]))
+        return static_cast<int>(i);
   }
   return -1;
 }
 
+int Suppressions::Match(CheckId check, const std::vector<Frame>& frames) const {
+  Finding finding;
+  finding.check = check;
+  return Match(finding, frames, {});
+}
+
 std::string Suppressions::RuleText(int index) const {
   if (index < 0 || static_cast<size_t>(index) >= rules_.size()) return "";
-  return absl::StrCat(CheckName(rules_[index].check), ":", rules_[index].pattern);
+  const Rule& rule = rules_[index];
+  // A main-stack pattern that itself starts with `word=` keeps its main=.
+  const bool named = rule.kind != StackKind::kMain || KindPrefixLength(rule.pattern) > 0;
+  return absl::StrCat(CheckName(rule.check), ":", named ? StackKindName(rule.kind) : "", named ? "=" : "",
+                      rule.pattern);
+}
+
+std::string Suppressions::RuleSource(int index) const {
+  if (index < 0 || static_cast<size_t>(index) >= rules_.size()) return "";
+  const Rule& rule = rules_[index];
+  return rule.source.empty() ? absl::StrCat("line ", rule.line) : absl::StrCat(rule.source, ":", rule.line);
 }
 
 // ------------------------------------------------------------- reporter --
@@ -365,13 +470,25 @@ Reporter::Reporter(const Options& options, Sink sink)
   }
   if (absl::Status s = CheckSet::Parse(options.checks, &checks_); !s.ok())
     errors.push_back(absl::StrCat(s.message(), "; using the default checks"));
+  // The user's rules first: a hit is counted on the first rule that matches.
   if (!options.suppressions.empty()) {
     std::string text;
     if (!ReadFile(options.suppressions, &text)) {
       errors.push_back(
           absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
     } else {
-      for (std::string& e : ErrorMessages(suppressions_.Parse(text))) errors.push_back(std::move(e));
+      size_t before = suppressions_.size();
+      for (std::string& e : ErrorMessages(suppressions_.Parse(text, options.suppressions)))
+        errors.push_back(std::move(e));
+      suppression_files_.push_back({options.suppressions, absl::StrFormat("%d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
+    }
+  }
+  if (options.default_suppressions) {
+    for (const ShippedSuppressions& file : DefaultSuppressions()) {
+      size_t before = suppressions_.size();
+      for (std::string& e : ErrorMessages(suppressions_.Parse(file.text, file.name)))
+        errors.push_back(std::move(e));
+      suppression_files_.push_back({file.name, absl::StrFormat("shipped, %d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -482,7 +599,7 @@ bool Reporter::ReportLocked(const Finding& finding, std::vector<Frame> main,
     if (seen->second >= 0) ++suppression_hits_[seen->second], ++suppressed_;
     return false;
   }
-  int rule = suppressions_.Match(finding.check, main);
+  int rule = suppressions_.Match(finding, main, related);
   if (rule >= 0) {
     seen->second = rule;
     ++suppression_hits_[rule];
@@ -555,11 +672,18 @@ int Reporter::FinishLocked() {
   } else if (verbosity_ >= 1) {
     Write(absl::StrFormat("==%d==rdmasan: no findings\n", pid));
   }
-  if (verbosity_ >= 1 && suppressions_.size() > 0) {
-    std::string text = absl::StrFormat("==%d==rdmasan: suppressions used:\n", pid);
+  if (verbosity_ >= 1 && !suppression_files_.empty()) {
+    std::vector<std::string> files;
+    for (const auto& [name, what] : suppression_files_) files.push_back(absl::StrCat(name, " (", what, ")"));
+    std::string text =
+        absl::StrFormat("==%d==rdmasan: suppressions loaded: %s\n", pid, absl::StrJoin(files, ", "));
+    const bool any =
+        std::any_of(suppression_hits_.begin(), suppression_hits_.end(), [](size_t n) { return n; });
+    absl::StrAppendFormat(&text, "==%d==rdmasan: suppressions used:%s\n", pid, any ? "" : " none");
     for (size_t i = 0; i < suppression_hits_.size(); ++i)
       if (suppression_hits_[i])
-        absl::StrAppendFormat(&text, "  %6d %s\n", suppression_hits_[i], suppressions_.RuleText(i));
+        absl::StrAppendFormat(&text, "  %6d %s  (%s)\n", suppression_hits_[i], suppressions_.RuleText(i),
+                              suppressions_.RuleSource(i));
     Write(text);
   }
   if (format_ == Format::kSarif) {

@@ -1,8 +1,10 @@
 // core/report: findings as data, and the one renderer that prints them the
 // sanitizer way (text, JSON lines, or SARIF 2.1.0 at exit).
 //
-// A Finding names a check, a message and stacks (StackIds); the Reporter
-// filters it (enabled checks, suppressions, once per (check, stack)),
+// A Finding names a check, a message and stacks (StackIds), each related
+// stack with a label for people and a stable kind (stack_kinds.inc) for
+// suppressions and JSON/SARIF readers; the Reporter filters it (enabled
+// checks, the user's and the shipped suppressions, once per (check, stack)),
 // symbolizes it, renders it and counts it.  The Render* functions are pure
 // functions of already-symbolized frames, so tests and trace replay get
 // byte-identical output.  Nothing here throws; Report may be called from any
@@ -17,7 +19,9 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -32,7 +36,23 @@
 
 namespace rdmasan::core {
 
+// What a labelled stack shows, as core/stack_kinds.inc lists them.
+enum class StackKind : uint8_t {
+#define RDMASAN_STACK_KIND(name, id, desc) name,
+#include "core/stack_kinds.inc"
+#undef RDMASAN_STACK_KIND
+  kCount
+};
+inline constexpr size_t kNumStackKinds = static_cast<size_t>(StackKind::kCount);
+
+// "registered" etc.; "<invalid>" for an out-of-range value.
+const char* StackKindName(StackKind kind);
+const char* StackKindDescription(StackKind kind);
+std::optional<StackKind> StackKindByName(absl::string_view name);
+
 struct RelatedStack {
+  // First, so that every place that makes one must say which it is.
+  StackKind kind = StackKind::kCreated;
   std::string label;  // printed as "  <label>:", e.g. "MR 0x7 registered at"
   StackId stack = 0;
 };
@@ -71,7 +91,7 @@ std::string RenderText(const Finding& finding, const std::vector<Frame>& main,
 
 // One JSON object on one line: pid, check, severity, message, stack (frames
 // with pc, function, file, line, module, offset; pc/offset as "0x.." strings)
-// and related ([{label, stack}]).
+// and related ([{label, kind, stack}]).
 std::string RenderJson(const Finding& finding, const std::vector<Frame>& main,
                        const std::vector<std::vector<Frame>>& related, int pid = 0);
 
@@ -82,7 +102,8 @@ struct RenderedFinding {
   std::vector<std::vector<Frame>> related;
 };
 
-// A complete SARIF 2.1.0 log: every check as a rule, one result per finding.
+// A complete SARIF 2.1.0 log: every check as a rule, one result per finding
+// (each stack and related location with properties.kind).
 std::string RenderSarif(const std::vector<RenderedFinding>& findings);
 
 // "SUMMARY: rdmasan: ..." without the newline.
@@ -90,26 +111,56 @@ std::string RenderSummaryLine(const Finding& finding, const std::vector<Frame>& 
 
 // --------------------------------------------------------- suppressions --
 
-// `check-id:pattern` lines; '#' starts a comment line.  A finding is
-// suppressed when some frame of its main stack has a function, file, file
-// basename, module or module basename matching the fnmatch(3) pattern.
+// Lines `check-id:pattern` or `check-id:kind=pattern`; '#' starts a comment
+// line.  A rule matches a finding of its check when some frame of the named
+// stack has a function, file, file basename, module or module basename
+// matching the fnmatch(3) pattern: with no kind (or `main=`) the finding's
+// own stack, as every line written before kinds existed; with a kind
+// (stack_kinds.inc) any related stack of that kind, e.g.
+//   free-registered:registered=ucs_rcache_*
+// silences a free of registered memory only where the MR was registered
+// through UCX's registration cache.  Text before the first '=' made only of
+// letters, digits, '-' and '_' is a kind; an unknown one is an error (so a
+// misspelt kind never turns into a pattern that matches nothing).
 class Suppressions {
  public:
-  // Parses file text; good lines apply, and each bad line is one line of
-  // the returned InvalidArgument status (core/status.h: ErrorMessages).
-  absl::Status Parse(absl::string_view text);
-  // Index of the first matching rule, or -1.
+  // Parses file text and appends its rules; `source` names it in errors and
+  // in RuleSource ("ucx.supp", a path; "" says only "suppressions line N").
+  // Good lines apply, and each bad line is one line of the returned
+  // InvalidArgument status (core/status.h: ErrorMessages).
+  absl::Status Parse(absl::string_view text, absl::string_view source = "");
+  // Index of the first rule matching the finding, or -1; related[i] are the
+  // frames of finding.related[i].
+  int Match(const Finding& finding, const std::vector<Frame>& main,
+            const std::vector<std::vector<Frame>>& related) const;
+  // The same for a finding with only its main stack.
   int Match(CheckId check, const std::vector<Frame>& frames) const;
   size_t size() const { return rules_.size(); }
+  // The rule as a line that parses back to it ("free-registered:registered=x").
   std::string RuleText(int index) const;
+  // Where it was written: "<source>:<line>", or "line <line>".
+  std::string RuleSource(int index) const;
 
  private:
   struct Rule {
     CheckId check;
+    StackKind kind;
     std::string pattern;
+    std::string source;
+    int line;
   };
   std::vector<Rule> rules_;
 };
+
+// The suppression files rdmasan ships for libraries (suppressions/*.supp,
+// the ones core/CMakeLists.txt builds in), applied unless
+// default_suppressions=false.  Built into the library so that they apply
+// wherever it is preloaded from (build tree, install, under mpirun).
+struct ShippedSuppressions {
+  const char* name;  // "ucx.supp"
+  const char* text;
+};
+const std::vector<ShippedSuppressions>& DefaultSuppressions();
 
 // ------------------------------------------------------------- reporter --
 
@@ -118,7 +169,7 @@ class Reporter {
   // Receives each rendered chunk (one report, a summary, an option error).
   using Sink = std::function<void(absl::string_view)>;
 
-  // Uses options.checks, suppressions, report_format, halt_on_error,
+  // Uses options.checks, suppressions, default_suppressions, report_format, halt_on_error,
   // exitcode, verbosity, strip_path_prefix, log_path.  A null sink writes to
   // log_path.<pid> (opened lazily, reopened after fork) or stderr.  What is
   // wrong with the options (bad checks=, report_format=, an unreadable
@@ -142,7 +193,8 @@ class Reporter {
                         std::vector<std::vector<Frame>> related);
 
   // End of run: prints "==PID==rdmasan: N findings: id n, ..." (if any),
-  // suppression hit counts (verbosity >= 1), writes the SARIF log
+  // with verbosity >= 1 the suppression files loaded and each rule's hits
+  // (with the file and line it came from), writes the SARIF log
   // (report_format=sarif) to <log_path>.<pid>.sarif or rdmasan.<pid>.sarif.
   // Returns the exit status the process should use if it would exit 0:
   // exitcode when an Error finding was printed, else 0.  Idempotent.
@@ -188,7 +240,9 @@ class Reporter {
   const std::string strip_path_prefix_;
   Format format_ = Format::kText;
   CheckSet checks_;
-  Suppressions suppressions_;
+  Suppressions suppressions_;  // the user's file first, then the shipped ones
+  // Each file loaded, with what verbosity=1 says of it ("shipped, 3 rules").
+  std::vector<std::pair<std::string, std::string>> suppression_files_;
   std::vector<std::string> config_errors_;
 
   // std::mutex, not absl::Mutex: TSan sees pthread locks, while Debian's

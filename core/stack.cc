@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <algorithm>
 #include <atomic>
@@ -718,6 +719,38 @@ __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame
     std::memcpy(r.pcs, raw, n * sizeof(uintptr_t));
   }
   return id;
+}
+
+namespace {
+
+struct UnwindState {
+  uintptr_t pcs[2 * kMaxStackFrames];
+  size_t n = 0;
+};
+
+_Unwind_Reason_Code CollectPc(struct _Unwind_Context* ctx, void* arg) {
+  auto* st = static_cast<UnwindState*>(arg);
+  if (st->n == sizeof(st->pcs) / sizeof(st->pcs[0])) return _URC_END_OF_STACK;
+  uintptr_t ip = _Unwind_GetIP(ctx);
+  if (ip == 0) return _URC_END_OF_STACK;
+  st->pcs[st->n++] = ip;
+  return _URC_NO_REASON;
+}
+
+}  // namespace
+
+__attribute__((noinline)) StackId CaptureFullStackFrom(uintptr_t pc, uintptr_t frame) {
+  UnwindState st;
+  _Unwind_Backtrace(CollectPc, &st);
+  // The unwinder starts in rdmasan's own frames: the stack begins at the
+  // caller's call site, `pc`, as CaptureStackFrom's does.  Not found (an odd
+  // caller, a frame without unwind tables): the frame-pointer walk.
+  size_t at = 0;
+  while (at < st.n && st.pcs[at] != pc) ++at;
+  if (at == st.n) return CaptureStackFrom(pc, frame);
+  const size_t n = std::min(st.n - at, kMaxStackFrames);
+  uintptr_t pcs[kMaxStackFrames];
+  return InternStack(pcs, ValidFrames(st.pcs + at, n, pcs));
 }
 
 __attribute__((noinline)) StackId CaptureStack() {

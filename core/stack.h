@@ -1,7 +1,9 @@
 // core/stack: call-stack capture, the process-wide stack depot, and
 // symbolization.
 //
-// Capture is a fast frame-pointer walk, like the sanitizers' fast unwinder:
+// Capture is a fast frame-pointer walk, like the sanitizers' fast unwinder
+// (and, for the few calls off the data path that name a library's frames in
+// suppressions, a full one from the unwind tables, like their slow one):
 // frame #0 is always the exact return address of the capturing call (right
 // even when the application has no frame pointers); the deeper frames come
 // from the rbp chain, checked to be aligned, increasing and inside the
@@ -45,6 +47,18 @@ StackId CaptureStack();
 // `frame` F's frame address.  Use the macro below inside an exported entry
 // point, so that frame #0 is exactly the application's call site.
 StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame);
+
+// The same stack walked with the unwind tables (.eh_frame, as
+// _Unwind_Backtrace reads them) instead of the frame-pointer chain, so the
+// frames of libraries built without frame pointers (Debian's UCX and Open
+// MPI: a registration cache's functions) are there too.  Slow (microseconds,
+// and the loader's lock): only for calls off the data path, e.g. a
+// registration, or a free that hits registered memory.
+StackId CaptureFullStackFrom(uintptr_t pc, uintptr_t frame);
+
+#define RDMASAN_CAPTURE_CALLER_FULL_STACK()                                                       \
+  ::rdmasan::core::CaptureFullStackFrom(reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
+                                        reinterpret_cast<uintptr_t>(__builtin_frame_address(0)))
 
 #define RDMASAN_CAPTURE_CALLER_STACK()                                                        \
   ::rdmasan::core::CaptureStackFrom(reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \

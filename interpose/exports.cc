@@ -42,6 +42,10 @@ using rdmasan::core::EventKind;
 // Captures the application's call site; only valid directly in an exported
 // function's body.
 #define CALLER_STACK() RDMASAN_CAPTURE_CALLER_STACK()
+// Registrations and deregistrations are off the data path, and their stacks are what a
+// suppression of a registration cache names (registered=ucs_rcache_*):
+// walked with the unwind tables, through libraries without frame pointers.
+#define REG_STACK() RDMASAN_CAPTURE_CALLER_FULL_STACK()
 
 #define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -455,7 +459,7 @@ ibv_mr* RegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, void*
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   REAL(ibv_reg_mr, "IBVERBS_1.1");
   Reentry re;
-  const auto stack = CALLER_STACK();
+  const auto stack = REG_STACK();
   return RegMr(re, stack, pd, addr, length, reinterpret_cast<uintptr_t>(addr), access, real != nullptr,
                [&] { return real(pd, addr, length, access); });
 }
@@ -463,7 +467,7 @@ RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int acc
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
   REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
   Reentry re;
-  const auto stack = CALLER_STACK();
+  const auto stack = REG_STACK();
   return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
                [&] { return real(pd, addr, length, iova, access); });
 }
@@ -472,7 +476,7 @@ RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, u
                                         unsigned access) {
   REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
   Reentry re;
-  const auto stack = CALLER_STACK();
+  const auto stack = REG_STACK();
   return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
                [&] { return real(pd, addr, length, iova, access); });
 }
@@ -500,7 +504,7 @@ RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
 RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   REAL(ibv_rereg_mr, "IBVERBS_1.1");
   Reentry re;
-  const auto stack = CALLER_STACK();
+  const auto stack = REG_STACK();
   void* const old_addr = mr->addr;
   const size_t old_length = mr->length;
   const int rc = IsSn(mr->context) ? sn::ReregMr(mr, flags, pd, addr, length, access)
@@ -532,7 +536,7 @@ RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, s
 RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   REAL(ibv_dereg_mr, "IBVERBS_1.1");
   Reentry re;
-  const auto stack = CALLER_STACK();
+  const auto stack = REG_STACK();
   if (RefuseDestroyed(EventKind::kDeregMr, mr, stack, re)) return EINVAL;
   Event e = Ev(EventKind::kDeregMr, stack);
   e.obj = ip::Id(mr);

@@ -46,7 +46,7 @@ extern "C" __attribute__((visibility("default"))) void free(void* p) {
     if (re.outer() && ip::Checking()) {
       size_t n = malloc_usable_size(p);
       uintptr_t a = reinterpret_cast<uintptr_t>(p);
-      if (ip::OverlapsRegistered(a, n)) ip::EmitFree(a, n, RDMASAN_CAPTURE_CALLER_STACK());
+      if (ip::OverlapsRegistered(a, n)) ip::EmitFree(a, n, RDMASAN_CAPTURE_CALLER_FULL_STACK());
     }
   }
   if (real) {
@@ -80,7 +80,7 @@ extern "C" __attribute__((visibility("default"))) int munmap(void* addr, size_t 
   if (ip::MayOverlap(a, length)) {
     ip::Reentry re;
     if (re.outer() && ip::Checking() && ip::OverlapsRegistered(a, length))
-      ip::EmitFree(a, length, RDMASAN_CAPTURE_CALLER_STACK());
+      ip::EmitFree(a, length, RDMASAN_CAPTURE_CALLER_FULL_STACK());
   }
   return real ? real(addr, length) : -1;
 }

@@ -220,7 +220,8 @@ bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why) {
                               Describe(waiters.front(), now), AfterInjections());
   f.stack = waiters.front().stack;
   for (size_t i = 1; i < waiters.size(); ++i)
-    f.related.push_back({absl::StrCat(Describe(waiters[i], now), ", at"), waiters[i].stack});
+    f.related.push_back(
+        {core::StackKind::kWaiting, absl::StrCat(Describe(waiters[i], now), ", at"), waiters[i].stack});
   // The books of each CQ waited on, then where the CQ was made.
   std::vector<core::ObjId> done;
   for (const Waiter& w : waiters)
@@ -229,10 +230,12 @@ bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why) {
       done.push_back(c);
       for (const auto& b : books)
         if (b.cq == c)
-          f.related.push_back({absl::StrFormat("%s\n  CQ 0x%x created at", DescribeBooks(b), c), b.stack});
+          f.related.push_back({core::StackKind::kCreated,
+                               absl::StrFormat("%s\n  CQ 0x%x created at", DescribeBooks(b), c), b.stack});
     }
   if (!with_books && !done.empty())
-    f.related.push_back({"(the books are left out: the signal interrupted rdmasan itself)", 0});
+    f.related.push_back(
+        {core::StackKind::kCreated, "(the books are left out: the signal interrupted rdmasan itself)", 0});
   core::GlobalReporter().Report(f);
   return true;
 }

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -111,6 +113,13 @@ int AddModule(dl_phdr_info* info, size_t, void* arg) {
     ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
     if (n > 0) m.path.assign(buf, n);
   }
+  // The name the loader was given (/lib/x86_64-linux-gnu/libstdc++.so.6) can
+  // be a symlink; the live symbolizer names a module by /proc/self/maps, the
+  // canonical path (/usr/lib/.../libstdc++.so.6.0.30).  Record that one, or
+  // a replayed frame without source lines names another module than the
+  // live report did.
+  char real[PATH_MAX];
+  if (!m.path.empty() && m.path[0] == '/' && realpath(m.path.c_str(), real)) m.path = real;
   m.bias = info->dlpi_addr;
   uint64_t lo = UINT64_MAX, hi = 0;
   for (int i = 0; i < info->dlpi_phnum; ++i) {

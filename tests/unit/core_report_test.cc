@@ -53,7 +53,7 @@ Finding DeregFinding(StackId stack = 101) {
   return Finding{CheckId::kDeregInFlight,
                  "MR 0x7 (lkey 0x1207) deregistered with 1 outstanding WR on QP 0x11",
                  stack,
-                 {{"outstanding WR wr_id=0x2a RDMA_WRITE posted at", 102}}};
+                 {{StackKind::kPosted, "outstanding WR wr_id=0x2a RDMA_WRITE posted at", 102}}};
 }
 
 struct Captured {
@@ -150,7 +150,7 @@ TEST(Render, TextHasTheSanitizerShape) {
 }
 
 TEST(Render, WarningsUnknownFramesAndEmptyStacks) {
-  Finding f{CheckId::kUnsignaledRun, "run of 9 unsignaled WRs", 0, {{"QP created at", 0}}};
+  Finding f{CheckId::kUnsignaledRun, "run of 9 unsignaled WRs", 0, {{StackKind::kCreated, "QP created at", 0}}};
   Frame lib;
   lib.pc = 0x7f0000001000;
   lib.module = "/lib/libx.so";
@@ -190,7 +190,7 @@ TEST(Render, JsonIsOneObjectPerLine) {
       std::string::npos)
       << json;
   EXPECT_NE(
-      json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"stack\":[{"),
+      json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"kind\":\"posted\",\"stack\":[{"),
       std::string::npos)
       << json;
 }
@@ -265,7 +265,7 @@ const char kOddMessage[] =
     "quote \" backslash \\ newline\n tab\t ctl\x01\x1f del\x7f utf8 \xc3\xa9\xe2\x86\x92";
 const char kOddLabel[] = "label \"x\"\r\n";
 
-Finding OddFinding() { return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{kOddLabel, 8}}}; }
+Finding OddFinding() { return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{StackKind::kCreated, kOddLabel, 8}}}; }
 
 std::vector<Frame> OddFrames() {
   std::vector<Frame> frames = MainFrames();
@@ -636,7 +636,7 @@ TEST(Reporter, ReportSymbolizesRealStacks) {
   Reporter r(Options{}, out.Sink());
   int line = 0;
   StackId stack = PostSomething(&line);
-  Finding f{CheckId::kSgeOutOfBounds, "SGE [0x1000, +64) outside MR", stack, {{"MR registered at", stack}}};
+  Finding f{CheckId::kSgeOutOfBounds, "SGE [0x1000, +64) outside MR", stack, {{StackKind::kRegistered, "MR registered at", stack}}};
   ASSERT_TRUE(r.Report(f));
   EXPECT_FALSE(r.Report(f));
   EXPECT_NE(out.text.find(absl::StrCat("in rdmasan::core::(anonymous namespace)::PostSomething(int*) ")),
