@@ -1374,8 +1374,11 @@ TEST(CheckersBufferModifiedInFlight, ChangedHashReported) {
   w.posted_at = 601;
   EXPECT_EQ(Retire(b.f, b.qp, {w}), Ids{"buffer-modified-in-flight"});
   ASSERT_EQ(b.f.last.size(), 1u);
-  ASSERT_FALSE(b.f.last[0].related.empty());
+  ASSERT_EQ(b.f.last[0].related.size(), 2u);
   EXPECT_EQ(b.f.last[0].related[0].stack, 601u);
+  // Whose memory it is: the MR of the changed SGE's lkey, where registered.
+  EXPECT_EQ(b.f.last[0].related[1].kind, core::StackKind::kRegistered);
+  EXPECT_EQ(b.f.last[0].related[1].label, absl::StrFormat("MR 0x%x registered at", b.mr));
 }
 
 TEST(CheckersBufferModifiedInFlight, UnchangedOrUnhashedIsSilent) {
