@@ -480,7 +480,9 @@ Reporter::Reporter(const Options& options, Sink sink)
       size_t before = suppressions_.size();
       for (std::string& e : ErrorMessages(suppressions_.Parse(text, options.suppressions)))
         errors.push_back(std::move(e));
-      suppression_files_.push_back({options.suppressions, absl::StrFormat("%d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
+      suppression_files_.push_back(
+          {options.suppressions, absl::StrFormat("%d rule%s", suppressions_.size() - before,
+                                                 suppressions_.size() - before == 1 ? "" : "s")});
     }
   }
   if (options.default_suppressions) {
@@ -488,7 +490,9 @@ Reporter::Reporter(const Options& options, Sink sink)
       size_t before = suppressions_.size();
       for (std::string& e : ErrorMessages(suppressions_.Parse(file.text, file.name)))
         errors.push_back(std::move(e));
-      suppression_files_.push_back({file.name, absl::StrFormat("shipped, %d rule%s", suppressions_.size() - before, suppressions_.size() - before == 1 ? "" : "s")});
+      suppression_files_.push_back(
+          {file.name, absl::StrFormat("shipped, %d rule%s", suppressions_.size() - before,
+                                      suppressions_.size() - before == 1 ? "" : "s")});
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -150,7 +150,8 @@ TEST(Render, TextHasTheSanitizerShape) {
 }
 
 TEST(Render, WarningsUnknownFramesAndEmptyStacks) {
-  Finding f{CheckId::kUnsignaledRun, "run of 9 unsignaled WRs", 0, {{StackKind::kCreated, "QP created at", 0}}};
+  Finding f{
+      CheckId::kUnsignaledRun, "run of 9 unsignaled WRs", 0, {{StackKind::kCreated, "QP created at", 0}}};
   Frame lib;
   lib.pc = 0x7f0000001000;
   lib.module = "/lib/libx.so";
@@ -189,9 +190,9 @@ TEST(Render, JsonIsOneObjectPerLine) {
           "\"module\":\"/usr/bin/client\",\"offset\":\"0x12c3\"}"),
       std::string::npos)
       << json;
-  EXPECT_NE(
-      json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted at\",\"kind\":\"posted\",\"stack\":[{"),
-      std::string::npos)
+  EXPECT_NE(json.find("\"related\":[{\"label\":\"outstanding WR wr_id=0x2a RDMA_WRITE posted "
+                      "at\",\"kind\":\"posted\",\"stack\":[{"),
+            std::string::npos)
       << json;
 }
 
@@ -265,7 +266,9 @@ const char kOddMessage[] =
     "quote \" backslash \\ newline\n tab\t ctl\x01\x1f del\x7f utf8 \xc3\xa9\xe2\x86\x92";
 const char kOddLabel[] = "label \"x\"\r\n";
 
-Finding OddFinding() { return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{StackKind::kCreated, kOddLabel, 8}}}; }
+Finding OddFinding() {
+  return Finding{CheckId::kDeregInFlight, kOddMessage, 7, {{StackKind::kCreated, kOddLabel, 8}}};
+}
 
 std::vector<Frame> OddFrames() {
   std::vector<Frame> frames = MainFrames();
@@ -636,7 +639,10 @@ TEST(Reporter, ReportSymbolizesRealStacks) {
   Reporter r(Options{}, out.Sink());
   int line = 0;
   StackId stack = PostSomething(&line);
-  Finding f{CheckId::kSgeOutOfBounds, "SGE [0x1000, +64) outside MR", stack, {{StackKind::kRegistered, "MR registered at", stack}}};
+  Finding f{CheckId::kSgeOutOfBounds,
+            "SGE [0x1000, +64) outside MR",
+            stack,
+            {{StackKind::kRegistered, "MR registered at", stack}}};
   ASSERT_TRUE(r.Report(f));
   EXPECT_FALSE(r.Report(f));
   EXPECT_NE(out.text.find(absl::StrCat("in rdmasan::core::(anonymous namespace)::PostSomething(int*) ")),

@@ -36,7 +36,9 @@ struct FreeRegistered {
 
 FreeRegistered FreeOf(const std::string& registered_by, StackId stack = 7) {
   FreeRegistered f;
-  f.finding = Finding{CheckId::kFreeRegistered, "freed while MR 0x6 still registers it", stack,
+  f.finding = Finding{CheckId::kFreeRegistered,
+                      "freed while MR 0x6 still registers it",
+                      stack,
                       {{StackKind::kRegistered, "MR 0x6 registered at", 8}}};
   f.main = {Fn("release_buffers"), Fn("main")};
   f.related = {{Fn(registered_by, "/usr/lib/libcache.so.1"), Fn("main")}};
@@ -140,12 +142,12 @@ TEST(Suppressions, RuleTextParsesBackAndRuleSourceSaysWhere) {
 TEST(Suppressions, BadLinesAreErrorsNamingFileAndLine) {
   Suppressions s;
   absl::Status st = s.Parse(
-      "free-registered:registerd=cache_*\n"   // 1: misspelt kind
-      "free-registered:registered=\n"         // 2: empty pattern
-      "free-registered:registered_at=x\n"     // 3: not a kind
-      "no-such-check:registered=x\n"          // 4
-      "missing colon\n"                       // 5
-      "free-registered:registered=ok_*\n",    // 6: good
+      "free-registered:registerd=cache_*\n"  // 1: misspelt kind
+      "free-registered:registered=\n"        // 2: empty pattern
+      "free-registered:registered_at=x\n"    // 3: not a kind
+      "no-such-check:registered=x\n"         // 4
+      "missing colon\n"                      // 5
+      "free-registered:registered=ok_*\n",   // 6: good
       "/etc/app.supp");
   std::vector<std::string> errors = ErrorMessages(st);
   ASSERT_EQ(errors.size(), 5u) << absl::StrJoin(errors, "\n");
@@ -162,9 +164,9 @@ TEST(Suppressions, BadLinesAreErrorsNamingFileAndLine) {
   EXPECT_EQ(s.RuleSource(0), "/etc/app.supp:6");
   // Without a source, as before.
   Suppressions t;
-  EXPECT_EQ(ErrorMessages(t.Parse("x:y")), std::vector<std::string>{
-                                               "suppressions line 1: unknown check id 'x' (rdmasan checks "
-                                               "lists them)"});
+  EXPECT_EQ(ErrorMessages(t.Parse("x:y")),
+            std::vector<std::string>{"suppressions line 1: unknown check id 'x' (rdmasan checks "
+                                     "lists them)"});
 }
 
 TEST(ShippedSuppressions, EveryFileParsesAndEveryRuleNamesALibraryFunction) {
@@ -199,7 +201,9 @@ Options Quiet() {
 // (suppressions/ucx.supp, rule 1), symbolized from Debian's UCX 1.13.1.
 FreeRegistered UcxRcacheFree() {
   FreeRegistered f;
-  f.finding = Finding{CheckId::kFreeRegistered, "freed while MR 0x18 still registers it", 11,
+  f.finding = Finding{CheckId::kFreeRegistered,
+                      "freed while MR 0x18 still registers it",
+                      11,
                       {{StackKind::kRegistered, "MR 0x18 registered at", 12}}};
   f.main = {Fn("uct_mem_free", "/usr/lib/x86_64-linux-gnu/libuct.so.0.0.0"),
             Fn("uct_iface_mp_chunk_release", "/usr/lib/x86_64-linux-gnu/libuct.so.0.0.0"),

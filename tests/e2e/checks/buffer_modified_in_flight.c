@@ -9,7 +9,8 @@ int main(void) {
   struct rig r;
   rig_setup(&r, NULL);
   static char src[64] = "payload that must not change", dst[64];
-  struct ibv_mr *smr = rig_reg(&r, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: buffer-modified-in-flight
+  struct ibv_mr *smr =
+      rig_reg(&r, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: buffer-modified-in-flight
   struct ibv_mr *dmr = rig_reg(&r, dst, sizeof dst, RIG_ALL_ACCESS);
   struct ibv_sge sge = rig_sge(smr, src, sizeof src);
   struct ibv_send_wr wr = rig_write_wr(1, &sge, (uintptr_t)dst, dmr->rkey, 1), *bad;

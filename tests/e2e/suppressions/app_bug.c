@@ -14,7 +14,7 @@ int main(void) {
   char *mine = malloc(4096);
   if (!cached || !mine) DIE("malloc failed");
   if (!toy_rcache_get(cache, cached, 4096)) DIE("toy_rcache_get failed");
-  free(cached);  // the cache's MR: suppressed
+  free(cached);                                                              // the cache's MR: suppressed
   struct ibv_mr *mr = ibv_reg_mr(r.pd, mine, 4096, IBV_ACCESS_LOCAL_WRITE);  // REGISTERED-AT: free-registered
   if (!mr) DIE("ibv_reg_mr failed");
   free(mine);  // CHECK: free-registered
