@@ -2,6 +2,8 @@
 # demo.sh: show rdmasan running unmodified verbs programs on softnic, with
 # no RDMA hardware: `ibv_devinfo -v`, then an ibv_rc_pingpong server and
 # client talking over softnic on loopback (private fabric, free TCP port),
+# an rping pair connecting through rdma_cm on softnic (rdma-core's own
+# example, its true positives explained in suppressions/rdmacm-utils.supp),
 # then the RPC example of examples/rpc and the block-storage example of
 # examples/blk (memory windows): each correct (rdmasan reports nothing) and
 # with a planted bug (rdmasan reports it).  Prints everything; exits non-zero
@@ -47,6 +49,17 @@ if ! "$repo/tests/e2e/run_pair.sh" --rdmasan "$rdmasan" --outdir "$build/demo" -
     -- ibv_rc_pingpong -d softnic0 -p "$port" \
     --- ibv_rc_pingpong -d softnic0 -p "$port" 127.0.0.1; then
   echo "demo: ibv_rc_pingpong pair failed" >&2
+  status=1
+fi
+
+echo
+echo "==== rdmasan run -- rping (rdma_cm: server and client, port $((port + 1)))"
+if ! "$repo/tests/e2e/run_pair.sh" --rdmasan "$rdmasan" --outdir "$build/demo" --timeout 60 --rdma-cm \
+    --opt "suppressions=$repo/suppressions/rdmacm-utils.supp" --expect "ping data: rdma-ping-9: " \
+    demo.rping $((port + 1)) \
+    -- rping -s -a 127.0.0.1 -p $((port + 1)) -C 10 -v \
+    --- rping -c -a 127.0.0.1 -p $((port + 1)) -C 10 -v; then
+  echo "demo: rping pair failed" >&2
   status=1
 fi
 
