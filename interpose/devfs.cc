@@ -1,10 +1,13 @@
 // interpose/devfs: softnic0's device nodes and sysfs entries.  See devfs.h.
 #include "interpose/devfs.h"
 
+#include <dirent.h>
 #include <endian.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <infiniband/verbs.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +94,21 @@ void RemoveTree() {
   if (g_root && !g_root->empty()) nftw(g_root->c_str(), RemoveOne, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+// Removes the trees of processes that ended without their exit handler
+// (SIGKILL, _exit): sys-<pid>-* whose pid is gone.
+void SweepTrees(const std::string& base) {
+  DIR* d = opendir(base.c_str());
+  if (!d) return;
+  while (const dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, "sys-", 4) != 0) continue;
+    const long pid = strtol(e->d_name + 4, nullptr, 10);
+    if (pid <= 0 || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    const std::string path = absl::StrCat(base, "/", e->d_name);
+    nftw(path.c_str(), RemoveOne, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  closedir(d);
+}
+
 const std::string& Tree() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -103,6 +121,7 @@ const std::string& Tree() {
     struct stat st;
     if (lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
       return;
+    SweepTrees(base);
     char tmpl[4096];
     snprintf(tmpl, sizeof(tmpl), "%s/sys-%d-XXXXXX", base.c_str(), static_cast<int>(getpid()));
     if (!mkdtemp(tmpl)) return;
