@@ -111,16 +111,18 @@ TEST_F(SoftnicCm, MalformedCommandsGetTheKernelsErrors) {
   EXPECT_EQ(Write(fd_, &no_room, sizeof(no_room)), -1);
   EXPECT_EQ(errno, ENOSPC);
 
-  // A response buffer that is not mapped: EFAULT, as copy_to_user gives.
-  void* gone = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // A response buffer that cannot be written: EFAULT, as copy_to_user
+  // gives.  PROT_NONE, not unmapped: an unmapped page may be mapped again by
+  // anyone (a sanitizer's allocator) before the command runs.
+  void* gone = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(gone, MAP_FAILED);
-  munmap(gone, 4096);
   auto faulting = Make<rdma_ucm_create_id>(RDMA_USER_CM_CMD_CREATE_ID, sizeof(resp));
   faulting.body.response = reinterpret_cast<uintptr_t>(gone);
   faulting.body.ps = RDMA_PS_TCP;
   faulting.body.qp_type = 2;
   EXPECT_EQ(Write(fd_, &faulting, sizeof(faulting)), -1);
   EXPECT_EQ(errno, EFAULT);
+  munmap(gone, 4096);
 
   // Multicast is not softnic's.
   auto join = Make<rdma_ucm_join_mcast>(RDMA_USER_CM_CMD_JOIN_MCAST);
