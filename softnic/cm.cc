@@ -647,9 +647,9 @@ void Cm::ReceiveRequest(int fd, const Msg& m, Out* out) {
     FillUd(m.qpn, m.qkey ? m.qkey : kUdpQkey, &m, &e.resp.param.ud);
   else
     CopyConn(m, Room(m.ps, kReqRoom), &e.resp.param.conn);
-  const uint32_t h = child.handle;
-  s_.ids.emplace(h, std::move(child));
-  Queue(*listener, h, kEvConnectRequest, 0, &e);
+  const uint32_t h = child.handle, lh = listener->handle;
+  s_.ids.emplace(h, std::move(child));  // may rehash: `listener` is stale now
+  Queue(s_.ids.find(lh)->second, h, kEvConnectRequest, 0, &e);
 }
 
 void Cm::Receive(int fd, const Msg& m, Out* out) {
