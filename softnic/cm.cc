@@ -30,11 +30,11 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "core/options.h"
 #include "softnic/access.h"
 #include "softnic/cm_wire.h"
@@ -136,13 +136,13 @@ struct Outgoing {
 };
 
 struct State {
-  absl::Mutex mu;
-  absl::flat_hash_map<int, Chan> chans ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, int> chan_by_name ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<uint32_t, Id> ids ABSL_GUARDED_BY(mu);
-  uint32_t next_handle ABSL_GUARDED_BY(mu) = 1;
-  std::string folder ABSL_GUARDED_BY(mu);
-  bool swept ABSL_GUARDED_BY(mu) = false;
+  std::mutex mu;  // pthread's: visible to ThreadSanitizer, unlike Debian's uninstrumented Abseil
+  absl::flat_hash_map<int, Chan> chans;
+  absl::flat_hash_map<std::string, int> chan_by_name;
+  absl::flat_hash_map<uint32_t, Id> ids;
+  uint32_t next_handle = 1;
+  std::string folder;
+  bool swept = false;
 };
 
 State& S() {
@@ -249,19 +249,18 @@ class Cm {
   ssize_t Command(int fd, const void* buf, size_t len);
   // Destroys every id of channel `fd`, as when the kernel releases the
   // file (peers hear a DREQ or a REJ), and forgets the channel.
-  void CloseChannel(int fd) ABSL_LOCKS_EXCLUDED(s_.mu);
+  void CloseChannel(int fd);
 
  private:
   using Out = std::vector<Outgoing>;
 
-  Id* Find(uint32_t handle, int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
+  Id* Find(uint32_t handle, int fd) {
     auto it = s_.ids.find(handle);
     if (it == s_.ids.end() || it->second.chan != fd) return nullptr;
     return &it->second;
   }
 
-  void Queue(Id& owner, uint32_t id, uint32_t event, int32_t status, Event* prepared = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
+  void Queue(Id& owner, uint32_t id, uint32_t event, int32_t status, Event* prepared = nullptr) {
     auto it = s_.chans.find(owner.chan);
     if (it == s_.chans.end()) return;
     Event e{};
@@ -277,7 +276,7 @@ class Cm {
     }
   }
 
-  Msg NewMsg(const Id& from, MsgType type) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
+  Msg NewMsg(const Id& from, MsgType type) {
     Msg m{};
     m.magic = kMsgMagic;
     m.version = kMsgVersion;
@@ -293,31 +292,30 @@ class Cm {
     return m;
   }
 
-  void Send(Out* out, const Id& from, const Msg& m, uint32_t on_fail = ~0u, int32_t status = 0)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu) {
+  void Send(Out* out, const Id& from, const Msg& m, uint32_t on_fail = ~0u, int32_t status = 0) {
     out->push_back({from.peer_inbox, m, from.handle, on_fail, status});
   }
 
   // Sends what a command or a message produced; failures become events.
-  void Flush(Out* out) ABSL_LOCKS_EXCLUDED(s_.mu);
+  void Flush(Out* out);
 
-  int ReservePortFor(Id& id, uint16_t want) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
-  void ReleasePortOf(Id& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
-  void PublishPort(const Id& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
+  int ReservePortFor(Id& id, uint16_t want);
+  void ReleasePortOf(Id& id);
+  void PublishPort(const Id& id);
   // Tears an id down as the kernel does when it is destroyed: the peer
   // hears a REJ or DREQ, its queued events go.
-  void Teardown(Id& id, Out* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
-  void Erase(uint32_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
+  void Teardown(Id& id, Out* out);
+  void Erase(uint32_t handle);
 
-  int BindIp(Id& id, const sockaddr_in6& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
+  int BindIp(Id& id, const sockaddr_in6& a);
   void FillPath(ib_user_path_rec* p);
-  int InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
+  int InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a);
   void FillUd(uint32_t qpn, uint32_t qkey, const Msg* m, rdma_ucm_ud_param* ud);
 
   // A message from another channel, received on channel `fd`.
-  void Receive(int fd, const Msg& m, Out* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
-  void ReceiveRequest(int fd, const Msg& m, Out* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s_.mu);
-  ssize_t GetEvent(int fd, uint64_t response, size_t out_len) ABSL_LOCKS_EXCLUDED(s_.mu);
+  void Receive(int fd, const Msg& m, Out* out);
+  void ReceiveRequest(int fd, const Msg& m, Out* out);
+  ssize_t GetEvent(int fd, uint64_t response, size_t out_len);
 
   State& s_;
 };
@@ -346,7 +344,7 @@ int Room(uint16_t ps, int room) { return ps == RDMA_PS_IB ? room : room - kCmaHe
 void Cm::Flush(Out* out) {
   std::string folder;
   {
-    absl::MutexLock l(&s_.mu);
+    std::lock_guard<std::mutex> l(s_.mu);
     folder = s_.folder;
   }
   for (size_t i = 0; i < out->size(); ++i) {
@@ -354,7 +352,7 @@ void Cm::Flush(Out* out) {
     int err = 0;
     bool local = false;
     {
-      absl::MutexLock l(&s_.mu);
+      std::lock_guard<std::mutex> l(s_.mu);
       auto it = s_.chan_by_name.find(o.to);
       if (it != s_.chan_by_name.end()) {
         // A channel of this process: no socket needed.
@@ -364,7 +362,7 @@ void Cm::Flush(Out* out) {
     }
     if (!local) err = o.to.empty() ? ENOENT : SendMsg(folder, o.to, o.msg);
     if (err && o.on_fail != ~0u) {
-      absl::MutexLock l(&s_.mu);
+      std::lock_guard<std::mutex> l(s_.mu);
       auto it = s_.ids.find(o.handle);
       if (it == s_.ids.end()) continue;
       Id& id = it->second;
@@ -472,7 +470,7 @@ void Cm::Erase(uint32_t handle) { s_.ids.erase(handle); }
 void Cm::CloseChannel(int fd) {
   Out out;
   {
-    absl::MutexLock l(&s_.mu);
+    std::lock_guard<std::mutex> l(s_.mu);
     auto it = s_.chans.find(fd);
     if (it == s_.chans.end()) return;
     std::vector<uint32_t> mine;
@@ -747,7 +745,7 @@ ssize_t Cm::GetEvent(int fd, uint64_t response, size_t out_len) {
   for (;;) {
     int inbox = -1;
     {
-      absl::MutexLock l(&s_.mu);
+      std::lock_guard<std::mutex> l(s_.mu);
       auto it = s_.chans.find(fd);
       if (it == s_.chans.end()) {
         errno = EBADF;
@@ -779,7 +777,7 @@ ssize_t Cm::GetEvent(int fd, uint64_t response, size_t out_len) {
       if (!ValidMsg(m, static_cast<size_t>(n))) continue;  // not from a softnic CM: dropped unread
       Out out;
       {
-        absl::MutexLock l(&s_.mu);
+        std::lock_guard<std::mutex> l(s_.mu);
         Receive(fd, m, &out);
       }
       Flush(&out);
@@ -835,7 +833,7 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
   }
 
   {
-    absl::MutexLock l(&s_.mu);
+    std::lock_guard<std::mutex> l(s_.mu);
     if (!s_.chans.contains(fd)) return fail(EBADF);
     switch (hdr.cmd) {
       case RDMA_USER_CM_CMD_CREATE_ID: {
@@ -1242,7 +1240,7 @@ int Open(int flags) {
     return -1;
   }
   {
-    absl::MutexLock l(&s.mu);
+    std::lock_guard<std::mutex> l(s.mu);
     if (!s.swept) {
       SweepFolder(folder);
       s.swept = true;
@@ -1285,7 +1283,7 @@ int Open(int flags) {
     return -1;
   }
   const int fd = c.fd;
-  absl::MutexLock l(&s.mu);
+  std::lock_guard<std::mutex> l(s.mu);
   s.chan_by_name[c.name] = fd;
   s.chans.emplace(fd, std::move(c));
   if (fd < kMaxMarked) g_marked[fd].store(1, std::memory_order_release);
