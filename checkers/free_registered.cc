@@ -2,6 +2,13 @@
 // freed or unmapped: the registration still lets the NIC (and a peer,
 // through the rkey) write it.  A valid window is named first, with its
 // key: that is the key a peer can still use.
+//
+// An implicit ODP MR (ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)) registers
+// the whole address space by design and pins nothing: freeing memory under
+// it is what every program does, and is never reported.  An explicit ODP
+// MR is reported as any other: it pins nothing either, but its keys still
+// name those addresses, so a peer's access lands in whatever memory the
+// allocator puts there next.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -10,6 +17,8 @@ namespace {
 bool OverlapsRegistered(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
   return a < b + blen && b < a + alen;
 }
+
+bool ImplicitOdp(const MrState& m) { return (m.access & IBV_ACCESS_ON_DEMAND) && m.length == SIZE_MAX; }
 
 }  // namespace
 
@@ -37,8 +46,9 @@ void CheckFreeRegistered(CheckContext& c) {
       return;
     }
   // Registered ranges are in virtual addresses (addr), not the iova.
-  if (core::ObjId id = LowestIdWhere(
-          c.s.mrs(), [&](const MrState& m) { return OverlapsRegistered(m.addr, m.length, addr, len); })) {
+  if (core::ObjId id = LowestIdWhere(c.s.mrs(), [&](const MrState& m) {
+        return !ImplicitOdp(m) && OverlapsRegistered(m.addr, m.length, addr, len);
+      })) {
     const MrState& m = *c.s.Mr(id);
     c.Emit(core::CheckId::kFreeRegistered,
            absl::StrFormat("[0x%x, +%d) freed while MR 0x%x (lkey 0x%x, [0x%x, +%d)) still registers it",

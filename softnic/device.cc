@@ -184,6 +184,16 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
   ibv_device_attr_ex a{};
   QueryDevice(ctx, &a.orig_attr);
   a.max_dm_size = 0;
+  // On-demand paging: softnic pins nothing and copies through the owner's
+  // address space at each access, so every transport can use ODP MRs for
+  // every operation, and implicit ODP covers the whole address space.
+  constexpr uint32_t kOdpOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  a.odp_caps.per_transport_caps.rc_odp_caps = kOdpOps;
+  a.odp_caps.per_transport_caps.uc_odp_caps = kOdpOps & ~(IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC);
+  a.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   // The port count of devices with more than 255 ports; equal to
   // phys_port_cnt below that (rdma-core's tests assert it).
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
@@ -284,6 +294,7 @@ ibv_context* OpenDevice(ibv_device* dev) {
   v.query_device_ex = VQueryDeviceEx;
   v.create_cq_ex = VCreateCqEx;
   v.create_qp_ex = VCreateQpEx;
+  v.advise_mr = AdviseMr;
   ibv_context& ctx = v.context;
   ctx.device = dev;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;

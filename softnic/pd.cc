@@ -17,6 +17,16 @@
 // costs what a 4 KiB one does).  Memory unmapped after registration is the
 // data path's problem: its copies fail with EFAULT instead of faulting
 // (access.h), and RangeAccessible tells which side was at fault.
+//
+// On-demand paging (IBV_ACCESS_ON_DEMAND) is what softnic does anyway: it
+// copies through the owner's address space at the time of each access and
+// pins nothing.  An ODP MR is therefore registered without the mapping
+// check (its pages may be mapped later, as a NIC faults them in); an access
+// to a page still unmapped then is an error completion, as a failed fault
+// is.  Implicit ODP (addr NULL, length SIZE_MAX) registers the whole
+// address space, iova = va.  ibv_advise_mr validates its SGEs against ODP
+// MRs of the PD and, being advice, prefetches nothing: there is no device
+// page table to fill.  HUGETLB is accepted with ON_DEMAND only.
 #include "softnic/softnic.h"
 
 #include <errno.h>
@@ -31,6 +41,11 @@
 
 namespace rdmasan::softnic {
 namespace {
+
+// ibv_reg_mr(pd, NULL, SIZE_MAX, ... | IBV_ACCESS_ON_DEMAND): every address.
+bool IsImplicitOdp(const void* addr, size_t length, unsigned access) {
+  return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
 
 // One line of /proc/self/maps: "lo-hi perms ...".  False if malformed.
 bool ParseMapsLine(const char* line, uint64_t* lo, uint64_t* hi, bool* r, bool* w) {
@@ -125,11 +140,12 @@ namespace {
 // 0 if `access` is one softnic registers, else the errno.
 int CheckAccess(unsigned access) {
   constexpr unsigned kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND |
-                                  IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
-  if (access & ~kSupported)
-    return (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)) ? EOPNOTSUPP
-                                                                                          : EINVAL;
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND |
+                                  IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
+                                  IBV_ACCESS_OPTIONAL_RANGE;
+  if (access & ~kSupported) return (access & IBV_ACCESS_ZERO_BASED) ? EOPNOTSUPP : EINVAL;
+  // HUGETLB tells an ODP registration its pages are huge; nothing else.
+  if ((access & IBV_ACCESS_HUGETLB) && !(access & IBV_ACCESS_ON_DEMAND)) return EINVAL;
   // Remote write/atomic require local write (IB spec 10.6.3.1).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
@@ -138,8 +154,12 @@ int CheckAccess(unsigned access) {
 
 // 0 if [addr, addr + length) may be registered with `access`, else the errno.
 int CheckRange(void* addr, size_t length, unsigned access) {
-  if (length == 0 || length > (1ull << 40) || (!addr && length)) return EINVAL;
-  return RangeAccessible(reinterpret_cast<uint64_t>(addr), length, access & IBV_ACCESS_LOCAL_WRITE);
+  if (IsImplicitOdp(addr, length, access)) return 0;
+  if (length == 0 || length > (1ull << 40) || !addr) return EINVAL;
+  const uint64_t va = reinterpret_cast<uint64_t>(addr);
+  if (va + length < va) return EINVAL;
+  if (access & IBV_ACCESS_ON_DEMAND) return 0;  // faulted in at access, not pinned now
+  return RangeAccessible(va, length, access & IBV_ACCESS_LOCAL_WRITE);
 }
 
 // The key after `key` in its slot (generation 0 is never used).
@@ -201,6 +221,28 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
   own.pd = m.pd;
   own.key.store(m.key, std::memory_order_release);
   return &mr->mr;
+}
+
+int AdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EOPNOTSUPP;
+  if (flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) return EOPNOTSUPP;
+  if (!sg_list || num_sge == 0) return EINVAL;
+  const uint32_t pd_id = PdId(pd);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& g = sg_list[i];
+    const uint32_t slot = g.lkey >> 8;
+    if (slot >= kMaxMrs) return EINVAL;
+    const LocalMr& l = p->own_mrs[slot];  // only this process's MRs can be advised
+    if (l.key.load(std::memory_order_acquire) != g.lkey || l.pd != pd_id) return EINVAL;
+    if (!(l.access & IBV_ACCESS_ON_DEMAND)) return EINVAL;  // advice is for ODP MRs
+    if (advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE && !(l.access & IBV_ACCESS_LOCAL_WRITE)) return EPERM;
+    if (g.addr < l.iova || g.addr + g.length < g.addr || g.addr + g.length > l.iova + l.length) return EINVAL;
+  }
+  return 0;
 }
 
 int DeregMr(ibv_mr* ibmr) {

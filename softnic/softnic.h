@@ -60,6 +60,11 @@ ibv_pd* AllocPd(ibv_context* ctx);
 int DeallocPd(ibv_pd* pd);
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 int DeregMr(ibv_mr* mr);
+// ibv_advise_mr (verbs_context op): 0 for advice on ODP MRs of `pd`
+// (nothing to prefetch: softnic reads the address space at each access),
+// EINVAL for a key that is not one, EPERM for PREFETCH_WRITE without
+// LOCAL_WRITE, EOPNOTSUPP for an unknown advice or flag.
+int AdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 // ibv_rereg_mr as libibverbs and a provider give it together: 0, or an
 // IBV_REREG_MR_ERR_* code with errno set.  A new translation gives the MR
 // new keys (a NIC's new registration); a new PD or access keeps them.  An

@@ -1311,6 +1311,17 @@ TEST(CheckersForkWithMrs, ForkWithLiveMr) {
   EXPECT_EQ(f.Fork(), Ids{"fork-with-mrs"});
 }
 
+// Copy-on-write breaks pinned pages only: ODP MRs follow the page tables.
+TEST(CheckersForkWithMrs, OdpMrsDoNotCount) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0, SIZE_MAX, 0x11, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  f.RegMr(pd, 0x10000, 0x1000, 0x12, IBV_ACCESS_ON_DEMAND);
+  EXPECT_EQ(f.Fork(), kNone);
+  f.RegMr(pd, 0x20000, 0x1000, 0x13);
+  EXPECT_EQ(f.Fork(), Ids{"fork-with-mrs"});
+}
+
 TEST(CheckersForkWithMrs, NearMisses) {
   {
     Fx f;
@@ -1402,6 +1413,18 @@ TEST(CheckersFreeRange, FreeRegistered) {
   EXPECT_EQ(FreeRange(b.f, 0x1fff0, 0x100), Ids{"free-registered"});
   EXPECT_EQ(FreeRange(b.f, 0x20000, 0x100), kNone);  // just past the MR
   EXPECT_EQ(FreeRange(b.f, 0xff00, 0x100), kNone);   // just before it
+}
+
+// ODP MRs pin nothing.  An implicit one (addr 0, length SIZE_MAX)
+// registers every address by design: freeing memory under it is never
+// reported; an explicit one still names its range, and is.
+TEST(CheckersFreeRange, ImplicitOdpIsNotFreeRegisteredExplicitOdpIs) {
+  Fx f;
+  ObjId pd = f.AllocPd();
+  f.RegMr(pd, 0, SIZE_MAX, 0x11, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  EXPECT_EQ(FreeRange(f, 0x10000, 0x100), kNone);
+  f.RegMr(pd, 0x20000, 0x1000, 0x12, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  EXPECT_EQ(FreeRange(f, 0x20000, 0x100), Ids{"free-registered"});
 }
 
 TEST(CheckersFreeRange, FreeInFlightSend) {

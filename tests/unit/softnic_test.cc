@@ -2,6 +2,7 @@
 // item 4, driven through the shim's verbs in one process (inproc fabric).
 #include <endian.h>
 #include <poll.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstring>
@@ -334,6 +335,90 @@ TEST_F(SoftnicPair, MissingAccessRights) {
   errno = 0;
   EXPECT_EQ(ibv_reg_mr(pd_, mem.data(), mem.size(), IBV_ACCESS_REMOTE_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// On-demand paging: an ODP MR is registered over pages that need not be
+// accessible yet, and each access finds them as they are at that moment.
+TEST_F(SoftnicPair, OdpMrFindsItsPagesAtEachAccess) {
+  const size_t len = 2 * 4096;
+  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, p, len, access), nullptr) << "pinned registration of inaccessible pages";
+  EXPECT_EQ(errno, EFAULT);
+  ibv_mr* odp = ibv_reg_mr(pd_, p, len, access | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(odp, nullptr);
+  ASSERT_EQ(mprotect(p, len, PROT_READ | PROT_WRITE), 0);
+  std::memset(buf_[0].data(), 0x5a, 64);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf_[0].data()), 64, mr_[0]->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(p) + 4096;
+  wr.wr.rdma.rkey = odp->rkey;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
+  auto c = Poll(0, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(static_cast<uint8_t*>(p)[4096 + 63], 0x5a);
+  // A page that cannot be faulted in is the remote access error a NIC's
+  // failed page fault gives; nothing is written.
+  ASSERT_EQ(mprotect(p, len, PROT_NONE), 0);
+  wr.wr_id = 2;
+  ASSERT_EQ(ibv_post_send(qp_[0], &wr, &bad), 0);
+  c = Poll(0, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dereg_mr(odp), 0);
+  EXPECT_EQ(munmap(p, len), 0);
+}
+
+TEST_F(SoftnicPair, ImplicitOdpCoversTheAddressSpace) {
+  ibv_device_attr_ex dx{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dx), 0);
+  EXPECT_TRUE(dx.odp_caps.general_caps & IBV_ODP_SUPPORT);
+  EXPECT_TRUE(dx.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
+  EXPECT_TRUE(dx.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
+  const int access =
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ON_DEMAND;
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, nullptr, SIZE_MAX, access & ~IBV_ACCESS_ON_DEMAND), nullptr);
+  EXPECT_EQ(errno, EINVAL) << "only ODP registers the whole address space";
+  ibv_mr* all = ibv_reg_mr(pd_, nullptr, SIZE_MAX, access);
+  ASSERT_NE(all, nullptr);
+  std::memset(buf_[0].data(), 0x6b, 128);
+  std::memset(buf_[1].data(), 0, 128);
+  // Both the local SGE and the remote address are named by the one MR.
+  ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 1, 0, 128, IBV_SEND_SIGNALED, 0, all->lkey, all->rkey), 0);
+  auto c = Poll(0, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(buf_[1][127], 0x6b);
+  EXPECT_EQ(ibv_dereg_mr(all), 0);
+}
+
+TEST_F(SoftnicPair, AdviseMrTakesOdpKeysOnly) {
+  ibv_mr* odp = ibv_reg_mr(pd_, buf_[0].data(), 4096, IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(odp, nullptr);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf_[0].data()), 4096, odp->lkey};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1), 0);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, &sge, 1), 0);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, &sge, 1), EPERM)
+      << "prefetch for write of an MR without LOCAL_WRITE";
+  sge.length = 4097;
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1), EINVAL) << "past the MR";
+  sge = {reinterpret_cast<uint64_t>(buf_[0].data()), 64, mr_[0]->lkey};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1), EINVAL) << "a pinned MR";
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 0), EINVAL);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(pd_, buf_[0].data(), 4096, IBV_ACCESS_HUGETLB), nullptr);
+  EXPECT_EQ(errno, EINVAL) << "HUGETLB describes ODP pages only";
+  EXPECT_EQ(ibv_dereg_mr(odp), 0);
 }
 
 TEST_F(SoftnicPair, ReadIntoMrWithoutLocalWrite) {
