@@ -1,6 +1,7 @@
 // cq-overrun: every completion that can be pending on a CQ fits in its cqe
 // (docs/RULES.md): at each post, the signaled sends and posted receives still
-// outstanding on every QP and SRQ bound to the CQ are counted.  Capacities
+// outstanding on every QP and SRQ bound to the CQ are counted; at
+// ibv_resize_cq, the new size is held against that count.  Capacities
 // at create_qp are not summed: programs routinely size a QP beyond what they
 // ever post (perftest's one-receive RQ on a write test's CQ).
 #include "checkers/check.h"
@@ -36,6 +37,18 @@ void CheckCqOverrun(CheckContext& c) {
         worst = cq;
     }
     if (worst) ReportCqOverrun(c, worst, *c.s.Cq(worst), c.s.PendingOn(worst) + adding);
+    return;
+  }
+  if (e.kind == core::EventKind::kResizeCq) {
+    // A CQ made smaller than what can still land in it.
+    const CqState* st = c.s.Cq(e.obj);
+    if (e.ret != 0 || !st) return;
+    const uint64_t pending = c.s.PendingOn(*st);
+    if (pending > static_cast<uint64_t>(e.cqe))
+      c.Emit(core::CheckId::kCqOverrun,
+             absl::StrFormat("CQ 0x%x resized to cqe=%d with %d completions that can be pending on it", e.obj,
+                             e.cqe, pending),
+             {{core::StackKind::kCreated, "CQ created at", st->stack}});
     return;
   }
   if (e.kind == core::EventKind::kCreateQp) {

@@ -47,6 +47,7 @@ constexpr Entry kChecks[] = {
     {EventKind::kPostSrqRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
     {EventKind::kPostSrqRecv, core::CheckId::kCqOverrun, CheckCqOverrun},
     {EventKind::kCreateQp, core::CheckId::kCqOverrun, CheckCqOverrun},
+    {EventKind::kResizeCq, core::CheckId::kCqOverrun, CheckCqOverrun},
     {EventKind::kPostSrqRecv, core::CheckId::kSgeCount, CheckSgeCount},
     {EventKind::kPostSrqRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
     {EventKind::kPostSrqRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},

@@ -706,6 +706,10 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
     case EventKind::kWcReason:
       ApplyWcReason(e);
       break;
+    case EventKind::kResizeCq:
+      if (ok)
+        if (auto it = cqs_.find(e.obj); it != cqs_.end()) it->second.cqe = e.cqe;
+      break;
     default:
       break;
   }

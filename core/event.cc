@@ -40,7 +40,8 @@ const char* EventKindName(EventKind k) {
                                            "bind_mw",
                                            "rereg_mr",
                                            "remote_inv",
-                                           "wc_reason"};
+                                           "wc_reason",
+                                           "resize_cq"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EventKind::kCount));
   auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(EventKind::kCount) ? kNames[i] : "unknown";

@@ -83,6 +83,9 @@ enum class EventKind : uint8_t {
   // obj = the CQ, wcs[0] = the completion (wr_id, status, qp_num), text =
   // the reason.  Emitted before the poll event that returns it.
   kWcReason,
+  // ibv_resize_cq (format 1.3): obj = the CQ, cqe = its size after the call
+  // (the provider's, as cq->cqe reads; the one asked for if it failed).
+  kResizeCq,
   kCount
 };
 

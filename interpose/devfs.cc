@@ -136,8 +136,9 @@ const std::string& Tree() {
              {"class", "class/infiniband", "class/infiniband/softnic0", "class/infiniband/softnic0/ports",
               "class/infiniband/softnic0/ports/1", "class/infiniband/softnic0/ports/1/gids",
               "class/infiniband/softnic0/ports/1/pkeys", "class/infiniband/softnic0/ports/1/gid_attrs",
-              "class/infiniband/softnic0/ports/1/gid_attrs/types", "class/infiniband_verbs",
-              "class/infiniband_verbs/uverbs-softnic0", "dev", "dev/infiniband"})
+              "class/infiniband/softnic0/ports/1/gid_attrs/types", "class/infiniband/softnic0/device",
+              "class/infiniband/softnic0/device/net", "class/infiniband/softnic0/device/net/lo",
+              "class/infiniband_verbs", "class/infiniband_verbs/uverbs-softnic0", "dev", "dev/infiniband"})
           Dir(root, rel);
         const std::string ib = "class/infiniband/softnic0/";
         Put(root, ib + "node_guid", Guid(dev.node_guid));
@@ -148,6 +149,9 @@ const std::string& Tree() {
         Put(root, ib + "hca_type", "softnic");
         Put(root, ib + "hw_rev", absl::StrCat(dev.hw_ver));
         Put(root, ib + "board_id", "RDMASAN_SOFTNIC");
+        // softnic's rdma_cm serves this host's addresses: its net device
+        // is the loopback interface.
+        Put(root, ib + "device/net/lo/ifindex", "1");
         const std::string p = ib + "ports/1/";
         Put(root, p + "state", port.state == IBV_PORT_ACTIVE ? "4: ACTIVE" : "1: DOWN");
         Put(root, p + "phys_state", port.phys_state == 5 ? "5: LinkUp" : "3: Disabled");

@@ -11,8 +11,10 @@
 //    none) are read from a tree this process writes once, on first use, in
 //    the user's private softnic folder (removed at exit): node_guid,
 //    node_type, fw_ver, hca_type, ports/1/{state,phys_state,lid,
-//    link_layer,rate,gids/N,pkeys/0,gid_attrs/types/N}, ibdev, abi_version,
-//    dev, with the values ibv_query_device/port/gid give.
+//    link_layer,rate,gids/N,pkeys/0,gid_attrs/types/N}, device/net/lo
+//    (softnic's rdma_cm serves this host's own addresses: its net device
+//    is the loopback interface), ibdev, abi_version, dev, with the values
+//    ibv_query_device/port/gid give.
 // libibverbs' own scan of sysfs (the real ibv_get_device_list, inside the
 // shim) sees the host as it is: InRealScan.
 //

@@ -605,8 +605,18 @@ RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_con
 
 RDMASAN_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   REAL(ibv_resize_cq, "IBVERBS_1.1");
-  if (IsSn(cq->context)) return sn::ResizeCq(cq, cqe);
-  return real ? real(cq, cqe) : ENOSYS;
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kResizeCq, cq, stack, re)) return EINVAL;
+  const int rc = IsSn(cq->context) ? sn::ResizeCq(cq, cqe) : real ? real(cq, cqe) : ENOSYS;
+  const rdmasan::core::ObjId id = ip::Id(cq);
+  if (Watch(re) && id) {
+    Event e = Ev(EventKind::kResizeCq, stack);
+    e.obj = id;
+    e.cqe = rc == 0 ? cq->cqe : cqe;
+    Done(e, rc);
+  }
+  return rc;
 }
 
 RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {

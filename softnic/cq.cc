@@ -159,7 +159,46 @@ ibv_cq* CreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* 
   return x ? ibv_cq_ex_to_cq(x) : nullptr;
 }
 
-int ResizeCq(ibv_cq* cq, int cqe) { return EOPNOTSUPP; }
+// A new ring, sized as at creation, takes the unpolled completions at the
+// same indices; producers (fabric lock) and the owner's poller (cq->mu)
+// are both held off while the ring changes.  Smaller than what is waiting
+// to be polled is EINVAL, as on rxe and mlx5.
+int ResizeCq(ibv_cq* ibcq, int cqe) {
+  Process* p = GetProcess();
+  if (!p) return EINVAL;
+  if (cqe < 1 || cqe > static_cast<int>(kMaxCqe)) return EINVAL;
+  SnCq* cq = Cq(ibcq);
+  uint32_t nslots = 1;
+  while (nslots < static_cast<uint32_t>(cqe) + 1) nslots <<= 1;
+  std::lock_guard<std::mutex> poller(cq->mu);
+  FabricLock lock(p->fab);
+  ShmCq& s = *cq->shm;
+  const uint64_t cons = s.cons.load(std::memory_order_relaxed);
+  const uint64_t prod = s.prod;
+  if (prod < cons || prod - cons > cq->nslots) return EINVAL;  // a ring forged in shared memory
+  if (prod - cons > static_cast<uint64_t>(cqe)) return EINVAL;
+  const uint64_t ring = p->fab->Alloc(uint64_t(nslots) * sizeof(ShmCqe));
+  if (!ring) return ENOMEM;
+  ShmCqe* to = p->fab->At<ShmCqe>(ring);
+  for (uint32_t i = 0; i < nslots; ++i) to[i].seq.store(0, std::memory_order_relaxed);
+  for (uint64_t i = cons; i < prod; ++i) {
+    const ShmCqe& from = cq->ring[i & (cq->nslots - 1)];
+    ShmCqe& t = to[i & (nslots - 1)];
+    memcpy(reinterpret_cast<uint8_t*>(&t) + sizeof(t.seq),
+           reinterpret_cast<const uint8_t*>(&from) + sizeof(from.seq), sizeof(ShmCqe) - sizeof(from.seq));
+    t.seq.store(from.seq.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  const uint64_t old = s.ring_off;
+  s.ring_off = ring;
+  s.nslots = nslots;
+  s.cqe = static_cast<uint32_t>(cqe);
+  std::atomic_thread_fence(std::memory_order_release);
+  cq->ring = to;
+  cq->nslots = nslots;
+  ibcq->cqe = cqe;
+  p->fab->Free(old);
+  return 0;
+}
 
 int DestroyCq(ibv_cq* ibcq) {
   Process* p = GetProcess();

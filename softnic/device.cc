@@ -77,8 +77,15 @@ void RemoveFabricFileAtExit() {
   if (g_process && g_process->fab) g_process->fab->RemoveFileIfLast();
 }
 
+// The port's GID table as an InfiniBand port has it: the default GID (the
+// link-local prefix and the port GUID) at index 0, the other entries
+// empty (all zero: ibv_query_gid returns them, ibv_query_gid_ex says
+// ENODATA, ibv_query_gid_table leaves them out).
+constexpr uint32_t kGidsInUse = 1;
+
 ibv_gid GidAt(uint32_t index) {
   ibv_gid g{};
+  if (index >= kGidsInUse) return g;
   g.global.subnet_prefix = htobe64(0xfe80000000000000ull);
   g.global.interface_id = htobe64(kNodeGuidHost + index);
   return g;
@@ -423,6 +430,7 @@ int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* e
   if (flags) return EINVAL;
   if (port != 1 || index >= kGidTableLen) return EINVAL;
   if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (index >= kGidsInUse) return ENODATA;
   memset(entry, 0, entry_size);
   entry->gid = GidAt(index);
   entry->gid_index = index;
@@ -435,12 +443,12 @@ int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* e
 ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags,
                       size_t entry_size) {
   if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  if (max < kGidTableLen) return -EINVAL;
-  for (uint32_t i = 0; i < kGidTableLen; ++i) {
+  if (max < kGidsInUse) return -EINVAL;
+  for (uint32_t i = 0; i < kGidsInUse; ++i) {
     auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<uint8_t*>(entries) + i * entry_size);
     QueryGidEx(ctx, 1, i, e, 0, entry_size);
   }
-  return kGidTableLen;
+  return kGidsInUse;
 }
 
 int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {

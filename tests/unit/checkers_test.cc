@@ -1302,6 +1302,25 @@ TEST(CheckersWrIdDuplicate, WithinOneChain) {
   EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true), Wr(5, true)}), Ids{"wr-id-duplicate"});
 }
 
+// ibv_resize_cq changes the capacity the cq-overrun books hold posts to,
+// and a CQ made smaller than what can still land in it is reported then.
+TEST(CheckersCqOverrun, ResizeChangesTheCapacity) {
+  Basic b(8, false, 8);
+  Event r;
+  r.kind = EventKind::kResizeCq;
+  r.obj = b.cq;
+  r.cqe = 4;
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true), Wr(2, true), Wr(3, true)}), kNone);
+  EXPECT_EQ(b.f.Feed(r), kNone) << "three pending fit in four";
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(4, true)}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(5, true)}), Ids{"cq-overrun"}) << "the fifth past the new size";
+  r.cqe = 2;
+  EXPECT_EQ(b.f.Feed(r), Ids{"cq-overrun"}) << "resized below what is pending";
+  r.cqe = 64;
+  r.ret = EINVAL;
+  EXPECT_EQ(b.f.Feed(r), kNone) << "a failed resize changes nothing";
+}
+
 // ======================================================= fork-with-mrs ==
 
 TEST(CheckersForkWithMrs, ForkWithLiveMr) {

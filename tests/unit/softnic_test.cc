@@ -1,6 +1,7 @@
 // softnic behaves like a NIC: one test per behaviour of the softnic issue's
 // item 4, driven through the shim's verbs in one process (inproc fabric).
 #include <endian.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 
@@ -41,6 +42,30 @@ TEST(SoftnicDevice, ListedAndActive) {
   __be16 pkey;
   ASSERT_EQ(ibv_query_pkey(ctx, 1, 0, &pkey), 0);
   EXPECT_EQ(be16toh(pkey), 0xffff);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
+}
+
+// An InfiniBand port's GID table: the default GID at index 0, the rest
+// empty (rdma-core's tests query an empty index for ENODATA).
+TEST(SoftnicDevice, GidTableHoldsTheDefaultGid) {
+  ibv_context* ctx = OpenSoftnic();
+  ASSERT_NE(ctx, nullptr);
+  ibv_port_attr port{};
+  ASSERT_EQ(ibv_query_port(ctx, 1, &port), 0);
+  ASSERT_GT(port.gid_tbl_len, 1);
+  ibv_gid_entry entries[8]{};
+  ASSERT_EQ(ibv_query_gid_table(ctx, entries, 8, 0), 1);
+  EXPECT_EQ(entries[0].gid_index, 0u);
+  EXPECT_EQ(be64toh(entries[0].gid.global.subnet_prefix), 0xfe80000000000000ull);
+  ibv_gid_entry one{};
+  EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 0, &one, 0), 0);
+  EXPECT_EQ(std::memcmp(&one.gid, &entries[0].gid, sizeof(ibv_gid)), 0);
+  EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 1, &one, 0), ENODATA);
+  EXPECT_EQ(ibv_query_gid_ex(ctx, 1, port.gid_tbl_len, &one, 0), EINVAL);
+  ibv_gid empty;
+  std::memset(&empty, 0xff, sizeof(empty));
+  ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &empty), 0);
+  EXPECT_EQ(empty.global.interface_id, 0u);
   EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
@@ -419,6 +444,36 @@ TEST_F(SoftnicPair, AdviseMrTakesOdpKeysOnly) {
   EXPECT_EQ(ibv_reg_mr(pd_, buf_[0].data(), 4096, IBV_ACCESS_HUGETLB), nullptr);
   EXPECT_EQ(errno, EINVAL) << "HUGETLB describes ODP pages only";
   EXPECT_EQ(ibv_dereg_mr(odp), 0);
+}
+
+// ibv_resize_cq: the unpolled completions move to the new ring in order;
+// a size below them is EINVAL, as on rxe and mlx5.
+TEST_F(SoftnicPair, ResizeCqKeepsUnpolledCompletions) {
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, id, 0, 8), 0);
+  EXPECT_EQ(ibv_resize_cq(cq_[0], 2), EINVAL) << "three completions wait to be polled";
+  EXPECT_EQ(ibv_resize_cq(cq_[0], 0), EINVAL);
+  EXPECT_EQ(ibv_resize_cq(cq_[0], 5), 0);
+  EXPECT_GE(cq_[0]->cqe, 5);
+  auto c = Poll(0, 3);
+  ASSERT_EQ(c.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(c[i].wr_id, i + 1);
+    EXPECT_EQ(c[i].status, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(ibv_resize_cq(cq_[0], 1), 0);
+  EXPECT_GE(cq_[0]->cqe, 1);
+  EXPECT_EQ(ibv_resize_cq(cq_[0], 15), 0);
+  for (uint64_t id = 10; id < 25; ++id) ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, id, 0, 8), 0);
+  c = Poll(0, 15);
+  ASSERT_EQ(c.size(), 15u);
+  EXPECT_EQ(c.front().wr_id, 10u);
+  EXPECT_EQ(c.back().wr_id, 24u);
+  // No CQ_ERR: fifteen fit in a CQ of fifteen.
+  ibv_async_event ev;
+  const int flags = fcntl(ctx_->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(ctx_->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+  EXPECT_NE(ibv_get_async_event(ctx_, &ev), 0);
+  ASSERT_EQ(fcntl(ctx_->async_fd, F_SETFL, flags), 0);
 }
 
 TEST_F(SoftnicPair, ReadIntoMrWithoutLocalWrite) {
