@@ -1,6 +1,7 @@
 // free-in-flight: no memory of an outstanding WR is freed or unmapped (free,
 // realloc, munmap): the NIC may still read or write it until the retiring
-// completion.
+// completion.  An SGE of a device-memory MR (zero-based offsets into the
+// device's memory) names none of the program's memory.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -12,11 +13,14 @@ inline bool OverlapsInFlight(uint64_t a, uint64_t alen, uint64_t b, uint64_t ble
 
 // (A Ring, or an SRQ's KeyedRing.)
 template <typename Queue>
-const OutstandingWr* InFlight(const Queue& q, uint64_t addr, uint64_t len) {
+const OutstandingWr* InFlight(const State& s, const Queue& q, uint64_t addr, uint64_t len) {
   for (const auto& w : q) {
     if (w.is_inline) continue;
-    for (const auto& g : w.sges)
-      if (g.length && OverlapsInFlight(g.addr, g.length, addr, len)) return &w;
+    for (const auto& g : w.sges) {
+      if (!g.length || !OverlapsInFlight(g.addr, g.length, addr, len)) continue;
+      const MrState* mr = s.MrStateByLkey(g.lkey);
+      if (!(mr && IsDeviceMemory(*mr))) return &w;
+    }
   }
   return nullptr;
 }
@@ -32,7 +36,7 @@ void CheckFreeInFlight(CheckContext& c) {
   core::ObjId on = 0;
   auto consider = [&](core::ObjId id, const auto& q) {
     if (hit && id > on) return;
-    if (const OutstandingWr* w = InFlight(q, addr, len)) hit = w, on = id;
+    if (const OutstandingWr* w = InFlight(c.s, q, addr, len)) hit = w, on = id;
   };
   for (const auto& [id, q] : c.s.qps()) {
     consider(id, q.sq);

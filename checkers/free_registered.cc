@@ -8,7 +8,8 @@
 // it is what every program does, and is never reported.  An explicit ODP
 // MR is reported as any other: it pins nothing either, but its keys still
 // name those addresses, so a peer's access lands in whatever memory the
-// allocator puts there next.
+// allocator puts there next.  A device-memory MR (IsDeviceMemory) holds
+// none of the program's memory, so no free is under it.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -27,7 +28,8 @@ void CheckFreeRegistered(CheckContext& c) {
   const uint64_t addr = c.e.addr, len = c.e.length;
   if (!c.s.mws().empty())
     if (core::ObjId id = LowestIdWhere(c.s.mws(), [&](const MwState& m) {
-          return m.valid && OverlapsRegistered(m.va, m.length, addr, len);
+          const MrState* mr = c.s.Mr(m.mr);
+          return m.valid && !(mr && IsDeviceMemory(*mr)) && OverlapsRegistered(m.va, m.length, addr, len);
         })) {
       const MwState& m = *c.s.Mw(id);
       const MrState* mr = c.s.Mr(m.mr);
@@ -47,7 +49,7 @@ void CheckFreeRegistered(CheckContext& c) {
     }
   // Registered ranges are in virtual addresses (addr), not the iova.
   if (core::ObjId id = LowestIdWhere(c.s.mrs(), [&](const MrState& m) {
-        return !ImplicitOdp(m) && OverlapsRegistered(m.addr, m.length, addr, len);
+        return !ImplicitOdp(m) && !IsDeviceMemory(m) && OverlapsRegistered(m.addr, m.length, addr, len);
       })) {
     const MrState& m = *c.s.Mr(id);
     c.Emit(core::CheckId::kFreeRegistered,

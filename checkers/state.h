@@ -48,6 +48,11 @@ struct MrState {
   StackId stack = 0;
 };
 
+// An MR of device memory (ibv_reg_dm_mr): zero-based, with no address in
+// the program's memory (addr 0).  Its SGEs are offsets into the device's
+// memory: no free or unmap of the program's touches it.
+inline bool IsDeviceMemory(const MrState& m) { return (m.access & IBV_ACCESS_ZERO_BASED) && m.addr == 0; }
+
 // The SGEs of an outstanding WR, contiguous: one in place (nearly every WR
 // has one, and copying it is a few stores), more on the heap, whose block
 // a reused queue slot keeps.

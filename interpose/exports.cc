@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <infiniband/sa.h>
 #include <infiniband/verbs.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include "core/stack.h"
 #include "interpose/destroyed.h"
 #include "interpose/devfs.h"
+#include "interpose/domains.h"
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -184,6 +186,15 @@ ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, 
 
 namespace {
 std::atomic<int> g_softnic_listed{-1};  // -1: no device list asked for yet
+
+// While libibverbs' ibv_import_device runs on this thread, the device list
+// it asks for is the real one, as it is (NULL when there is none).
+struct RealDeviceListOnly {
+  RealDeviceListOnly() { active = true; }
+  ~RealDeviceListOnly() { active = false; }
+  static thread_local bool active;
+};
+thread_local bool RealDeviceListOnly::active = false;
 }  // namespace
 
 bool rdmasan::interpose::SoftnicListed() {
@@ -209,6 +220,10 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
     rdmasan::interpose::devfs::InRealScan scan;  // the host's sysfs as it is
     real_list = real(&nreal);
     if (!real_list) nreal = 0;
+  }
+  if (RealDeviceListOnly::active) {
+    if (num_devices) *num_devices = nreal;
+    return real_list;
   }
   const bool add_softnic = mode == "on" || (mode == "auto" && nreal == 0);
   g_softnic_listed.store(add_softnic ? 1 : 0, std::memory_order_relaxed);
@@ -314,11 +329,32 @@ RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
 RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
   REAL(ibv_import_device, "IBVERBS_1.10");
   Reentry re;
+  ibv_context* ctx;
+  if (sn::IsContextFd(cmd_fd)) {
+    ctx = sn::ImportDevice(cmd_fd);
+    if (ctx && re.outer()) {
+      ip::WrapContext(ctx, /*softnic=*/true);
+      ip::Assign(ctx);
+    }
+    return ctx;
+  }
+  // libibverbs' own answer for what is no character device (a closed fd,
+  // a file), without asking it.
+  struct stat st;
+  if (fstat(cmd_fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   if (!real) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  ibv_context* ctx = real(cmd_fd);
+  // It looks the device up in the list it asks for: the real one alone
+  // (softnic0 is no device of libibverbs', and reading it as one crashes).
+  {
+    RealDeviceListOnly only;
+    ctx = real(cmd_fd);
+  }
   if (ctx && re.outer()) rdmasan::interpose::WrapRealContext(ctx);
   return ctx;
 }
@@ -430,18 +466,38 @@ RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   REAL(ibv_dealloc_pd, "IBVERBS_1.1");
   Reentry re;
   const auto stack = CALLER_STACK();
+  // A parent domain is a handle of its PD to the books (interpose/domains.h):
+  // deallocating it ends no PD.
+  if (ip::IsParentDomain(pd)) {
+    const int rc = IsSn(pd->context) ? sn::DeallocPd(pd) : real ? real(pd) : ENOSYS;
+    if (!rc) ip::ForgetParentDomain(pd);
+    return rc;
+  }
   return Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
 }
 
+// An imported object is a handle of the object the books already know
+// (interpose/domains.h); unimport forgets the handle, nothing else.
 RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
   REAL(ibv_import_pd, "IBVERBS_1.10");
-  if (IsSn(context) || !real) return errno = EOPNOTSUPP, nullptr;
+  Reentry re;
+  if (IsSn(context)) {
+    ibv_pd* original = nullptr;
+    ibv_pd* pd = sn::ImportPd(context, pd_handle, &original);
+    if (pd && re.outer()) ip::NoteAlias(pd, original);
+    return pd;
+  }
+  if (!real) return errno = EOPNOTSUPP, nullptr;
   return real(context, pd_handle);
 }
 
 RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
   REAL(ibv_unimport_pd, "IBVERBS_1.10");
-  if (!IsSn(pd->context) && real) real(pd);
+  if (IsSn(pd->context)) {
+    ip::Forget(pd);
+    return sn::UnimportPd(pd);
+  }
+  if (real) real(pd);
 }
 
 // The three registration entry points differ only in how they call the
@@ -492,13 +548,24 @@ RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len
 
 RDMASAN_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
   REAL(ibv_import_mr, "IBVERBS_1.10");
-  if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  Reentry re;
+  if (IsSn(pd->context)) {
+    ibv_mr* original = nullptr;
+    ibv_mr* mr = sn::ImportMr(pd, mr_handle, &original);
+    if (mr && re.outer()) ip::NoteAlias(mr, original);
+    return mr;
+  }
+  if (!real) return errno = EOPNOTSUPP, nullptr;
   return real(pd, mr_handle);
 }
 
 RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
   REAL(ibv_unimport_mr, "IBVERBS_1.10");
-  if (!IsSn(mr->context) && real) real(mr);
+  if (IsSn(mr->context)) {
+    ip::Forget(mr);
+    return sn::UnimportMr(mr);
+  }
+  if (real) real(mr);
 }
 
 RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
@@ -558,13 +625,15 @@ RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 
 RDMASAN_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
   REAL(ibv_import_dm, "IBVERBS_1.13");
-  if (IsSn(context) || !real) return errno = EOPNOTSUPP, nullptr;
+  if (IsSn(context)) return sn::ImportDm(context, dm_handle);
+  if (!real) return errno = EOPNOTSUPP, nullptr;
   return real(context, dm_handle);
 }
 
 RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
   REAL(ibv_unimport_dm, "IBVERBS_1.13");
-  if (!IsSn(dm->context) && real) real(dm);
+  if (IsSn(dm->context)) return sn::UnimportDm(dm);
+  if (real) real(dm);
 }
 
 // ------------------------------------------------------- channels and CQs --

@@ -56,6 +56,7 @@ class Registry {
                        uint64_t{WrCode(l.max_recv_wr)} << (kIdBits + 2 * kSgeBits + kWrBits);
     return table_.Put(obj, v) ? id : 0;  // full: the object goes untracked
   }
+  void Alias(const void* obj, core::ObjId id) { table_.Put(obj, id & kIdMask); }
   core::ObjId Find(const void* obj) const { return FindValue(obj) & kIdMask; }
   ObjLimits Limits(const void* obj) const {
     const uint64_t v = FindValue(obj);
@@ -423,6 +424,12 @@ core::ObjId Assign(const void* obj, const ObjLimits& limits) {
 }
 
 core::ObjId Id(const void* obj) { return obj ? Objects().Find(obj) : 0; }
+
+void AssignAlias(const void* obj, core::ObjId id) {
+  if (!obj || !id) return;
+  ForgetDestroyed(obj);
+  Objects().Alias(obj, id);
+}
 
 ObjLimits Limits(const void* obj) { return obj ? Objects().Limits(obj) : ObjLimits{}; }
 

@@ -47,6 +47,10 @@ core::ObjId Assign(const void* obj, const ObjLimits& limits = {});
 core::ObjId Id(const void* obj);
 ObjLimits Limits(const void* obj);
 void Forget(const void* obj);
+// Makes `obj` another handle of the object whose id is `id` (a parent
+// domain of its PD, an imported PD or MR): every event naming `obj` names
+// that object.  interpose/domains.h keeps which handles are aliases.
+void AssignAlias(const void* obj, core::ObjId id);
 
 // Fills tid (and seq when the run is traced), runs the checkers and reports.  With `retired`, also
 // hands back the send WRs with payload hashes that the event retired.

@@ -14,6 +14,7 @@
 #include "absl/container/inlined_vector.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/domains.h"
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -1002,6 +1003,7 @@ void ForgetQp(ibv_qp* qp) {
 
 void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (!ctx) return;
+  WrapDomainOps(ctx);
   std::lock_guard<std::mutex> g(g_mu);
   if (Find(ctx)) return;
   Saved* s = nullptr;
@@ -1046,6 +1048,7 @@ void ForgetCq(ibv_cq* cq) {
 }
 
 void UnwrapRealContext(ibv_context* ctx) {
+  UnwrapDomainOps(ctx);
   std::lock_guard<std::mutex> g(g_mu);
   Saved* s = Find(ctx);
   if (!s) return;

@@ -143,11 +143,19 @@ ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS)) {
+  if (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
     errno = EINVAL;
     return nullptr;
   }
-  return CreateCqCommon(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector, attr->wc_flags);
+  // IBV_CQ_INIT_ATTR_MASK_PD names a parent domain of this context (domain.cc).
+  ibv_pd* pd = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ? attr->parent_domain : nullptr;
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!pd || pd->context != ctx || !IsParentDomain(pd))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_cq_ex* cq =
+      CreateCqCommon(ctx, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector, attr->wc_flags);
+  return pd ? CqInDomain(cq, pd) : cq;
 }
 
 ibv_cq* CreateCq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* ch, int vector) {
@@ -218,6 +226,7 @@ int DestroyCq(ibv_cq* ibcq) {
   if (ibcq->channel) --ibcq->channel->refcnt;
   pthread_mutex_destroy(&ibcq->mutex);
   pthread_cond_destroy(&ibcq->cond);
+  DetachFromDomain(ibcq);
   delete cq;
   return 0;
 }

@@ -23,6 +23,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -190,7 +191,7 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
                    size_t size) {
   ibv_device_attr_ex a{};
   QueryDevice(ctx, &a.orig_attr);
-  a.max_dm_size = 0;
+  a.max_dm_size = kMaxDmSize;  // per process (dm.cc)
   // On-demand paging: softnic pins nothing and copies through the owner's
   // address space at each access, so every transport can use ODP MRs for
   // every operation, and implicit ODP covers the whole address space.
@@ -302,6 +303,7 @@ ibv_context* OpenDevice(ibv_device* dev) {
   v.create_cq_ex = VCreateCqEx;
   v.create_qp_ex = VCreateQpEx;
   v.advise_mr = AdviseMr;
+  InstallDmDomainOps(&v);
   ibv_context& ctx = v.context;
   ctx.device = dev;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -315,7 +317,9 @@ ibv_context* OpenDevice(ibv_device* dev) {
   ctx.ops.alloc_mw = AllocMw;
   ctx.ops.dealloc_mw = DeallocMw;
   ctx.ops.bind_mw = BindMw;
-  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  // A memfd of its own: its identity names the context to ibv_import_device
+  // (import.cc), which a dup of /dev/null could not.
+  ctx.cmd_fd = memfd_create("softnic-context", MFD_CLOEXEC);
   {
     std::lock_guard<std::mutex> g(p->mu);
     FabricLock lock(p->fab);

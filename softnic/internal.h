@@ -261,6 +261,43 @@ void WhyRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr,
 void WhySges(const MrTables& t, uint32_t proc, uint32_t pd, const ShmSge* sge, uint32_t nsge, uint32_t need,
              const char* what, char* out, size_t n);
 
+// Registers [va, va + length) of this process at `iova` with `access`
+// (already checked) as an MR of `pd`; mr->addr is `addr` (pd.cc).
+ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned access, void* addr);
+
+// Device memory (dm.cc): the pool per process, and the alignment
+// ibv_alloc_dm honours (a page's).
+inline constexpr uint64_t kMaxDmSize = 256 * 1024;
+inline constexpr uint32_t kDmMaxLogAlign = 12;
+// A file's identity: a context's command file (its memfd) names it.
+struct FileId {
+  uint64_t dev = 0, ino = 0;
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+FileId FileOf(int fd);
+
+// Import (import.cc): the PDs and MRs of this process by handle.
+void NotePd(ibv_pd* pd);
+void ForgetPd(ibv_pd* pd);
+void NoteMr(ibv_mr* mr);
+void ForgetMr(ibv_mr* mr);
+
+// Thread and parent domains (domain.cc).  *InDomain: records a QP, CQ or
+// SRQ just created with `pd` when that is a parent domain (its block from
+// the user's allocator); on the allocator's failure the object is
+// destroyed and NULL returned (errno ENOMEM).  DetachFromDomain: before an
+// object is freed, gives its block back.
+inline constexpr uint64_t kResQp = 1, kResCq = 2, kResSrq = 3;  // resource_type for allocators
+inline constexpr size_t kDomainBlockAlign = 64;
+ibv_qp* QpInDomain(ibv_qp* qp, ibv_pd* pd);
+ibv_cq_ex* CqInDomain(ibv_cq_ex* cq, ibv_pd* pd);
+ibv_srq* SrqInDomain(ibv_srq* srq, ibv_pd* pd);
+void DetachFromDomain(const void* obj);
+int DeallocParentDomain(ibv_pd* pd);
+bool HasParentDomains(const ibv_pd* pd);
+// The verbs_context ops of device memory and domains (set at open).
+void InstallDmDomainOps(verbs_context* v);
+
 // Data path (datapath.cc, recv.cc, qp_ex.cc).
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);

@@ -112,12 +112,15 @@ ibv_pd* AllocPd(ibv_context* ctx) {
   pd->id = p->fab->hdr()->next_pd++;
   if (pd->id == 0) pd->id = p->fab->hdr()->next_pd++;
   pd->pd.handle = pd->id;
+  NotePd(&pd->pd);
   return &pd->pd;
 }
 
 int DeallocPd(ibv_pd* pd) {
   Process* p = GetProcess();
   if (!p) return EINVAL;
+  if (IsParentDomain(pd)) return DeallocParentDomain(pd);
+  if (HasParentDomains(pd)) return EBUSY;
   const uint32_t id = PdId(pd);
   {
     FabricLock lock(p->fab);
@@ -131,6 +134,7 @@ int DeallocPd(ibv_pd* pd) {
       if (s.in_use && s.proc == me && s.pd == id) return EBUSY;
     if (MwsOfPdLocked(p, id)) return EBUSY;
   }
+  ForgetPd(pd);
   delete reinterpret_cast<SnPd*>(pd);
   return 0;
 }
@@ -172,8 +176,7 @@ uint32_t NextKey(uint32_t slot, uint32_t key) {
 }  // namespace
 
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  Process* p = GetProcess();
-  if (!p) return nullptr;
+  if (!GetProcess()) return nullptr;
   if (int e = CheckAccess(access)) {
     errno = e;
     return nullptr;
@@ -182,6 +185,12 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
     errno = e;
     return nullptr;
   }
+  return RegRange(pd, reinterpret_cast<uint64_t>(addr), length, iova, access, addr);
+}
+
+ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned access, void* addr) {
+  Process* p = GetProcess();
+  if (!p) return nullptr;
   auto* mr = new (std::nothrow) SnMr();
   if (!mr) {
     errno = ENOMEM;
@@ -201,7 +210,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
   m.key = NextKey(slot, m.key);
   m.dereg_pid = 0;
   m.pd = PdId(pd);
-  m.addr = reinterpret_cast<uint64_t>(addr);
+  m.addr = va;
   m.length = length;
   m.iova = iova;
   m.access = access;
@@ -220,6 +229,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
   own.access = access;
   own.pd = m.pd;
   own.key.store(m.key, std::memory_order_release);
+  NoteMr(&mr->mr);
   return &mr->mr;
 }
 
@@ -258,6 +268,7 @@ int DeregMr(ibv_mr* ibmr) {
     m.dereg_pid = p->pid;
     m.in_use = 0;  // keep the key: the next registration of the slot bumps it
   }
+  ForgetMr(ibmr);
   delete mr;
   return 0;
 }

@@ -215,7 +215,7 @@ ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
       return nullptr;
     }
   }
-  return CreateQpCommon(ctx, attr->pd, attr);
+  return QpInDomain(CreateQpCommon(ctx, attr->pd, attr), attr->pd);
 }
 
 ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
@@ -229,7 +229,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ex.sq_sig_all = attr->sq_sig_all;
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
-  ibv_qp* qp = CreateQpCommon(pd->context, pd, &ex);
+  ibv_qp* qp = QpInDomain(CreateQpCommon(pd->context, pd, &ex), pd);
   if (qp) attr->cap = ex.cap;
   return qp;
 }
@@ -354,6 +354,7 @@ int DestroyQp(ibv_qp* ibqp) {
   }
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
+  DetachFromDomain(ibqp);
   delete qp;
   return 0;
 }

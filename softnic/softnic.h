@@ -119,6 +119,36 @@ ibv_qp_ex* QpToQpEx(ibv_qp* qp);
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);
 int DestroyAh(ibv_ah* ah);
 
+// Device memory (dm.cc): the verbs_context ops alloc_dm, free_dm and
+// reg_dm_mr (zero-based MRs on the allocation), and import by dm->handle.
+ibv_dm* AllocDm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
+int FreeDm(ibv_dm* dm);
+ibv_mr* RegDmMr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned access);
+ibv_dm* ImportDm(ibv_context* ctx, uint32_t dm_handle);
+void UnimportDm(ibv_dm* dm);
+
+// Thread and parent domains (domain.cc): the verbs_context ops alloc_td,
+// dealloc_td, alloc_parent_domain; a parent domain is an ibv_pd that
+// DeallocPd deallocates.  ProtectionDomainOf: a parent domain's PD, or
+// `pd` itself.
+ibv_td* AllocTd(ibv_context* ctx, ibv_td_init_attr* attr);
+int DeallocTd(ibv_td* td);
+ibv_pd* AllocParentDomain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
+bool IsParentDomain(const ibv_pd* pd);
+ibv_pd* ProtectionDomainOf(ibv_pd* pd);
+
+// Import (import.cc).  IsContextFd: whether `fd` is (a dup of) the command
+// fd of a softnic context of this process; ImportDevice gives a new context
+// on it (owning `fd`), else NULL with EINVAL.  ImportPd and ImportMr also
+// name, in *original, the object the handle names.  Unimport frees the
+// struct only.
+bool IsContextFd(int fd);
+ibv_context* ImportDevice(int cmd_fd);
+ibv_pd* ImportPd(ibv_context* ctx, uint32_t pd_handle, ibv_pd** original);
+void UnimportPd(ibv_pd* pd);
+ibv_mr* ImportMr(ibv_pd* pd, uint32_t mr_handle, ibv_mr** original);
+void UnimportMr(ibv_mr* mr);
+
 // The fabric this process attached to (for diagnostics and tests).
 std::string FabricName();
 

@@ -11,7 +11,9 @@
 
 namespace rdmasan::softnic {
 
-ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+namespace {
+
+ibv_srq* NewSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   Process* p = GetProcess();
   if (!p) return nullptr;
   if (attr->attr.max_wr < 1 || attr->attr.max_wr > kMaxQpWr || attr->attr.max_sge > kMaxSge ||
@@ -53,6 +55,10 @@ ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   return &srq->srq;
 }
 
+}  // namespace
+
+ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) { return SrqInDomain(NewSrq(pd, attr), pd); }
+
 int ModifySrq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   Process* p = GetProcess();
   if (!p) return EINVAL;
@@ -92,6 +98,7 @@ int DestroySrq(ibv_srq* ibsrq) {
   }
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
+  DetachFromDomain(ibsrq);
   delete srq;
   return 0;
 }

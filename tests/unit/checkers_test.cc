@@ -2824,5 +2824,62 @@ TEST(CheckersRqRetirement, FlushRetiresOneEachInPostOrder) {
   EXPECT_EQ(f.eng.state().PendingOn(cq), 0u);
 }
 
+// ======================================================= device memory ==
+// ibv_reg_dm_mr: the interposer's kRegMr has addr 0 and iova 0 (zero-based
+// offsets into the device's memory) and access with IBV_ACCESS_ZERO_BASED.
+
+ObjId RegDmMr(Fx& f, ObjId pd, uint64_t len, uint32_t lkey) {
+  Event e;
+  e.kind = EventKind::kRegMr;
+  e.parent = pd;
+  e.addr = e.iova = 0;
+  e.length = len;
+  e.lkey = e.rkey = lkey;
+  e.access = IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  return f.Created(e);
+}
+
+TEST(CheckersDeviceMemory, ZeroBasedSgesInsideTheDmMrAreValid) {
+  Basic b(8);
+  RegDmMr(b.f, b.pd, 0x100, 0x22);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0, 64, 0x22)})}), kNone);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(2, true, {Sg(0xc0, 0x40, 0x22)})}), kNone);
+  EXPECT_EQ(b.f.PostRecv(b.qp, {Rwr(3, {Sg(0x80, 0x80, 0x22)})}), kNone);
+}
+
+TEST(CheckersDeviceMemory, SgePastTheDmMrIsOutOfBounds) {
+  Basic b(8);
+  RegDmMr(b.f, b.pd, 0x100, 0x22);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0xc0, 0x41, 0x22)})}), Ids{"sge-out-of-bounds"});
+}
+
+TEST(CheckersDeviceMemory, DmMrOfAnotherPdIsAnInvalidLkey) {
+  Basic b(8);
+  ObjId pd2 = b.f.AllocPd();
+  RegDmMr(b.f, pd2, 0x100, 0x22);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0, 64, 0x22)})}), Ids{"invalid-lkey"});
+}
+
+// A DM MR holds none of the program's memory: a free of low addresses (the
+// numbers its SGEs use) is neither under it nor in flight through it; the
+// same free under an ordinary MR at those addresses is.
+TEST(CheckersDeviceMemory, FreeOfTheSameNumbersIsNeitherRegisteredNorInFlight) {
+  Basic b(8);
+  RegDmMr(b.f, b.pd, 0x1000, 0x22);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x100, 64, 0x22)})}), kNone);
+  EXPECT_EQ(FreeRange(b.f, 0x100, 0x40), kNone);
+  b.f.RegMr(b.pd, 0x0, 0x1000, 0x33);
+  EXPECT_EQ(FreeRange(b.f, 0x100, 0x40), Ids{"free-registered"});
+}
+
+// Deregistering a DM MR still used by an outstanding WR is dereg-in-flight,
+// as for any MR.
+TEST(CheckersDeviceMemory, DeregInFlightStillApplies) {
+  Basic b(8);
+  ObjId dm_mr = RegDmMr(b.f, b.pd, 0x1000, 0x22);
+  EXPECT_EQ(b.f.PostSend(b.qp, {Wr(1, true, {Sg(0x100, 64, 0x22)})}), kNone);
+  EXPECT_EQ(b.f.DeregMr(dm_mr), Ids{"dereg-in-flight"});
+}
+
 }  // namespace
 }  // namespace rdmasan

@@ -77,9 +77,13 @@ TEST(SoftnicDevice, UnsupportedFailsCleanly) {
   errno = 0;
   EXPECT_EQ(ibv_open_xrcd(ctx, &xa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
+  // Device memory is supported (softnic_dm_test.cc); an unknown comp_mask is not.
   ibv_alloc_dm_attr dma{};
   dma.length = 64;
+  dma.comp_mask = 1;
+  errno = 0;
   EXPECT_EQ(ibv_alloc_dm(ctx, &dma), nullptr);
+  EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
   EXPECT_EQ(ibv_close_device(ctx), 0);
 }
