@@ -23,6 +23,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -31,9 +32,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "absl/strings/str_cat.h"
@@ -62,20 +65,34 @@ ibv_device g_device = [] {
   return d;
 }();
 
-Process* g_process = nullptr;
-std::once_flag g_process_once;
+// This process's attachment to the fabric.  A child forked after its
+// parent attached gets one of its own on first use (a new slot, its own
+// pid for payload moves), as a forked child opens the device anew on a
+// NIC; the parent's objects are not the child's (its books of them are
+// left as they were, and its mapping of the fabric stays unused).
+std::atomic<Process*> g_process{nullptr};
+std::mutex g_process_mu;
 int g_process_errno = 0;
+bool g_exit_hooks = false;  // registered once per address space
+
+void ForgetParentProcess() {
+  g_process.store(nullptr, std::memory_order_relaxed);
+  g_process_errno = 0;
+  new (&g_process_mu) std::mutex();  // another thread may have held it at fork
+}
 
 // Detach ignores a forked child, which must leave its parent's slot,
 // objects and file alone.
 void DetachAtExit() {
-  if (g_process && g_process->fab) g_process->fab->Detach();
+  Process* p = g_process.load(std::memory_order_acquire);
+  if (p && p->fab) p->fab->Detach();
 }
 
 // The process ends with _exit (findings, halt_on_error): no detach, but
 // the last user still removes the file.
 void RemoveFabricFileAtExit() {
-  if (g_process && g_process->fab) g_process->fab->RemoveFileIfLast();
+  Process* p = g_process.load(std::memory_order_acquire);
+  if (p && p->fab) p->fab->RemoveFileIfLast();
 }
 
 // The port's GID table as an InfiniBand port has it: the default GID (the
@@ -217,24 +234,41 @@ uint64_t NowNs() {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-Process* GetProcess() {
-  std::call_once(g_process_once, [] {
-    auto* p = new Process();
-    p->fab = Fabric::Attach(core::GlobalOptions().softnic_fabric);
-    if (!p->fab) {
-      g_process_errno = errno;
-      core::Diag(absl::StrCat("softnic: cannot attach fabric '", core::GlobalOptions().softnic_fabric,
-                              "': ", strerror(errno)));
-      delete p;
-      return;
-    }
-    p->pid = getpid();
-    g_process = p;
+namespace {
+
+Process* AttachProcess() {
+  std::lock_guard<std::mutex> g(g_process_mu);
+  if (Process* p = g_process.load(std::memory_order_acquire)) return p;
+  if (g_process_errno) {  // tried and failed: once per process, as before
+    errno = g_process_errno;
+    return nullptr;
+  }
+  auto* p = new Process();
+  p->fab = Fabric::Attach(core::GlobalOptions().softnic_fabric);
+  if (!p->fab) {
+    g_process_errno = errno ? errno : ENODEV;
+    core::Diag(absl::StrCat("softnic: cannot attach fabric '", core::GlobalOptions().softnic_fabric,
+                            "': ", strerror(g_process_errno)));
+    delete p;
+    errno = g_process_errno;
+    return nullptr;
+  }
+  p->pid = getpid();
+  if (!g_exit_hooks) {
+    g_exit_hooks = true;
     atexit(DetachAtExit);
     core::AddBeforeExitHook(RemoveFabricFileAtExit);
-  });
-  if (!g_process) errno = g_process_errno ? g_process_errno : ENODEV;
-  return g_process;
+    pthread_atfork(nullptr, nullptr, ForgetParentProcess);
+  }
+  g_process.store(p, std::memory_order_release);
+  return p;
+}
+
+}  // namespace
+
+Process* GetProcess() {
+  if (Process* p = g_process.load(std::memory_order_acquire)) return p;
+  return AttachProcess();
 }
 
 std::string FabricName() {
