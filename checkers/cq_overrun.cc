@@ -28,6 +28,7 @@ void CheckCqOverrun(CheckContext& c) {
     if (!srq) return;
     const uint64_t adding = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
     absl::flat_hash_set<core::ObjId> cqs;
+    if (srq->cq) cqs.insert(srq->cq);  // XRC: its own CQ
     for (core::ObjId q : srq->qps)
       if (const QpState* qp = c.s.Qp(q)) cqs.insert(qp->recv_cq);
     core::ObjId worst = 0;

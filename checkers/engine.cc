@@ -273,9 +273,14 @@ void Engine::UpdateDomains(const core::Event& e) {
     case EventKind::kCreateCq:
       Track(e.obj, Node::Kind::kCq, state_.MutableCq(e.obj), NewDomain());
       break;
-    case EventKind::kCreateSrq:
-      Track(e.obj, Node::Kind::kSrq, state_.MutableSrq(e.obj), NewDomain());
+    case EventKind::kCreateSrq: {
+      // An XRC SRQ joins the domain of its CQ (a poll there retires its
+      // receives).
+      Node* cq = e.recv_cq ? NodeOf(e.recv_cq) : nullptr;
+      Domain* d = cq ? cq->domain.load(std::memory_order_relaxed) : nullptr;
+      Track(e.obj, Node::Kind::kSrq, state_.MutableSrq(e.obj), d ? d : NewDomain());
       break;
+    }
     case EventKind::kCreateQp: {
       // The QP joins its CQs and SRQ, whose domains become one (the
       // largest absorbs the others).

@@ -11,6 +11,15 @@ void CheckRqOverflow(CheckContext& c) {
   if (e.kind == core::EventKind::kPostRecv) {
     const QpState* q = c.qp;
     if (!q || q->srq) return;
+    if (q->type == IBV_QPT_XRC_SEND || q->type == IBV_QPT_XRC_RECV) {
+      c.Emit(core::CheckId::kRqOverflow,
+             absl::StrFormat("post_recv to %s, an %s QP, which has no receive queue (%s)", QpName(c.s, e.obj),
+                             q->type == IBV_QPT_XRC_SEND ? "XRC_SEND" : "XRC_RECV",
+                             q->type == IBV_QPT_XRC_SEND ? "an XRC initiator only sends"
+                                                         : "post receives to an XRC SRQ of its domain"),
+             {{core::StackKind::kCreated, "created at", q->stack}});
+      return;
+    }
     outstanding = q->rq.size();
     limit = q->caps.max_recv_wr;
     made = q->stack;

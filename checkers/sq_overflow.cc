@@ -25,6 +25,15 @@ void CheckSqOverflow(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
+  if (q->type == IBV_QPT_XRC_RECV) {
+    if (c.Repeated(core::CheckId::kSqOverflow)) return;
+    c.Emit(core::CheckId::kSqOverflow,
+           absl::StrFormat("post_send to %s, an XRC_RECV QP, which has no send queue (an XRC target only "
+                           "receives; send from an XRC_SEND QP)",
+                           QpName(c.s, c.e.obj)),
+           {{core::StackKind::kCreated, "QP created at", q->stack}});
+    return;
+  }
   const uint64_t outstanding = q->sq.size(), chain = c.e.send_wrs.size();
   if (outstanding + chain > q->caps.max_send_wr) ReportSqOverflow(c, *q, outstanding, chain);
 }

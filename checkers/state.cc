@@ -2,6 +2,10 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
+
+#include "absl/container/inlined_vector.h"
+
 namespace rdmasan::checkers {
 
 using core::Event;
@@ -126,7 +130,10 @@ State::Queue State::Classify(const core::Completion& wc, const QpState& qp, ObjI
 void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired) {
   ObjId qid;
   QpState* found = MutableQpOnCq(wc.qp_num, cq, cq_state, &qid);
-  if (!found) return;
+  if (!found) {
+    RetireXrc(wc, cq, cq_state);
+    return;
+  }
   QpState& qp = *found;
   const Queue q = Classify(wc, qp, cq);
   if (q == Queue::kNone) return;
@@ -412,8 +419,29 @@ void State::ApplyDestroyCq(const Event& e) {
 
 void State::ApplyCreateSrq(const Event& e) {
   if (e.ret != 0) return;
-  srqs_[e.obj] = SrqState{
-      .pd = e.parent, .max_wr = e.caps.max_recv_wr, .max_sge = e.caps.max_recv_sge, .stack = e.stack};
+  srqs_[e.obj] = SrqState{.pd = e.parent,
+                          .cq = e.recv_cq,
+                          .max_wr = e.caps.max_recv_wr,
+                          .max_sge = e.caps.max_recv_sge,
+                          .stack = e.stack};
+  // An XRC SRQ is bound to its CQ from the start (no QP binds it).
+  if (auto c = cqs_.find(e.recv_cq); e.recv_cq && c != cqs_.end()) c->second.srqs.insert(e.obj);
+}
+
+void State::RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state) {
+  if (!cq_state || cq_state->srqs.empty()) return;
+  if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) return;
+  // The completion does not name its SRQ: the one (lowest id first, so a
+  // replay decides alike) that holds its wr_id, else the oldest receive of
+  // the first that holds any.
+  absl::InlinedVector<ObjId, 4> ids;
+  for (ObjId s : cq_state->srqs)
+    if (const SrqState* srq = Srq(s); srq && srq->cq == cq && !srq->rq.empty()) ids.push_back(s);
+  if (ids.empty()) return;
+  std::sort(ids.begin(), ids.end());
+  for (ObjId s : ids)
+    if (srqs_[s].rq.Retire(wc.wr_id)) return;
+  srqs_[ids.front()].rq.pop_front();
 }
 
 void State::ApplyCreateQp(const Event& e) {
@@ -664,7 +692,11 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       ApplyCreateSrq(e);
       break;
     case EventKind::kDestroySrq:
-      if (ok) srqs_.erase(e.obj);
+      if (ok) {
+        if (auto it = srqs_.find(e.obj); it != srqs_.end() && it->second.cq)
+          if (auto c = cqs_.find(it->second.cq); c != cqs_.end()) c->second.srqs.erase(e.obj);
+        srqs_.erase(e.obj);
+      }
       break;
     case EventKind::kCreateQp:
       ApplyCreateQp(e);

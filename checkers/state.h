@@ -194,6 +194,7 @@ struct CqState {
 
 struct SrqState {
   ObjId pd = 0;
+  ObjId cq = 0;  // an XRC SRQ's CQ: its receives complete there, whichever QP took them
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   StackId stack = 0;
@@ -370,6 +371,9 @@ class State {
   void NoteDestroyed(const core::Event& e);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
+  // A completion on `cq` of no QP bound to it: an XRC receive, retired from
+  // the XRC SRQs completing there.
+  void RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state);
   static void AdjustPending(CqState* cq, int64_t delta);
   // QpOnCq for the books' own updates.
   QpState* MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id);

@@ -487,6 +487,11 @@ void OnCreateCq(ibv_cq* cq, ibv_context* ctx, ibv_comp_channel* channel, core::S
 
 void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
                 ibv_qp_type type, int sq_sig_all, core::StackId stack) {
+  // XRC: an initiator has no receive side (a receive CQ or SRQ given is
+  // ignored by the device), a target has neither PD, CQs nor SRQ of its own
+  // (its receives are its domain's SRQs').
+  if (type == IBV_QPT_XRC_SEND) recv_cq = nullptr, srq = nullptr;
+  if (type == IBV_QPT_XRC_RECV) pd = nullptr, send_cq = recv_cq = nullptr, srq = nullptr;
   core::Event e;
   e.kind = core::EventKind::kCreateQp;
   e.ret = qp ? 0 : -1;

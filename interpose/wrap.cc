@@ -39,6 +39,7 @@ struct Saved {
   int (*req_notify_cq)(ibv_cq*, int);
   ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
   ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
+  ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*);
   int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
   ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type);
   int (*dealloc_mw)(ibv_mw*);
@@ -896,6 +897,42 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   return qp;
 }
 
+// ibv_create_srq_ex (inline: a basic SRQ with only PD and TYPE goes to
+// the exported ibv_create_srq instead).  An XRC SRQ's receives complete on
+// its own CQ: the event names it in recv_cq.
+ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
+  Saved* s = Find(ctx);
+  if (!s || !s->create_srq_ex) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  Reentry re;
+  if (!re.outer()) return s->create_srq_ex(ctx, attr);
+  const bool has_pd = attr->comp_mask & IBV_SRQ_INIT_ATTR_PD;
+  const int err = FaultActive(core::Point::kCreateSrq)
+                      ? CallFault(core::Point::kCreateSrq, Id(has_pd ? attr->pd : nullptr))
+                      : 0;
+  if (!Checking()) return err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
+  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  ibv_srq* srq = err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
+  const int saved = errno;
+  const bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC &&
+                   (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ);
+  core::Event e;
+  e.kind = core::EventKind::kCreateSrq;
+  e.stack = stack;
+  e.parent = Id(has_pd ? attr->pd : nullptr);
+  e.recv_cq = xrc ? Id(attr->cq) : 0;
+  e.caps.max_recv_wr = attr->attr.max_wr;
+  e.caps.max_recv_sge = attr->attr.max_sge;
+  if (srq) e.obj = Assign(srq, {0, attr->attr.max_sge, 0, attr->attr.max_wr});
+  e.ret = srq ? 0 : -1;
+  e.err = srq ? 0 : saved;
+  Emit(e);
+  errno = saved;
+  return srq;
+}
+
 int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   Saved* s = Find(ctx);
   Bump(g_counters.query_port);
@@ -1021,6 +1058,7 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   verbs_context* v = verbs_get_ctx(ctx);
   s->create_cq_ex = HasOp(v, offsetof(verbs_context, create_cq_ex)) ? v->create_cq_ex : nullptr;
   s->create_qp_ex = HasOp(v, offsetof(verbs_context, create_qp_ex)) ? v->create_qp_ex : nullptr;
+  s->create_srq_ex = HasOp(v, offsetof(verbs_context, create_srq_ex)) ? v->create_srq_ex : nullptr;
   s->query_port = HasOp(v, offsetof(verbs_context, query_port)) ? v->query_port : nullptr;
   s->alloc_mw = ctx->ops.alloc_mw;
   s->dealloc_mw = ctx->ops.dealloc_mw;
@@ -1033,6 +1071,7 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (s->req_notify_cq) ctx->ops.req_notify_cq = ReqNotifyCq;
   if (s->create_cq_ex) v->create_cq_ex = CreateCqEx;
   if (s->create_qp_ex) v->create_qp_ex = CreateQpEx;
+  if (s->create_srq_ex) v->create_srq_ex = CreateSrqEx;
   if (s->query_port) v->query_port = QueryPort;
   if (s->alloc_mw) ctx->ops.alloc_mw = AllocMw;
   if (s->dealloc_mw) ctx->ops.dealloc_mw = DeallocMw;
@@ -1063,6 +1102,7 @@ void UnwrapRealContext(ibv_context* ctx) {
   if (verbs_context* v = verbs_get_ctx(ctx)) {
     if (s->create_cq_ex) v->create_cq_ex = s->create_cq_ex;
     if (s->create_qp_ex) v->create_qp_ex = s->create_qp_ex;
+    if (s->create_srq_ex) v->create_srq_ex = s->create_srq_ex;
     if (s->query_port) v->query_port = s->query_port;
   }
   s->ctx.store(nullptr, std::memory_order_release);

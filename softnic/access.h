@@ -144,8 +144,10 @@ inline bool ValidateSges(const MrTables& t, uint32_t proc, uint32_t pd, const Sh
 // window key: the window must be valid with that very tag, of the
 // responder's PD (a type-2 window: bound to the responder QP itself),
 // grant `need` and cover the range; the MR it is bound to translates.
-inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len,
-                         uint32_t need, uint64_t* va) {
+// The key must be of process `proc` and PD `pd`: the responder QP's, or
+// for an XRC target, those of the SRQ the message names.
+inline bool ValidateRkeyIn(const MrTables& t, const ShmQp& resp, uint32_t proc, uint32_t pd, uint32_t rkey,
+                           uint64_t addr, uint64_t len, uint32_t need, uint64_t* va) {
   if (len == 0) {
     *va = 0;
     return true;
@@ -153,20 +155,24 @@ inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, ui
   ShmMr m;
   if (IsMwKey(rkey)) {
     ShmMw w;
-    if (!TrustedMw(t, rkey, &w) || w.proc != resp.proc || w.pd != resp.pd) return false;
+    if (!TrustedMw(t, rkey, &w) || w.proc != proc || w.pd != pd) return false;
     if (w.type == IBV_MW_TYPE_2 && w.qpn != resp.qpn) return false;
     if ((w.access & need) != need || (resp.access & need) != need) return false;
     if (addr < w.addr || addr + len > w.addr + w.length || addr + len < addr) return false;
-    if (!TrustedMr(t.h, t.own, t.self, w.mr_key, &m) || m.proc != resp.proc) return false;
+    if (!TrustedMr(t.h, t.own, t.self, w.mr_key, &m) || m.proc != proc) return false;
     if (addr < m.iova || addr + len > m.iova + m.length) return false;
     *va = m.addr + (addr - m.iova);
     return true;
   }
-  if (!TrustedMr(t.h, t.own, t.self, rkey, &m) || m.proc != resp.proc || m.pd != resp.pd) return false;
+  if (!TrustedMr(t.h, t.own, t.self, rkey, &m) || m.proc != proc || m.pd != pd) return false;
   if ((m.access & need) != need || (resp.access & need) != need) return false;
   if (addr < m.iova || addr + len > m.iova + m.length || addr + len < addr) return false;
   *va = m.addr + (addr - m.iova);
   return true;
+}
+inline bool ValidateRkey(const MrTables& t, const ShmQp& resp, uint32_t rkey, uint64_t addr, uint64_t len,
+                         uint32_t need, uint64_t* va) {
+  return ValidateRkeyIn(t, resp, resp.proc, resp.pd, rkey, addr, len, need, va);
 }
 
 // Sanitizer builds copy within the process with process_vm_readv/writev

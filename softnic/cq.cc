@@ -332,7 +332,14 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   cq->cur_ts = c.ts_ns;
   // Retire queue slots: the completion is now seen by the application.
   SnQp* qp = c.qp_slot < kMaxQps ? p->qps[c.qp_slot] : nullptr;
-  if (qp && qp->shm->qpn == c.qp_num) {
+  if (!c.is_send && c.xrc_srq) {
+    // An XRC receive: its SRQ's slot, whichever process's target QP took
+    // it (only one of ours, completing on this CQ, is retired).
+    const uint32_t slot = c.xrc_srq - 1;
+    SnSrq* srq = slot < kMaxSrqs ? p->srqs[slot] : nullptr;
+    if (srq && srq->cq == cq && srq->outstanding.load(std::memory_order_relaxed) > 0)
+      srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+  } else if (qp && qp->shm->qpn == c.qp_num) {
     if (c.is_send) {
       uint64_t to = c.sq_index + 1;
       // sq_index is the low 32 bits of the WQE counter; rebuild the full one.

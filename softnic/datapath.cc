@@ -77,6 +77,11 @@ struct Exec {
   MrTables mrs;
   uint64_t wr_id = 0;  // of the WR executing
   char why[kWhyText];  // the reason of its error completion
+  // Where the executing WR lands at its responder: the PD its keys must
+  // be of (an XRC target's: the SRQ's), and an XRC message's SRQ slot.
+  uint32_t resp_proc = kNone;
+  uint32_t resp_pd = kNone;
+  uint32_t xrc_srq = kNone;
 };
 
 __attribute__((format(printf, 2, 3))) void Why(Exec& x, const char* fmt, ...) {
@@ -91,6 +96,11 @@ ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
   if (slot >= kMaxQps) return nullptr;
   ShmQp& q = h->qps[slot];
   return (q.in_use && q.qpn == qpn) ? &q : nullptr;
+}
+
+// Whether a requester of type `me` talks to a responder of type `resp`.
+bool Peers(uint32_t me, uint32_t resp) {
+  return me == IBV_QPT_XRC_SEND ? resp == IBV_QPT_XRC_RECV : resp == me;
 }
 
 bool CanReceive(const ShmQp& q) {
@@ -113,7 +123,7 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
   ShmRq* rq = &resp.rq;
   *srq_slot = kNone;
   *corrupt = false;
-  const uint32_t srq = resp.srq;
+  const uint32_t srq = resp.type == IBV_QPT_XRC_RECV ? x.xrc_srq : resp.srq;
   if (srq != kNone) {
     if (srq >= kMaxSrqs) {
       *corrupt = true;
@@ -169,13 +179,19 @@ void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t sta
   c.src_qp = x.qp->shm->qpn;
   c.slid = 1;
   c.is_send = 0;
-  if (PushCqeLocked(x.p, resp.recv_cq, c) && status != IBV_WC_SUCCESS)
-    RecordWhyLocked(x.p, resp.recv_cq, resp.qpn, w->wr_id, status, x.why);
+  // An XRC message completes on its SRQ's CQ.
+  uint32_t cq = resp.recv_cq;
+  if (resp.type == IBV_QPT_XRC_RECV && x.xrc_srq < kMaxSrqs) {
+    cq = x.h->srqs[x.xrc_srq].cq;
+    c.xrc_srq = x.xrc_srq + 1;
+  }
+  if (PushCqeLocked(x.p, cq, c) && status != IBV_WC_SUCCESS)
+    RecordWhyLocked(x.p, cq, resp.qpn, w->wr_id, status, x.why);
 }
 
 // Responder-side fatal error: the responder QP goes to ERR (RC class C).
 void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
-  if (resp.type != IBV_QPT_RC) return;
+  if (!IsReliable(resp.type)) return;
   // No completion of the responder's says why; its flushes can ask.
   char text[kWhyText + 80];  // room for all of x.why (the ring's copy is cut at kWhyText)
   snprintf(text, sizeof(text), "%s (requester QP 0x%x, pid %d, wr_id 0x%" PRIx64 ")", x.why, x.qp->shm->qpn,
@@ -187,7 +203,7 @@ void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
 
 // Remote peer vanished (or never existed): RC requester sees retry exceeded.
 int NoResponder(Exec& x) {
-  if (x.qp->shm->type == IBV_QPT_RC) {
+  if (IsReliable(x.qp->shm->type)) {
     Why(x, "RETRY_EXC_ERR: the responder QP 0x%x does not answer (gone, in ERR, or its process died)",
         x.qp->shm->dest_qpn);
     x.qp->shm->remote_gone = 1;
@@ -213,7 +229,7 @@ uint64_t RetryBudgetNs(const ShmQp& me) {
 // later post/poll/wait calls) until the responder is ready or the retry
 // time runs out (RETRY_EXC_ERR).  UC and UD lose the message.
 int ResponderNotReady(Exec& x, SendWqe& w) {
-  if (x.qp->shm->type != IBV_QPT_RC) return NoResponder(x);
+  if (!IsReliable(x.qp->shm->type)) return NoResponder(x);
   const uint64_t now = NowNs();
   if (!w.retry_since_ns) w.retry_since_ns = now;
   if (now - w.retry_since_ns >= RetryBudgetNs(*x.qp->shm)) return NoResponder(x);
@@ -240,7 +256,7 @@ bool PeerAlive(Exec& x, const ShmQp& resp) {
 // RC with no receive WQE posted: an RNR NAK, retried from later calls until
 // rnr_retry runs out (7: forever).  UC and UD drop the message, like the wire.
 int NoReceiveWqe(Exec& x, const ShmQp& me, const ShmQp& resp, SendWqe& w) {
-  if (me.type != IBV_QPT_RC) return IBV_WC_SUCCESS;
+  if (!IsReliable(me.type)) return IBV_WC_SUCCESS;
   Why(x, "RNR_RETRY_EXC_ERR: no receive posted at the responder QP 0x%x (RNR, rnr_retry %u)", resp.qpn,
       me.rnr_retry);
   if (me.rnr_retry == 0) return IBV_WC_RNR_RETRY_EXC_ERR;
@@ -292,7 +308,7 @@ int RecvBufferError(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, uint32_t re
   RecvCompletion(x, resp, rw, c, recv_status);
   if (resp.type == IBV_QPT_UD) return IBV_WC_SUCCESS;
   MoveToErrorLocked(x.p, &resp);
-  return resp.type == IBV_QPT_RC ? rc_status : IBV_WC_SUCCESS;
+  return IsReliable(resp.type) ? rc_status : IBV_WC_SUCCESS;
 }
 
 // The 40-byte GRH a UD receiver finds ahead of the payload.
@@ -329,10 +345,10 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   Seg rseg[kMaxSge + 1];
   uint32_t nr;
   uint64_t cap;
-  if (!ValidateSges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge),
+  if (!ValidateSges(x.mrs, x.resp_proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge),
                     IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap)) {
     char text[kWhyText - 80];
-    WhySges(x.mrs, resp.proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge), IBV_ACCESS_LOCAL_WRITE,
+    WhySges(x.mrs, x.resp_proc, resp_pd, rw->sge, std::min(rw->num_sge, kMaxSge), IBV_ACCESS_LOCAL_WRITE,
             "receive", text, sizeof(text));
     Why(x, "REM_OP_ERR at the requester, LOC_PROT_ERR at the responder QP 0x%x: %s", resp.qpn, text);
     return RecvBufferError(x, resp, rw, c, IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
@@ -374,7 +390,7 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
       // Unlike a bad key, a failed copy leaves a UC responder running.
       Why(x, "the receive buffer is no longer mapped in the responder's process (QP 0x%x)", resp.qpn);
       RecvCompletion(x, resp, rw, c, IBV_WC_LOC_PROT_ERR);
-      if (resp.type != IBV_QPT_RC) return IBV_WC_SUCCESS;
+      if (!IsReliable(resp.type)) return IBV_WC_SUCCESS;
       MoveToErrorLocked(x.p, &resp);
       return IBV_WC_REM_OP_ERR;
     }
@@ -383,14 +399,44 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   return IBV_WC_SUCCESS;
 }
 
+// Where a WR lands at its responder (x.resp_proc, x.resp_pd, x.xrc_srq):
+// an XRC message names an SRQ of its target's domain, whose process and PD
+// (the domain may be shared between processes) its keys must be of.  False, with the WR's status in *st, if
+// the SRQ number names none: the target answers NAK Invalid Request, as a NIC does (REM_INV_REQ_ERR), and
+// goes to ERR.
+bool Land(Exec& x, const SendWqe& w, ShmQp& resp, int* st) {
+  x.resp_proc = resp.proc;
+  x.resp_pd = resp.pd;
+  x.xrc_srq = kNone;
+  if (resp.type != IBV_QPT_XRC_RECV) return true;
+  x.xrc_srq = XrcSrqFor(x.p->fab, resp, w.xrc_srqn);
+  if (x.xrc_srq == kNone) {
+    Why(x, "REM_INV_REQ_ERR: SRQ number 0x%x names no XRC SRQ of the domain of the target QP 0x%x",
+        w.xrc_srqn, resp.qpn);
+    ResponderError(x, resp, IBV_EVENT_QP_REQ_ERR);
+    *st = IBV_WC_REM_INV_REQ_ERR;
+    return false;
+  }
+  const ShmSrq& srq = x.h->srqs[x.xrc_srq];
+  x.resp_proc = srq.proc;
+  x.resp_pd = srq.pd;
+  if (srq.proc != resp.proc && !x.p->fab->ProcAlive(srq.proc)) {
+    *st = NoResponder(x);
+    return false;
+  }
+  return true;
+}
+
 // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the WRs that consume a receive
 // WQE of the responder.
 int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   const bool ud = me.type == IBV_QPT_UD;
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
-  if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
+  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NotReadyOrError(x, *resp, w);
+  int st;
+  if (!Land(x, w, *resp, &st)) return st;
   if (ud) {
     uint32_t qkey = (w.remote_qkey & 0x80000000u) ? me.qkey : w.remote_qkey;
     if (qkey != resp->qkey) return IBV_WC_SUCCESS;  // dropped, like the wire
@@ -399,7 +445,8 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   const bool write_imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
   uint64_t remote_va = 0;
   if (write_imm) {
-    if (!ValidateRkey(x.mrs, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &remote_va)) {
+    if (!ValidateRkeyIn(x.mrs, *resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, len,
+                        IBV_ACCESS_REMOTE_WRITE, &remote_va)) {
       if (me.type == IBV_QPT_UC) return IBV_WC_SUCCESS;
       WhyRkey(x.mrs, *resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, x.why, sizeof(x.why));
       ResponderError(x, *resp, IBV_EVENT_QP_ACCESS_ERR);
@@ -412,7 +459,7 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   ShmRecvWqe* rw = TakeRecv(x, *resp, &srq_slot, &copy, &corrupt);
   if (corrupt) return NoResponder(x);
   if (!rw) return NoReceiveWqe(x, me, *resp, w);
-  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
+  const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
   if (!dst_pid) return NoResponder(x);
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
@@ -434,7 +481,8 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
 int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
                  uint64_t len) {
   uint64_t va = 0;
-  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &va)) {
+  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, len,
+                      IBV_ACCESS_REMOTE_WRITE, &va)) {
     if (x.qp->shm->type == IBV_QPT_UC) return IBV_WC_SUCCESS;
     WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
@@ -460,7 +508,8 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
 int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
                 uint64_t len) {
   uint64_t va = 0;
-  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, &va)) {
+  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ,
+                      &va)) {
     WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -518,7 +567,8 @@ int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const S
     return IBV_WC_REM_INV_REQ_ERR;
   }
   uint64_t va = 0;
-  if (!ValidateRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, &va)) {
+  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC,
+                      &va)) {
     WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, x.why, sizeof(x.why));
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
@@ -534,9 +584,11 @@ int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const S
 int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
-  if (!resp || resp->type != me.type || !PeerAlive(x, *resp)) return NoResponder(x);
+  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return NotReadyOrError(x, *resp, w);
-  const pid_t dst_pid = resp->proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(resp->proc);
+  int st;
+  if (!Land(x, w, *resp, &st)) return st;
+  const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
   if (!dst_pid) return NoResponder(x);
   switch (w.opcode) {
     case IBV_WR_RDMA_WRITE:
@@ -633,6 +685,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
 }
 
 bool OpcodeAllowed(uint32_t type, uint32_t op) {
+  if (type == IBV_QPT_XRC_SEND) type = IBV_QPT_RC;  // an RC requester
   switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
@@ -667,6 +720,10 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
+  if (qp->shm->type == IBV_QPT_XRC_RECV) {  // an XRC target has no send queue
+    *bad = wr;
+    return EINVAL;
+  }
   std::lock_guard<std::mutex> g(qp->sq_mu);
   auto state = qp->shm->state.load(std::memory_order_relaxed);
   if (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_ERR) {
@@ -700,6 +757,7 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     w.inline_len = 0;
     w.has_ah = false;
     w.remote_addr = w.rkey = w.compare_add = w.swap = 0;
+    w.xrc_srqn = type == IBV_QPT_XRC_SEND ? wr->qp_type.xrc.remote_srqn : 0;
     w.mw_slot = kNone;
     w.mw_access = w.mw_mr_lkey = 0;
     w.mw_length = 0;
@@ -783,8 +841,8 @@ void ProgressCq(Process* p, SnCq* cq) {
     std::lock_guard<std::mutex> sq(qp->sq_mu);
     FabricLock lock(p->fab);
     ShmQp& s = *qp->shm;
-    if (check_peers && s.type == IBV_QPT_RC && s.state.load() != IBV_QPS_ERR &&
-        s.state.load() >= IBV_QPS_RTR) {
+    if (check_peers && (s.type == IBV_QPT_RC || s.type == IBV_QPT_XRC_SEND) &&
+        s.state.load() != IBV_QPS_ERR && s.state.load() >= IBV_QPS_RTR) {
       ShmQp* peer = FindQp(p->fab->hdr(), s.dest_qpn);
       if (!peer || !p->fab->ProcAlive(peer->proc)) {
         // The peer is gone: like a broken connection, the survivor's queues

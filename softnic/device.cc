@@ -219,6 +219,7 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
   a.odp_caps.per_transport_caps.uc_odp_caps = kOdpOps & ~(IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC);
   a.odp_caps.per_transport_caps.ud_odp_caps =
       IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  a.xrc_odp_caps = kOdpOps;
   // The port count of devices with more than 255 ports; equal to
   // phys_port_cnt below that (rdma-core's tests assert it).
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
@@ -338,6 +339,7 @@ ibv_context* OpenDevice(ibv_device* dev) {
   v.create_qp_ex = VCreateQpEx;
   v.advise_mr = AdviseMr;
   InstallDmDomainOps(&v);
+  InstallXrcOps(&v);
   ibv_context& ctx = v.context;
   ctx.device = dev;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -417,7 +419,7 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_wr = kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SHUTDOWN_PORT | IBV_DEVICE_PORT_ACTIVE_EVENT |
                         IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = kMaxCqs - 1;

@@ -551,6 +551,8 @@ void Fabric::ReleaseProcLocked(uint32_t proc) {
     if (w.in_use && w.proc == proc) w.in_use = 0, w.state = kMwFree;
   for (auto& c : h->channels)
     if (c.in_use && c.proc == proc) c.in_use = 0;
+  for (auto& x : h->xrcds)
+    if (x.in_use && x.proc == proc) x.in_use = 0, x.refs = 0;
   for (auto& c : h->ctxs)
     if (c.in_use && c.proc == proc) c.in_use = 0;
   h->procs[proc].in_use = 0;

@@ -60,7 +60,7 @@
 namespace rdmasan::softnic {
 
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
-inline constexpr uint32_t kFabricVersion = 4;                    // 4: memory windows, error reasons
+inline constexpr uint32_t kFabricVersion = 5;                    // 5: XRC (domains, SRQ numbers)
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -69,6 +69,10 @@ inline constexpr uint32_t kMaxCqs = 4096;
 inline constexpr uint32_t kMaxSrqs = 1024;
 inline constexpr uint32_t kMaxMrs = 16384;  // key = slot << 8 | gen
 inline constexpr uint32_t kMaxChannels = 4096;
+// XRC domains: one entry per (process, domain) pair.  An SRQ number is
+// kSrqnGenShift bits of slot under the slot's generation.
+inline constexpr uint32_t kMaxXrcds = 1024;
+inline constexpr uint32_t kSrqnGenShift = 10;  // kMaxSrqs == 1 << kSrqnGenShift
 // Memory windows have a table and a key range of their own: a window's key
 // is (kMwIndexBase + slot) << 8 | tag, so no window key is an MR key
 // (those are below kMaxMrs << 8) and the low byte is the consumer tag that
@@ -120,6 +124,7 @@ struct alignas(64) ShmCqe {
   uint32_t qp_slot;    // local QP slot, to retire queue slots at poll
   uint32_t sq_index;   // for send completions: WQE counter retired
   uint32_t stage_len;
+  uint32_t xrc_srq;  // an XRC receive: its SRQ's slot + 1 (0: not XRC)
   uint64_t ts_ns;
   ShmSge stage_sge[kStageSges];
   uint8_t stage[kStageBytes];
@@ -179,6 +184,24 @@ struct alignas(64) ShmCq {
   std::atomic<uint32_t> armed;             // 0 no, 1 next completion, 2 solicited
 };
 
+// An XRC domain's identity: the inode it was opened on (dev, ino), or for
+// one opened without a file, dev 0 and a fabric-unique ino.  XRC SRQs and
+// target QPs carry it; a message may land only in an SRQ of its target
+// QP's domain.
+struct XrcdKey {
+  uint64_t dev;
+  uint64_t ino;
+};
+inline bool operator==(const XrcdKey& a, const XrcdKey& b) { return a.dev == b.dev && a.ino == b.ino; }
+
+struct ShmXrcd {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t refs;  // opens by this process
+  uint32_t pad;
+  XrcdKey key;
+};
+
 struct ShmSrq {
   uint32_t in_use;
   uint32_t proc;
@@ -187,7 +210,10 @@ struct ShmSrq {
   uint32_t pd;
   uint32_t srq_limit;
   uint32_t armed_limit;
-  uint32_t pad;
+  uint32_t srq_type;  // ibv_srq_type
+  uint32_t srqn;      // SRQ number (ibv_get_srq_num)
+  uint32_t cq;        // XRC: the CQ its receives complete on
+  XrcdKey xrcd;       // XRC: its domain
   ShmRq rq;
 };
 
@@ -269,6 +295,7 @@ struct alignas(64) ShmQp {
   uint32_t port_num;
   uint32_t remote_gone;  // set once the peer was found dead
   uint32_t pad;
+  XrcdKey xrcd;  // XRC_RECV: its domain
   ShmRq rq;
 };
 
@@ -282,7 +309,8 @@ struct ShmHeader {
   uint64_t free_head;  // offset of first free block, 0 = none
   uint32_t next_pd;
   uint32_t pad;
-  uint64_t ops;  // liveness and statistics
+  uint64_t ops;        // liveness and statistics
+  uint64_t next_xrcd;  // ino of the next XRC domain opened without a file
   ShmProc procs[kMaxProcs];
   ShmContext ctxs[kMaxContexts];
   ShmChannel channels[kMaxChannels];
@@ -291,6 +319,7 @@ struct ShmHeader {
   ShmMr mrs[kMaxMrs];
   ShmQp qps[kMaxQps];
   ShmMw mws[kMaxMws];
+  ShmXrcd xrcds[kMaxXrcds];
   uint64_t why_next;
   ShmWhy whys[kMaxWhys];
 };

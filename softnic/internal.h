@@ -78,11 +78,23 @@ struct SnCq {
   uint32_t events_reported = 0;
 };
 
+// An XRC domain as this process opened it (ibv_open_xrcd); `entry` is
+// its slot in the fabric's xrcds table, shared by this process's opens of
+// the same domain.
+struct SnXrcd {
+  ibv_xrcd xrcd;
+  uint32_t entry;
+  XrcdKey key;
+  std::atomic<uint32_t> users{0};  // QPs and SRQs made or opened through this handle
+};
+
 struct SnSrq {
   ibv_srq srq;
   uint32_t slot;
   ShmSrq* shm;
   std::atomic<uint32_t> outstanding{0};  // posted, completion not yet polled
+  SnXrcd* xrcd = nullptr;                // an XRC SRQ's domain
+  SnCq* cq = nullptr;                    // an XRC SRQ's CQ
 };
 
 // A send WR as the private send queue keeps it.
@@ -100,6 +112,7 @@ struct SendWqe {
   // UD
   uint32_t remote_qpn;
   uint32_t remote_qkey;
+  uint32_t xrc_srqn;  // XRC_SEND: the SRQ number at the target
   ibv_ah_attr ah;
   bool has_ah;
   // BIND_MW: the window's slot, the new key in `rkey`, the range in
@@ -131,6 +144,8 @@ struct SnQp {
   SnCq* send_cq;
   SnCq* recv_cq;
   SnSrq* srq;
+  SnXrcd* xrcd = nullptr;  // XRC_RECV: the domain it was created or opened in
+  bool opened = false;     // a handle of ibv_open_qp: destroying it leaves the QP
   uint32_t max_send_wr, max_send_sge, max_inline, max_recv_wr, max_recv_sge;
   std::mutex sq_mu;
   // Private send ring: [retired, exec) executed, [exec, posted) pending.
@@ -228,6 +243,19 @@ void InstallCqExOps(SnCq* cq);
 // (fabric lock and cq->mu held), as a provider cleans its CQs when a QP
 // goes to RESET; receive completions of an SRQ give its slots back.
 void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* srq);
+
+// XRC (xrc.cc): sets the verbs_context ops of XRC domains, extended SRQs
+// and ibv_open_qp.
+void InstallXrcOps(verbs_context* v);
+// Creates an SRQ (srq.cc): basic when `xrcd` is null, else an XRC SRQ of
+// that domain whose receives complete on `cq`.
+ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq* cq);
+// The XRC SRQ `srqn` names for a message arriving at the XRC target `tgt`,
+// or kNone if it does not exist or is of another domain (fabric lock held).
+uint32_t XrcSrqFor(Fabric* f, const ShmQp& tgt, uint32_t srqn);
+inline bool IsXrc(uint32_t type) { return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV; }
+// Reliable-connected transports: RC and both halves of XRC.
+inline bool IsReliable(uint32_t type) { return type == IBV_QPT_RC || IsXrc(type); }
 
 // QPs and SRQs (qp.cc, srq.cc).
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);

@@ -87,6 +87,16 @@ bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int m
       ok = false;
   }
   if (!ok) return false;
+  // XRC (the kernel's table): an initiator is an RC requester that needs no
+  // responder attributes at RTR; a target is an RC responder that needs
+  // only TIMEOUT and SQ_PSN at RTS.
+  if (type == IBV_QPT_XRC_SEND && cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
+    tr.optional[2] |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    tr.required[2] = tr.required[1];
+  } else if (type == IBV_QPT_XRC_RECV && cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+    tr.optional[2] |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    tr.required[2] = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+  }
   if ((mask & tr.required[t]) != tr.required[t]) return false;
   if (mask & ~(tr.required[t] | tr.optional[t])) return false;
   return true;
@@ -95,22 +105,44 @@ bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int m
 ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   Process* p = GetProcess();
   if (!p) return nullptr;
-  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+  const uint32_t type = a->qp_type;
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && !IsXrc(type)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (!pd || !a->send_cq || !a->recv_cq || a->send_cq->context != ctx || a->recv_cq->context != ctx ||
-      pd->context != ctx || (a->srq && a->srq->context != ctx)) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  // What each type has: an XRC target (XRC_RECV) is made in a domain and
+  // has neither PD, CQs nor queues of its own (its messages land in the
+  // domain's SRQs); an XRC initiator (XRC_SEND) has only a send queue.
+  ibv_cq* scq = a->send_cq;
+  ibv_cq* rcq = a->recv_cq;
+  ibv_srq* srq = a->srq;
+  SnXrcd* xrcd = nullptr;
   ibv_qp_cap& cap = a->cap;
+  if (type == IBV_QPT_XRC_RECV) {
+    if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != ctx) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    xrcd = reinterpret_cast<SnXrcd*>(a->xrcd);
+    pd = nullptr;
+    scq = rcq = nullptr;
+    srq = nullptr;
+    cap = {};
+  } else {
+    if (type == IBV_QPT_XRC_SEND) rcq = scq, srq = nullptr;
+    if (!pd || !scq || !rcq || scq->context != ctx || rcq->context != ctx || pd->context != ctx ||
+        (srq && srq->context != ctx)) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    if (type == IBV_QPT_XRC_SEND) cap.max_recv_wr = cap.max_recv_sge = 0;
+  }
   if (cap.max_send_wr > kMaxQpWr || cap.max_send_sge > kMaxSge || cap.max_inline_data > kMaxInline ||
-      (!a->srq && (cap.max_recv_wr > kMaxQpWr || cap.max_recv_sge > kMaxSge))) {
+      (!srq && (cap.max_recv_wr > kMaxQpWr || cap.max_recv_sge > kMaxSge))) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->srq) cap.max_recv_wr = cap.max_recv_sge = 0;
+  if (srq) cap.max_recv_wr = cap.max_recv_sge = 0;
   auto* qp = new (std::nothrow) SnQp();
   if (!qp) {
     errno = ENOMEM;
@@ -127,7 +159,7 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   FabricLock lock(p->fab);
   ShmHeader* h = p->fab->hdr();
   uint32_t slot = FreeSlot(h->qps, 1);
-  if (slot == kNone || !InitRq(p->fab, &h->qps[slot].rq, a->srq ? 0 : cap.max_recv_wr, cap.max_recv_sge)) {
+  if (slot == kNone || !InitRq(p->fab, &h->qps[slot].rq, srq ? 0 : cap.max_recv_wr, cap.max_recv_sge)) {
     delete qp;
     errno = ENOMEM;
     return nullptr;
@@ -138,12 +170,13 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   s.in_use = 1;
   s.proc = p->fab->self_proc();
   s.ctx = Ctx(ctx)->slot;
-  s.pd = PdId(pd);
-  s.type = a->qp_type;
+  s.pd = pd ? PdId(pd) : kNone;
+  s.type = type;
   s.state.store(IBV_QPS_RESET);
-  s.send_cq = Cq(a->send_cq)->slot;
-  s.recv_cq = Cq(a->recv_cq)->slot;
-  s.srq = a->srq ? Srq(a->srq)->slot : kNone;
+  s.send_cq = scq ? Cq(scq)->slot : kNone;
+  s.recv_cq = type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD ? Cq(rcq)->slot : kNone;
+  s.srq = srq ? Srq(srq)->slot : kNone;
+  s.xrcd = xrcd ? xrcd->key : XrcdKey{};
   s.sq_sig_all = a->sq_sig_all;
   s.access = 0;
   s.qkey = 0;
@@ -157,9 +190,11 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   s.remote_gone = 0;
   qp->slot = slot;
   qp->shm = &s;
-  qp->send_cq = Cq(a->send_cq);
-  qp->recv_cq = Cq(a->recv_cq);
-  qp->srq = a->srq ? Srq(a->srq) : nullptr;
+  qp->send_cq = scq ? Cq(scq) : nullptr;
+  qp->recv_cq = s.recv_cq != kNone ? Cq(rcq) : nullptr;
+  qp->srq = srq ? Srq(srq) : nullptr;
+  qp->xrcd = xrcd;
+  if (xrcd) xrcd->users.fetch_add(1);
   qp->max_send_wr = cap.max_send_wr;
   qp->max_send_sge = cap.max_send_sge;
   qp->max_inline = cap.max_inline_data;
@@ -169,9 +204,9 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   q.context = ctx;
   q.qp_context = a->qp_context;
   q.pd = pd;
-  q.send_cq = a->send_cq;
-  q.recv_cq = a->recv_cq;
-  q.srq = a->srq;
+  q.send_cq = scq;
+  q.recv_cq = type == IBV_QPT_XRC_SEND ? nullptr : rcq;
+  q.srq = srq;
   q.handle = slot;
   q.qp_num = s.qpn;
   q.state = IBV_QPS_RESET;
@@ -186,8 +221,8 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
 }  // namespace
 
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kMask =
-      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                             IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr->comp_mask & ~kMask) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -200,7 +235,8 @@ ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+  // An XRC target needs its domain, every other type its PD.
+  if (attr->qp_type != IBV_QPT_XRC_RECV && !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -215,7 +251,8 @@ ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
       return nullptr;
     }
   }
-  return QpInDomain(CreateQpCommon(ctx, attr->pd, attr), attr->pd);
+  ibv_pd* pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+  return pd ? QpInDomain(CreateQpCommon(ctx, pd, attr), pd) : CreateQpCommon(ctx, nullptr, attr);
 }
 
 ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* attr) {
@@ -343,6 +380,14 @@ int DestroyQp(ibv_qp* ibqp) {
   Process* p = GetProcess();
   if (!p) return EINVAL;
   SnQp* qp = Qp(ibqp);
+  if (qp->xrcd) qp->xrcd->users.fetch_sub(1);
+  if (qp->opened) {
+    // A handle of ibv_open_qp: the QP stays its creator's.
+    pthread_mutex_destroy(&ibqp->mutex);
+    pthread_cond_destroy(&ibqp->cond);
+    delete qp;
+    return 0;
+  }
   {
     std::lock_guard<std::mutex> g(p->mu);
     FabricLock lock(p->fab);

@@ -3,8 +3,8 @@
 //
 // The calls build ordinary ibv_send_wrs in SnQp::batch; ibv_wr_complete
 // posts the chain through post_send, so both ways of posting share one
-// path.  What softnic does not do (XRC, TSO, atomic write) fails the batch
-// with EOPNOTSUPP at complete.
+// path.  What softnic does not do (TSO, atomic write) fails the batch with
+// EOPNOTSUPP at complete.
 //
 // May not: grow the batch past max_send_wr, or post anything before
 // ibv_wr_complete.
@@ -82,7 +82,9 @@ void WrSendInv(ibv_qp_ex* x, uint32_t rkey) {
   if (auto* w = NewWr(x, IBV_WR_SEND_WITH_INV)) w->invalidate_rkey = rkey;
 }
 void WrSendTso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { WrUnsupported(x); }
-void WrSetXrc(ibv_qp_ex* x, uint32_t) { WrUnsupported(x); }
+void WrSetXrc(ibv_qp_ex* x, uint32_t remote_srqn) {
+  if (BatchWr* b = Last(x)) b->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
 void WrAtomicWrite(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { WrUnsupported(x); }
 
 void WrSetUdAddr(ibv_qp_ex* x, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {

@@ -47,7 +47,9 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
 int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Process* p = GetProcess();
   SnQp* qp = Qp(ibqp);
-  if (!p || qp->srq) {
+  // With an SRQ, or XRC (an initiator has no receive queue, a target's
+  // receives are its domain's SRQs'), a QP takes no receives of its own.
+  if (!p || qp->srq || IsXrc(qp->shm->type)) {
     *bad = wr;
     return p ? EINVAL : ENODEV;
   }

@@ -1,4 +1,5 @@
-// softnic shared receive queues: create, modify (the limit), query, destroy.
+// softnic shared receive queues: create (basic, and XRC for xrc.cc), modify
+// (the limit), query, destroy.
 // The ring lives in the fabric, where requesters take its WQEs; posting to
 // it is in recv.cc.
 #include "softnic/softnic.h"
@@ -11,9 +12,7 @@
 
 namespace rdmasan::softnic {
 
-namespace {
-
-ibv_srq* NewSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq* cq) {
   Process* p = GetProcess();
   if (!p) return nullptr;
   if (attr->attr.max_wr < 1 || attr->attr.max_wr > kMaxQpWr || attr->attr.max_sge > kMaxSge ||
@@ -43,6 +42,13 @@ ibv_srq* NewSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   s.pd = PdId(pd);
   s.srq_limit = attr->attr.srq_limit;
   s.armed_limit = attr->attr.srq_limit > 0;
+  s.srqn = ((s.gen & ((1u << (24 - kSrqnGenShift)) - 1)) << kSrqnGenShift) | slot;
+  s.srq_type = xrcd ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+  s.cq = cq ? cq->slot : kNone;
+  s.xrcd = xrcd ? xrcd->key : XrcdKey{};
+  srq->xrcd = xrcd;
+  srq->cq = cq;
+  if (xrcd) xrcd->users.fetch_add(1);
   srq->slot = slot;
   srq->shm = &s;
   srq->srq.context = pd->context;
@@ -55,9 +61,9 @@ ibv_srq* NewSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   return &srq->srq;
 }
 
-}  // namespace
-
-ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) { return SrqInDomain(NewSrq(pd, attr), pd); }
+ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  return SrqInDomain(CreateSrqCommon(pd, attr, nullptr, nullptr), pd);
+}
 
 int ModifySrq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   Process* p = GetProcess();
@@ -94,8 +100,10 @@ int DestroySrq(ibv_srq* ibsrq) {
       if (q.in_use && q.srq == srq->slot && q.proc == p->fab->self_proc()) return EBUSY;
     p->fab->Free(srq->shm->rq.ring_off);
     srq->shm->in_use = 0;
+    srq->shm->srq_type = IBV_SRQT_BASIC;
     p->srqs[srq->slot] = nullptr;
   }
+  if (srq->xrcd) srq->xrcd->users.fetch_sub(1);
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   DetachFromDomain(ibsrq);
