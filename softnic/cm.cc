@@ -124,6 +124,7 @@ struct Id {
   uint32_t qpn = 0, psn = 0, qkey = 0;
   uint8_t responder_resources = 0, initiator_depth = 0;
   uint8_t retry_count = 7, rnr_retry_count = 7;  // what the RTS transition uses
+  uint8_t ack_timeout = 18;                        // RTS's timeout; RDMA_OPTION_ID_ACK_TIMEOUT sets it
   uint32_t events_reported = 0;
 };
 
@@ -577,7 +578,7 @@ int Cm::InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a) {
       a->sq_psn = id.psn;
       if (id.qp_type == IBV_QPT_RC) {
         a->qp_attr_mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-        a->timeout = 18;
+        a->timeout = id.ack_timeout;
         a->retry_cnt = id.retry_count;
         a->rnr_retry = id.rnr_retry_count;
         a->max_rd_atomic = id.initiator_depth;
@@ -1152,7 +1153,11 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
           uint8_t v[4] = {};
           if (cmd.optlen > sizeof(v) || cmd.optlen == 0) return fail(EINVAL);
           if (const int e = CopyIn(v, cmd.optval, cmd.optlen)) return fail(e);
-          return ok;  // type of service, address reuse, v6-only, ACK timeout: no effect on softnic
+          // The ACK timeout is what the RTS attributes carry (as the kernel
+          // does, 5 bits); type of service, address reuse and v6-only have
+          // no effect on softnic.
+          if (cmd.optname == RDMA_OPTION_ID_ACK_TIMEOUT) id->ack_timeout = v[0] & 0x1f;
+          return ok;
         }
         if (cmd.level == RDMA_OPTION_IB && cmd.optname == RDMA_OPTION_IB_PATH) {
           if (cmd.optlen == 0 || cmd.optlen % sizeof(ib_path_rec_data) != 0) return fail(EINVAL);
