@@ -17,6 +17,7 @@ packages=(
   clang-format-14 groff-base                     # format check, man page check
   nlohmann-json3-dev                             # JSON and SARIF reports, trace export
   libbenchmark-dev                               # bench/postpoll_bench, bench/engine_scaling
+  python3-pyverbs                                # rdma-core's own test suite (ctest -L conformance)
 )
 
 missing=()
