@@ -124,7 +124,7 @@ struct Id {
   uint32_t qpn = 0, psn = 0, qkey = 0;
   uint8_t responder_resources = 0, initiator_depth = 0;
   uint8_t retry_count = 7, rnr_retry_count = 7;  // what the RTS transition uses
-  uint8_t ack_timeout = 18;                        // RTS's timeout; RDMA_OPTION_ID_ACK_TIMEOUT sets it
+  uint8_t ack_timeout = 18;                      // RTS's timeout; RDMA_OPTION_ID_ACK_TIMEOUT sets it
   uint32_t events_reported = 0;
 };
 
