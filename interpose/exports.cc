@@ -852,13 +852,13 @@ RDMASAN_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint
 
 RDMASAN_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   REAL(ibv_attach_mcast, "IBVERBS_1.1");
-  if (IsSn(qp->context)) return EOPNOTSUPP;
+  if (IsSn(qp->context)) return sn::AttachMcast(qp, gid, lid);
   return real ? real(qp, gid, lid) : ENOSYS;
 }
 
 RDMASAN_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   REAL(ibv_detach_mcast, "IBVERBS_1.1");
-  if (IsSn(qp->context)) return EOPNOTSUPP;
+  if (IsSn(qp->context)) return sn::DetachMcast(qp, gid, lid);
   return real ? real(qp, gid, lid) : ENOSYS;
 }
 

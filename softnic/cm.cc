@@ -60,6 +60,7 @@ enum : uint32_t {
   kEvRejected = 8,
   kEvEstablished = 9,
   kEvDisconnected = 10,
+  kEvMulticastJoin = 12,
 };
 constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
 // IB CM reject reasons and SIDR statuses the kernel reports.
@@ -89,7 +90,19 @@ enum class St : uint8_t {
 
 struct Event {
   uint32_t owner;  // the id whose uid it carries and whose count it raises
+  uint32_t mc;     // a multicast event: the join's handle (its uid and count instead)
   rdma_ucm_event_resp resp;
+};
+
+// A multicast join of an id (JOIN_MCAST, JOIN_IP_MCAST): the group its
+// address maps to, and the events reported on it (LEAVE_MCAST's answer).
+struct Join {
+  uint32_t handle = 0;
+  uint64_t uid = 0;
+  ibv_gid mgid{};
+  uint16_t mlid = 0;
+  uint16_t flags = 0;  // RDMA_MC_JOIN_FLAG_*
+  uint32_t events_reported = 0;
 };
 
 struct Chan {
@@ -126,6 +139,7 @@ struct Id {
   uint8_t retry_count = 7, rnr_retry_count = 7;  // what the RTS transition uses
   uint8_t ack_timeout = 18;                      // RTS's timeout; RDMA_OPTION_ID_ACK_TIMEOUT sets it
   uint32_t events_reported = 0;
+  std::vector<Join> joins;
 };
 
 struct Outgoing {
@@ -207,6 +221,58 @@ bool IsLocal(const sockaddr_in6& a) {
   return found;
 }
 
+// The loopback address of `family` (AF_INET, else AF_INET6), port 0.
+sockaddr_in6 Loopback(sa_family_t family) {
+  sockaddr_in6 a{};
+  if (family == AF_INET) {
+    V4(a).sin_family = AF_INET;
+    V4(a).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else {
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+  }
+  return a;
+}
+
+// An IP multicast address (224.0.0.0/4, ff00::/8).
+bool IsMcastAddr(const sockaddr_in6& a) {
+  if (IsInet(a)) return (ntohl(V4(a).sin_addr.s_addr) >> 28) == 0xe;
+  return a.sin6_family == AF_INET6 && a.sin6_addr.s6_addr[0] == 0xff;
+}
+
+// The MGID an IP group address maps to on an InfiniBand port, as the
+// kernel maps it (the IPoIB mapping under the default P_Key's link-local
+// broadcast group; the UDP port space marks its groups with 0x01 in place
+// of the IP signature's 0x1b): IPv4 ff12:401b:ffff::a.b.c.d, IPv6
+// ff12:601b:ffff: and the address's last 10 bytes; an IPv6 address that
+// is already an SA-assigned MGID (ff1x:a01b::) is used as it is.
+ibv_gid McastGid(const sockaddr_in6& a, uint16_t ps) {
+  ibv_gid g{};
+  if (!IsInet(a) && a.sin6_addr.s6_addr[0] == 0xff && (a.sin6_addr.s6_addr[1] & 0xf0) == 0x10 &&
+      a.sin6_addr.s6_addr[2] == 0xa0 && a.sin6_addr.s6_addr[3] == 0x1b) {
+    memcpy(g.raw, a.sin6_addr.s6_addr, sizeof(g.raw));
+    return g;
+  }
+  g.raw[0] = 0xff;
+  g.raw[1] = 0x12;  // scope 2: link-local
+  g.raw[2] = IsInet(a) ? 0x40 : 0x60;
+  g.raw[3] = ps == RDMA_PS_UDP ? 0x01 : 0x1b;
+  g.raw[4] = g.raw[5] = 0xff;  // the P_Key
+  if (IsInet(a))
+    memcpy(g.raw + 12, &V4(a).sin_addr.s_addr, 4);
+  else
+    memcpy(g.raw + 6, a.sin6_addr.s6_addr + 6, 10);
+  return g;
+}
+
+// The group's multicast LID: what an SA would assign, the same for every
+// process that joins the group (a hash of the MGID into 0xC000-0xFFFE).
+uint16_t McastLid(const ibv_gid& g) {
+  uint32_t h = 2166136261u;
+  for (uint8_t b : g.raw) h = (h ^ b) * 16777619u;
+  return static_cast<uint16_t>(0xc000 + h % 0x3fff);
+}
+
 // Copies a user sockaddr of `len` bytes (at most a sockaddr_in6).
 bool TakeAddr(const void* p, size_t len, sockaddr_in6* out) {
   *out = {};
@@ -276,6 +342,18 @@ class Cm {
       // The counter is far from its maximum; nothing to do.
     }
   }
+
+  static Join* FindJoin(Id& id, uint32_t handle) {
+    for (Join& j : id.joins)
+      if (j.handle == handle) return &j;
+    return nullptr;
+  }
+
+  // JOIN_MCAST (and JOIN_IP_MCAST, which is it with a full member's join):
+  // the join's handle in *mc_handle, or an errno.
+  int JoinMcast(Id& id, const sockaddr_in6& addr, uint16_t flags, uint64_t uid, uint32_t* mc_handle);
+  // LEAVE_MCAST: the events reported on the join in *reported.
+  int LeaveMcast(int fd, uint32_t mc_handle, uint32_t* reported);
 
   Msg NewMsg(const Id& from, MsgType type) {
     Msg m{};
@@ -738,6 +816,64 @@ void Cm::Receive(int fd, const Msg& m, Out* out) {
   }
 }
 
+int Cm::JoinMcast(Id& id, const sockaddr_in6& addr, uint16_t flags, uint64_t uid, uint32_t* mc_handle) {
+  if (flags != RDMA_MC_JOIN_FLAG_FULLMEMBER && flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) return EINVAL;
+  // rdma_join_multicast: an id on the device, bound or address-resolved,
+  // of a UD port space; a group address (the SA-assigned MGID of a join to
+  // the any address is not softnic's).
+  if (!id.on_device || (id.st != St::kIdle && id.st != St::kAddrResolved)) return EINVAL;
+  if (id.qp_type != IBV_QPT_UD || IsAny(addr)) return EINVAL;
+  Join j;
+  j.handle = s_.next_handle++;
+  j.uid = uid;
+  j.mgid = McastGid(addr, id.ps);
+  j.mlid = McastLid(j.mgid);
+  j.flags = flags;
+  // The SA answers at once: the join event, with the group's address
+  // vector (its GID and LID, a GRH), QPN 0xFFFFFF and the Q_Key.
+  Event e{};
+  e.mc = j.handle;
+  rdma_ucm_ud_param& ud = e.resp.param.ud;
+  FillUd(kMcastQpn, id.qkey ? id.qkey : kUdpQkey, nullptr, &ud);
+  ud.ah_attr.dlid = j.mlid;
+  ud.ah_attr.is_global = 1;
+  memcpy(ud.ah_attr.grh.dgid, j.mgid.raw, sizeof(ud.ah_attr.grh.dgid));
+  ud.ah_attr.grh.sgid_index = 0;
+  ud.ah_attr.grh.hop_limit = 1;
+  id.joins.push_back(j);
+  Queue(id, j.handle, kEvMulticastJoin, 0, &e);
+  *mc_handle = j.handle;
+  return 0;
+}
+
+int Cm::LeaveMcast(int fd, uint32_t mc_handle, uint32_t* reported) {
+  for (auto& [h, id] : s_.ids) {
+    for (auto j = id.joins.begin(); j != id.joins.end(); ++j) {
+      if (j->handle != mc_handle) continue;
+      if (id.chan != fd) return EINVAL;  // another channel's join
+      *reported = j->events_reported;
+      id.joins.erase(j);
+      // Its events not yet read go with it.
+      auto it = s_.chans.find(fd);
+      if (it == s_.chans.end()) return 0;
+      auto& q = it->second.events;
+      for (auto e = q.begin(); e != q.end();) {
+        if (e->owner == id.handle && e->mc == mc_handle) {
+          uint64_t v;
+          if (::read(it->second.efd, &v, sizeof(v)) != sizeof(v)) {
+            // Already drained by a reader racing us: nothing to undo.
+          }
+          e = q.erase(e);
+        } else {
+          ++e;
+        }
+      }
+      return 0;
+    }
+  }
+  return ENOENT;
+}
+
 ssize_t Cm::GetEvent(int fd, uint64_t response, size_t out_len) {
   if (out_len < sizeof(rdma_ucm_event_resp)) {
     errno = ENOSPC;
@@ -762,8 +898,17 @@ ssize_t Cm::GetEvent(int fd, uint64_t response, size_t out_len) {
         }
         auto owner = s_.ids.find(e.owner);
         if (owner == s_.ids.end()) continue;
-        e.resp.uid = owner->second.uid;
-        ++owner->second.events_reported;
+        if (e.mc) {
+          // A join's event carries the join's uid and counts for it, not
+          // for its id (librdmacm acks it on the join).
+          Join* j = FindJoin(owner->second, e.mc);
+          if (!j) continue;
+          e.resp.uid = j->uid;
+          ++j->events_reported;
+        } else {
+          e.resp.uid = owner->second.uid;
+          ++owner->second.events_reported;
+        }
         if (const int err = CopyOut(response, &e.resp, sizeof(e.resp))) {
           errno = err;
           return -1;
@@ -918,6 +1063,10 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
           } else if (IsLocal(dst)) {
             a = dst;
             SetPort(&a, have_src ? PortOf(src) : 0);
+          } else if (IsMcastAddr(dst)) {
+            // A group: its traffic leaves by softnic0 (the loopback's).
+            a = Loopback(dst.sin6_family);
+            SetPort(&a, have_src ? PortOf(src) : 0);
           } else {
             a.sin6_family = dst.sin6_family;
           }
@@ -926,14 +1075,14 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
           SetPort(&id->src, id->port);
         }
         id->dst = dst;
-        if (!IsLocal(dst)) {
+        if (!IsLocal(dst) && !IsMcastAddr(dst)) {
           // Another host: softnic reaches only this one.
           Queue(*id, id->handle, kEvAddrError, -EHOSTUNREACH);
           return ok;
         }
         if (IsAny(id->src)) {
           const uint16_t p = id->port;
-          id->src = dst;
+          id->src = IsMcastAddr(dst) ? Loopback(dst.sin6_family) : dst;
           SetPort(&id->src, p);
         }
         id->on_device = true;
@@ -1211,11 +1360,40 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
         if (const int e = CopyOut(cmd.response, &resp, sizeof(resp))) err = e;
         break;
       }
-      case RDMA_USER_CM_CMD_GET_OPTION:
       case RDMA_USER_CM_CMD_JOIN_IP_MCAST:
-      case RDMA_USER_CM_CMD_JOIN_MCAST:
-      case RDMA_USER_CM_CMD_LEAVE_MCAST:
-        // Multicast is not softnic's (no multicast groups on its fabric).
+      case RDMA_USER_CM_CMD_JOIN_MCAST: {
+        if (hdr.out < sizeof(rdma_ucm_create_id_resp)) return fail(ENOSPC);
+        uint32_t h;
+        uint64_t uid, response;
+        uint16_t flags = RDMA_MC_JOIN_FLAG_FULLMEMBER;
+        sockaddr_in6 a{};
+        bool have = false;
+        if (hdr.cmd == RDMA_USER_CM_CMD_JOIN_IP_MCAST) {
+          const auto cmd = Arg<rdma_ucm_join_ip_mcast>(in, in_len);
+          h = cmd.id, uid = cmd.uid, response = cmd.response;
+          have = TakeAddr(&cmd.addr, sizeof(cmd.addr), &a);
+        } else {
+          const auto cmd = Arg<rdma_ucm_join_mcast>(in, in_len);
+          h = cmd.id, uid = cmd.uid, response = cmd.response, flags = cmd.join_flags;
+          have = cmd.addr_size <= sizeof(cmd.addr) && TakeAddr(&cmd.addr, cmd.addr_size, &a);
+        }
+        Id* id = Find(h, fd);
+        if (!id) return fail(EINVAL);
+        if (!have) return fail(EINVAL);
+        rdma_ucm_create_id_resp resp{};
+        if (const int e = JoinMcast(*id, a, flags, uid, &resp.id)) return fail(e);
+        if (const int e = CopyOut(response, &resp, sizeof(resp))) err = e;
+        break;
+      }
+      case RDMA_USER_CM_CMD_LEAVE_MCAST: {
+        const auto cmd = Arg<rdma_ucm_destroy_id>(in, in_len);
+        if (hdr.out < sizeof(rdma_ucm_destroy_id_resp)) return fail(ENOSPC);
+        rdma_ucm_destroy_id_resp resp{};
+        if (const int e = LeaveMcast(fd, cmd.id, &resp.events_reported)) return fail(e);
+        if (const int e = CopyOut(cmd.response, &resp, sizeof(resp))) err = e;
+        break;
+      }
+      case RDMA_USER_CM_CMD_GET_OPTION:
         return fail(ENOSYS);
       default:
         return fail(EINVAL);

@@ -17,6 +17,14 @@
 // each state transition come from what the two ends exchanged (QPN, PSN,
 // responder resources, initiator depth, retry counts).
 //
+// Multicast (JOIN_MCAST, JOIN_IP_MCAST, LEAVE_MCAST): a UD id joins at
+// once, as if the SA answered: the join event carries the group's address
+// vector (the MGID the kernel maps the IP group to on an InfiniBand port,
+// a multicast LID every process derives alike from it), QPN 0xFFFFFF and
+// the Q_Key.  Membership itself is the QP's: librdmacm attaches the id's
+// QP on the join event (ibv_attach_mcast, softnic/mcast.cc), and the
+// fabric carries it to every process.
+//
 // Names a peer must find live in a per-user private folder (softnic's
 // <dir>/rdmasan-<uid>.d, one subfolder per fabric): each channel's inbox
 // socket, and one file per bound port (p<ps>-<port>, created O_EXCL, held

@@ -428,12 +428,11 @@ bool Land(Exec& x, const SendWqe& w, ShmQp& resp, int* st) {
 }
 
 // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the WRs that consume a receive
-// WQE of the responder.
-int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
+// WQE of the responder, delivered to `resp` (found live and of a matching
+// type by the caller).
+int SendTo(Exec& x, SendWqe& w, ShmQp* resp, const Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   const bool ud = me.type == IBV_QPT_UD;
-  ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
-  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
   if (!CanReceive(*resp)) return ud ? IBV_WC_SUCCESS : NotReadyOrError(x, *resp, w);
   int st;
   if (!Land(x, w, *resp, &st)) return st;
@@ -476,6 +475,35 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   }
   if (write_imm) return DeliverWriteImm(x, *resp, rw, srq_slot, c, dst_pid, remote_va, lseg, nl, len);
   return DeliverSend(x, w, *resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
+}
+
+// A UD SEND to QPN 0xFFFFFF: a copy to every QP attached to the group its
+// AH names, in any process (the sender's own QP too, when attached), as a
+// switch replicates it.  Each member takes it or drops it as a unicast
+// UD receiver does (Q_Key, no receive posted, too short a buffer); the
+// requester's completion fails only for its own faults.  An AH that names
+// no group: the message is lost, as on the wire.
+int ExecuteMulticast(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
+  if (len > 4096) return IBV_WC_LOC_LEN_ERR;
+  if (!w.has_ah) return IBV_WC_SUCCESS;
+  uint32_t members[kMaxMcastQpsPerGroup];
+  const uint32_t n = McastMembersLocked(x.p, w.ah, members, kMaxMcastQpsPerGroup);
+  for (uint32_t i = 0; i < n; ++i) {
+    ShmQp* resp = &x.h->qps[members[i]];
+    if (!PeerAlive(x, *resp)) continue;
+    const int st = SendTo(x, w, resp, lseg, nl, len);
+    if (st != IBV_WC_SUCCESS) return st;  // the requester's own buffer
+  }
+  return IBV_WC_SUCCESS;
+}
+
+int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
+  ShmQp& me = *x.qp->shm;
+  const bool ud = me.type == IBV_QPT_UD;
+  if (ud && w.remote_qpn == kMcastQpn) return ExecuteMulticast(x, w, lseg, nl, len);
+  ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
+  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
+  return SendTo(x, w, resp, lseg, nl, len);
 }
 
 int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,

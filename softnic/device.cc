@@ -437,9 +437,9 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->max_mw = kMaxMws - 1;
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
-  a->max_mcast_grp = 0;
-  a->max_mcast_qp_attach = 0;
-  a->max_total_mcast_qp_attach = 0;
+  a->max_mcast_grp = kMaxMcastGroups;
+  a->max_mcast_qp_attach = kMaxMcastQpsPerGroup;
+  a->max_total_mcast_qp_attach = kMaxMcastAttach;
   a->max_ah = 0xffff;
   a->max_fmr = 0;
   a->max_map_per_fmr = 0;

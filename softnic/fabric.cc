@@ -555,6 +555,8 @@ void Fabric::ReleaseProcLocked(uint32_t proc) {
     if (x.in_use && x.proc == proc) x.in_use = 0, x.refs = 0;
   for (auto& c : h->ctxs)
     if (c.in_use && c.proc == proc) c.in_use = 0;
+  for (auto& m : h->mcasts)
+    if (m.in_use && m.proc == proc) m.in_use = 0;
   h->procs[proc].in_use = 0;
 }
 

@@ -4,7 +4,8 @@
 // variable RDMASAN_SOFTNIC_DIR, else /dev/shm; name: the softnic_fabric
 // option), holding fixed tables of every object a *remote* process must
 // see: processes, QPs (state, receive queue), CQs (completion rings), SRQs,
-// MRs (keys, ranges, access), completion channels and async endpoints.
+// MRs (keys, ranges, access), completion channels, async endpoints and
+// multicast attachments.
 // The requester executes a work request itself, under the fabric lock: it
 // validates keys against these tables and moves payload straight into the
 // peer's memory with process_vm_writev/readv (or memcpy when the peer is
@@ -60,7 +61,7 @@
 namespace rdmasan::softnic {
 
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
-inline constexpr uint32_t kFabricVersion = 5;                    // 5: XRC (domains, SRQ numbers)
+inline constexpr uint32_t kFabricVersion = 6;                    // 6: multicast attachments
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -81,6 +82,14 @@ inline constexpr uint32_t kMaxMws = 16384;
 inline constexpr uint32_t kMwIndexBase = 0x400000;
 inline bool IsMwKey(uint32_t key) { return (key >> 8) >= kMwIndexBase; }
 inline uint32_t MwSlotOf(uint32_t key) { return (key >> 8) - kMwIndexBase; }
+// Multicast: one entry per (UD QP, group) attachment, any process's.  A
+// group is its GID (ff00::/8) and its LID (0xC000-0xFFFE); a UD send to
+// QPN 0xFFFFFF reaches every QP attached to the group its AH names.
+inline constexpr uint32_t kMaxMcastAttach = 4096;
+inline constexpr uint32_t kMaxMcastGroups = 1024;  // distinct groups
+inline constexpr uint32_t kMaxMcastQpsPerGroup = 256;
+inline constexpr uint32_t kMcastQpn = 0xffffff;
+inline constexpr uint16_t kMcastLidFirst = 0xc000, kMcastLidLast = 0xfffe;
 // Why recent error completions happened (ExplainCompletion): a ring.
 inline constexpr uint32_t kMaxWhys = 512;
 inline constexpr uint32_t kWhyText = 200;
@@ -266,6 +275,19 @@ struct ShmWhy {
   char text[kWhyText];
 };
 
+// One attachment of the QP in `qp_slot` (whose QPN was `qpn` when it
+// attached: an entry whose QP is gone or reused matches nothing).
+struct ShmMcast {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t qp_slot;
+  uint32_t qpn;
+  uint8_t gid[16];
+  uint16_t lid;
+  uint16_t pad;
+  uint32_t pad2;
+};
+
 struct alignas(64) ShmQp {
   uint32_t in_use;
   uint32_t proc;
@@ -322,6 +344,7 @@ struct ShmHeader {
   ShmXrcd xrcds[kMaxXrcds];
   uint64_t why_next;
   ShmWhy whys[kMaxWhys];
+  ShmMcast mcasts[kMaxMcastAttach];
 };
 
 class Fabric {

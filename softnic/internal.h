@@ -265,6 +265,14 @@ bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge);
 // owner flushes its private send queue when it next looks.
 void MoveToErrorLocked(Process* p, ShmQp* q);
 
+// Multicast (mcast.cc), fabric lock held.  McastMembers: the slots of
+// the QPs attached to the group `ah` names (its GID when it is global and
+// multicast, else its LID when that is a multicast LID), at most `max`,
+// each a live UD QP.  DetachAllMcast: the QP in `qp_slot` is being
+// destroyed, its attachments go.
+uint32_t McastMembersLocked(Process* p, const ibv_ah_attr& ah, uint32_t* slots, uint32_t max);
+void DetachAllMcastLocked(Process* p, uint32_t qp_slot);
+
 // Memory windows (mw.cc).  The verbs_context ops, and what the data path
 // does with windows, fabric lock held.  Execute*: an IBV_WC_* status, with
 // the reason for an error in `why`.

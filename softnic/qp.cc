@@ -166,6 +166,7 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   }
   ShmQp& s = h->qps[slot];
   s.gen = (s.gen % 4095) + 1;
+  if (((s.gen << 12) | slot) == kMcastQpn) s.gen = 1;  // 0xFFFFFF is multicast's
   s.qpn = (s.gen << 12) | slot;
   s.in_use = 1;
   s.proc = p->fab->self_proc();
@@ -391,6 +392,7 @@ int DestroyQp(ibv_qp* ibqp) {
   {
     std::lock_guard<std::mutex> g(p->mu);
     FabricLock lock(p->fab);
+    DetachAllMcastLocked(p, qp->slot);
     p->fab->Free(qp->shm->rq.ring_off);
     qp->shm->rq.ring_off = 0;
     qp->shm->in_use = 0;

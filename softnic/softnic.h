@@ -116,6 +116,17 @@ int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 int DestroyQp(ibv_qp* qp);
 ibv_qp_ex* QpToQpEx(ibv_qp* qp);
 
+// Multicast (mcast.cc): ibv_attach_mcast / ibv_detach_mcast.  A UD QP
+// joins the group (gid, lid) of the fabric; a UD send to QPN 0xFFFFFF
+// with an AH naming the group reaches every QP attached to it, in every
+// process.  EINVAL: not a UD QP, a GID that is not multicast, a LID
+// outside 0xC000-0xFFFE (the port is InfiniBand), or (detach) a QP not
+// attached to the group, as rxe answers; ENOMEM: a table full (see
+// max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach).
+// Attaching twice is one attachment (0).
+int AttachMcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+int DetachMcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr);
 int DestroyAh(ibv_ah* ah);
 

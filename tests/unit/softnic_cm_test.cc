@@ -124,10 +124,15 @@ TEST_F(SoftnicCm, MalformedCommandsGetTheKernelsErrors) {
   EXPECT_EQ(errno, EFAULT);
   munmap(gone, 4096);
 
-  // Multicast is not softnic's.
+  // A join with no room for its answer; one of no id.
   auto join = Make<rdma_ucm_join_mcast>(RDMA_USER_CM_CMD_JOIN_MCAST);
   EXPECT_EQ(Write(fd_, &join, sizeof(join)), -1);
-  EXPECT_EQ(errno, ENOSYS);
+  EXPECT_EQ(errno, ENOSPC);
+  join.hdr.out = sizeof(rdma_ucm_create_id_resp);
+  join.body.response = reinterpret_cast<uintptr_t>(&resp);
+  join.body.id = 4242;
+  EXPECT_EQ(Write(fd_, &join, sizeof(join)), -1);
+  EXPECT_EQ(errno, EINVAL);
 
   // None of it left an event behind.
   rdma_ucm_event_resp ev;
@@ -181,6 +186,117 @@ TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
   destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
   ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
   EXPECT_EQ(dresp.events_reported, 3u);
+}
+
+// Multicast: a UD id resolved toward a group joins it; the join event
+// carries the join's uid and handle (not the id's), the group's address
+// vector (the MGID the kernel maps an IPv4 group to, a multicast LID, a
+// GRH), QPN 0xFFFFFF and the UDP port space's Q_Key; it counts for the
+// join (LEAVE_MCAST's answer), not for the id (DESTROY_ID's).
+TEST_F(SoftnicCm, MulticastJoinAndLeave) {
+  const uint32_t id = CreateId(RDMA_PS_UDP, 4 /* IBV_QPT_UD */);
+  rdma_ucm_create_id_resp jresp{};
+  auto join = Make<rdma_ucm_join_ip_mcast>(RDMA_USER_CM_CMD_JOIN_IP_MCAST, sizeof(jresp));
+  join.body.id = id;
+  join.body.uid = 0x5678;
+  join.body.response = reinterpret_cast<uintptr_t>(&jresp);
+  auto* group = reinterpret_cast<sockaddr_in*>(&join.body.addr);
+  group->sin_family = AF_INET;
+  group->sin_addr.s_addr = inet_addr("230.1.2.3");
+  EXPECT_EQ(Write(fd_, &join, sizeof(join)), -1) << "not on the device yet";
+  EXPECT_EQ(errno, EINVAL);
+
+  auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
+  r.body.id = id;
+  reinterpret_cast<sockaddr_in*>(&r.body.src_addr)->sin_family = AF_INET;
+  reinterpret_cast<sockaddr_in*>(&r.body.src_addr)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  memcpy(&r.body.dst_addr, group, sizeof(*group));
+  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r))) << strerror(errno);
+  rdma_ucm_event_resp ev{};
+  ASSERT_GT(GetEvent(&ev), 0) << strerror(errno);
+  EXPECT_EQ(ev.event, 0u);  // ADDR_RESOLVED: a group is reachable
+  EXPECT_EQ(ev.status, 0u);
+
+  ASSERT_EQ(Write(fd_, &join, sizeof(join)), static_cast<ssize_t>(sizeof(join))) << strerror(errno);
+  const uint32_t mc = jresp.id;
+  EXPECT_NE(mc, id);
+  ASSERT_GT(GetEvent(&ev), 0) << strerror(errno);
+  EXPECT_EQ(ev.event, 12u);  // MULTICAST_JOIN
+  EXPECT_EQ(ev.status, 0u);
+  EXPECT_EQ(ev.uid, 0x5678u);
+  EXPECT_EQ(ev.id, mc);
+  EXPECT_EQ(ev.param.ud.qp_num, 0xffffffu);
+  EXPECT_EQ(ev.param.ud.qkey, 0x01234567u);
+  EXPECT_EQ(ev.param.ud.ah_attr.is_global, 1);
+  EXPECT_EQ(ev.param.ud.ah_attr.port_num, 1);
+  const uint8_t mgid[16] = {0xff, 0x12, 0x40, 0x01, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 230, 1, 2, 3};
+  EXPECT_EQ(memcmp(ev.param.ud.ah_attr.grh.dgid, mgid, 16), 0);
+  const uint16_t mlid = ev.param.ud.ah_attr.dlid;
+  EXPECT_GE(mlid, 0xc000);
+  EXPECT_LE(mlid, 0xfffe);
+
+  // A send-only join (rdma_join_multicast_ex) of an IPv6 group; flags
+  // past send-only are EINVAL.  Left before its event is read: the event
+  // goes, and none was reported on it.
+  rdma_ucm_create_id_resp jresp6{};
+  auto join6 = Make<rdma_ucm_join_mcast>(RDMA_USER_CM_CMD_JOIN_MCAST, sizeof(jresp6));
+  join6.body.id = id;
+  join6.body.uid = 0x9abc;
+  join6.body.response = reinterpret_cast<uintptr_t>(&jresp6);
+  join6.body.addr_size = sizeof(sockaddr_in6);
+  auto* g6 = reinterpret_cast<sockaddr_in6*>(&join6.body.addr);
+  g6->sin6_family = AF_INET6;
+  ASSERT_EQ(inet_pton(AF_INET6, "ff0e::1234", &g6->sin6_addr), 1);
+  join6.body.join_flags = 2;  // RDMA_MC_JOIN_FLAG_RESERVED
+  EXPECT_EQ(Write(fd_, &join6, sizeof(join6)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  join6.body.join_flags = 1;  // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
+  ASSERT_EQ(Write(fd_, &join6, sizeof(join6)), static_cast<ssize_t>(sizeof(join6))) << strerror(errno);
+  rdma_ucm_destroy_id_resp lresp{};
+  auto leave = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_LEAVE_MCAST, sizeof(lresp));
+  leave.body.id = jresp6.id;
+  leave.body.response = reinterpret_cast<uintptr_t>(&lresp);
+  lresp.events_reported = 99;
+  ASSERT_EQ(Write(fd_, &leave, sizeof(leave)), static_cast<ssize_t>(sizeof(leave))) << strerror(errno);
+  EXPECT_EQ(lresp.events_reported, 0u);
+  pollfd p{fd_, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "the left join's event went with it";
+
+  // The same group joined by another id: the same MGID and LID.
+  const uint32_t id2 = CreateId(RDMA_PS_UDP, 4);
+  r.body.id = id2;
+  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  join.body.id = id2;
+  ASSERT_EQ(Write(fd_, &join, sizeof(join)), static_cast<ssize_t>(sizeof(join)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  EXPECT_EQ(ev.event, 12u);
+  EXPECT_EQ(memcmp(ev.param.ud.ah_attr.grh.dgid, mgid, 16), 0);
+  EXPECT_EQ(ev.param.ud.ah_attr.dlid, mlid);
+
+  // Leaving: the events reported on the join; twice: ENOENT.
+  leave.body.id = mc;
+  ASSERT_EQ(Write(fd_, &leave, sizeof(leave)), static_cast<ssize_t>(sizeof(leave))) << strerror(errno);
+  EXPECT_EQ(lresp.events_reported, 1u);
+  EXPECT_EQ(Write(fd_, &leave, sizeof(leave)), -1);
+  EXPECT_EQ(errno, ENOENT);
+
+  // A connected port space's id cannot join.
+  const uint32_t rc = CreateId(RDMA_PS_TCP, 2);
+  r.body.id = rc;
+  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  join.body.id = rc;
+  EXPECT_EQ(Write(fd_, &join, sizeof(join)), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  // The id's own count: ADDR_RESOLVED only, not the join's event.
+  rdma_ucm_destroy_id_resp dresp{};
+  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
+  destroy.body.id = id;
+  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
+  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
+  EXPECT_EQ(dresp.events_reported, 1u);
 }
 
 TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
