@@ -60,6 +60,8 @@ ibv_wc_opcode WcOpcode(uint32_t wr_opcode) {
       return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return IBV_WC_FETCH_ADD;
+    case IBV_WR_ATOMIC_WRITE:
+      return IBV_WC_ATOMIC_WRITE;
     case IBV_WR_BIND_MW:
       return IBV_WC_BIND_MW;
     case IBV_WR_LOCAL_INV:
@@ -580,6 +582,24 @@ int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const S
   return Move(x.self, x.self, lseg, 1, x.self, &from, 1) ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
 }
 
+// ATOMIC_WRITE: the 8 bytes land at an 8-aligned address the rkey grants
+// for REMOTE_WRITE, in one copy under the fabric lock (so no other softnic
+// access sees half of it).  A misaligned address is a NAK Invalid Request,
+// as for the other atomics.
+int ExecuteAtomicWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
+                       uint64_t len) {
+  if (len != kAtomicWriteBytes) {
+    Why(x, "LOC_LEN_ERR: an atomic write carries exactly 8 bytes, not %" PRIu64, len);
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  if (w.remote_addr % kAtomicWriteBytes) {
+    Why(x, "REM_INV_REQ_ERR: atomic write remote address 0x%" PRIx64 " is not 8-byte aligned", w.remote_addr);
+    ResponderError(x, resp, IBV_EVENT_QP_REQ_ERR);
+    return IBV_WC_REM_INV_REQ_ERR;
+  }
+  return ExecuteWrite(x, w, resp, dst_pid, lseg, nl, len);
+}
+
 // RDMA_WRITE, RDMA_READ and the atomics: one-sided, no receive WQE.
 int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
@@ -595,6 +615,8 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
       return ExecuteWrite(x, w, *resp, dst_pid, lseg, nl, len);
     case IBV_WR_RDMA_READ:
       return ExecuteRead(x, w, *resp, dst_pid, lseg, nl, len);
+    case IBV_WR_ATOMIC_WRITE:
+      return ExecuteAtomicWrite(x, w, *resp, dst_pid, lseg, nl, len);
     default:
       return ExecuteAtomic(x, w, *resp, dst_pid, lseg, nl, len);
   }
@@ -696,6 +718,7 @@ bool OpcodeAllowed(uint32_t type, uint32_t op) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_WRITE:
       return type == IBV_QPT_RC;
     case IBV_WR_BIND_MW:
     case IBV_WR_LOCAL_INV:
@@ -800,10 +823,21 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       w.ah = reinterpret_cast<SnAh*>(wr->wr.ud.ah)->attr;
       w.has_ah = true;
     }
+    // An atomic write's value is 8 bytes, from its SGEs or inline (the
+    // WQE carries it whatever max_inline_data is).
+    const bool atomic_write = wr->opcode == IBV_WR_ATOMIC_WRITE;
+    if (atomic_write) {
+      uint64_t total = 0;
+      for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+      if (total != kAtomicWriteBytes) {
+        rc = EINVAL;
+        break;
+      }
+    }
     if (wr->send_flags & IBV_SEND_INLINE) {
       uint64_t total = 0;
       for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
-      if (total > qp->max_inline || wr->opcode == IBV_WR_RDMA_READ ||
+      if ((total > qp->max_inline && !atomic_write) || wr->opcode == IBV_WR_RDMA_READ ||
           wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
         rc = EINVAL;
         break;

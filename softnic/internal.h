@@ -129,6 +129,14 @@ struct SendWqe {
   uint8_t inline_data[kMaxInline];
 };
 
+// RDMA atomic write (IBV_WR_ATOMIC_WRITE): an 8-byte value written to an
+// 8-aligned remote address at once; the responder's MR must grant
+// REMOTE_WRITE.  query_device_ex advertises it in device_cap_flags_ex with
+// the kernel's bit for it (IB_UVERBS_DEVICE_ATOMIC_WRITE, 1 << 40), which
+// libibverbs passes through unnamed.
+inline constexpr uint32_t kAtomicWriteBytes = 8;
+inline constexpr uint64_t kDeviceCapAtomicWrite = 1ull << 40;
+
 // One WR being built through the ibv_wr_* API.
 struct BatchWr {
   ibv_send_wr wr;
