@@ -1,5 +1,5 @@
 // atomic-misaligned: an atomic's remote address is 8-aligned and its local
-// buffer is exactly 8 bytes.
+// buffer (an atomic write's value) is exactly 8 bytes.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -18,10 +18,8 @@ namespace {
 void CheckAtomicMisaligned(CheckContext& c) {
   if (c.e.kind != core::EventKind::kPostSend) return;
   for (const core::SendWr& w : c.e.send_wrs) {
-    if (!IsAtomic(w.opcode)) continue;
     uint64_t total = 0;
-    for (const auto& g : w.sges) total += g.length;
-    if (w.remote_addr % 8 != 0 || total != 8) ReportAtomicMisaligned(c, w, total);
+    if (AtomicMisaligned(w, &total)) ReportAtomicMisaligned(c, w, total);
   }
 }
 

@@ -66,7 +66,8 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
     }
     signaled += sig;
     // atomic-misaligned.
-    if (IsAtomic(w.opcode) && (w.remote_addr % 8 != 0 || TotalLength(g, ng) != 8)) return false;
+    uint64_t atomic_len;
+    if (AtomicMisaligned(w, &atomic_len)) return false;
     if (w.send_flags & IBV_SEND_INLINE) {
       // inline-too-large (an inline WR's lkeys are not used).
       if (TotalLength(g, ng) > q.caps.max_inline_data) return false;

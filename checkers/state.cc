@@ -17,6 +17,19 @@ bool WritesLocal(uint32_t op) {
 
 bool IsAtomic(uint32_t op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
 
+bool AtomicMisaligned(const core::SendWr& w, uint64_t* total) {
+  *total = 0;
+  for (const auto& g : w.sges) *total += g.length;
+  if (IsAtomic(w.opcode)) return w.remote_addr % 8 != 0 || *total != 8;
+  // ibv_wr_atomic_write copies its 8 bytes at the call (no SGE);
+  // ibv_post_send takes them from the WR's SGEs.
+  if (w.opcode == IBV_WR_ATOMIC_WRITE) {
+    if (w.num_sge == 0) *total = 8;
+    return w.remote_addr % 8 != 0 || *total != 8;
+  }
+  return false;
+}
+
 const char* WrOpcodeName(uint32_t op) {
   switch (op) {
     case IBV_WR_RDMA_WRITE:
@@ -39,6 +52,8 @@ const char* WrOpcodeName(uint32_t op) {
       return "BIND_MW";
     case IBV_WR_SEND_WITH_INV:
       return "SEND_WITH_INV";
+    case IBV_WR_ATOMIC_WRITE:
+      return "ATOMIC_WRITE";
     default:
       return "WR";
   }

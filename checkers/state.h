@@ -420,6 +420,10 @@ inline bool HasWindowWrs(const core::Event& e) {
 // WR opcodes that write into the local SGEs (RDMA READ and atomics).
 bool WritesLocal(uint32_t wr_opcode);
 bool IsAtomic(uint32_t wr_opcode);
+// atomic-misaligned: an atomic (compare-and-swap, fetch-and-add, atomic
+// write) whose remote address is not 8-aligned or whose value is not 8
+// bytes; *total is the value's length.
+bool AtomicMisaligned(const core::SendWr& w, uint64_t* total);
 const char* WrOpcodeName(uint32_t wr_opcode);
 const char* QpStateName(uint32_t state);
 

@@ -134,7 +134,7 @@ bool IsForced(const CqState& st, const Entry& e) { return e.age >= g->delay || e
 
 bool IsRdmaOrAtomic(uint32_t opcode) {
   return opcode == IBV_WC_RDMA_WRITE || opcode == IBV_WC_RDMA_READ || opcode == IBV_WC_COMP_SWAP ||
-         opcode == IBV_WC_FETCH_ADD;
+         opcode == IBV_WC_FETCH_ADD || opcode == IBV_WC_ATOMIC_WRITE;
 }
 
 uint64_t DrawStatus(const core::FaultRule& r, core::Draws& d, uint32_t opcode) {

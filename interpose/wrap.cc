@@ -68,7 +68,7 @@ inline void Bump(std::atomic<uint64_t>& c) {
 // Opcodes whose local SGEs are read by the NIC (the payload sent).
 bool SourcesPayload(uint32_t op) {
   return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV;
+         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND_WITH_INV || op == IBV_WR_ATOMIC_WRITE;
 }
 
 // Hashes the payloads the NIC will read (buffer-modified-in-flight), if
@@ -724,6 +724,15 @@ void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
   if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_FETCH_AND_ADD))
     w->remote_addr = addr, w->rkey = rkey, w->compare_add = add;
 }
+// The 8-byte value is copied into the WQE at the call (as inline data is),
+// so the WR has no SGE: no key, no buffer the checks must follow.
+void ShAtomicWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* value) {
+  Reentry re;
+  WrHooks* h = WrHooksOf(q);
+  if (!h) return;
+  h->orig.wr_atomic_write(q, rkey, addr, value);
+  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_WRITE)) w->remote_addr = addr, w->rkey = rkey;
+}
 void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
   Reentry re;
   WrHooks* h = WrHooksOf(q);
@@ -861,6 +870,7 @@ void HookQpEx(ibv_qp_ex* q) {
   if (q->wr_rdma_read) q->wr_rdma_read = ShRead;
   if (q->wr_atomic_cmp_swp) q->wr_atomic_cmp_swp = ShCas;
   if (q->wr_atomic_fetch_add) q->wr_atomic_fetch_add = ShFaa;
+  if (q->wr_atomic_write) q->wr_atomic_write = ShAtomicWrite;
   if (q->wr_set_sge) q->wr_set_sge = ShSetSge;
   if (q->wr_set_sge_list) q->wr_set_sge_list = ShSetSgeList;
   if (q->wr_set_inline_data) q->wr_set_inline_data = ShSetInline;

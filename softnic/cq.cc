@@ -138,7 +138,7 @@ ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
                               IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+                              IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_TM_INFO;
   if (attr->wc_flags & ~kFlags) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -330,9 +330,14 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
     wc->byte_len = 0;
   }
   cq->cur_ts = c.ts_ns;
+  cq->cur_tm_tag = c.tm_tag;
+  cq->cur_tm_priv = c.tm_priv;
   // Retire queue slots: the completion is now seen by the application.
   SnQp* qp = c.qp_slot < kMaxQps ? p->qps[c.qp_slot] : nullptr;
-  if (!c.is_send && c.xrc_srq) {
+  if (c.tm != kTmNone) {
+    // A tag list operation or a tagged buffer: no receive WQE of the SRQ.
+    RetireTmCqe(p, c);
+  } else if (!c.is_send && c.xrc_srq) {
     // An XRC receive: its SRQ's slot, whichever process's target QP took
     // it (only one of ours, completing on this CQ, is retired).
     const uint32_t slot = c.xrc_srq - 1;
@@ -402,7 +407,7 @@ void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* 
     ShmCqe& c = cq->ring[i & (cq->nslots - 1)];
     if (c.seq.load(std::memory_order_acquire) != i + 1) break;  // not published
     if (c.qp_slot == qp_slot && c.qp_num == qpn) {
-      if (!c.is_send && srq) srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+      if (!c.is_send && srq && c.tm == kTmNone) srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
       ++removed;
     } else if (removed) {
       ShmCqe& to = cq->ring[(i + removed) & (cq->nslots - 1)];
@@ -464,6 +469,10 @@ uint8_t ReadSl(ibv_cq_ex* x) { return CqX(x)->cur.sl; }
 uint8_t ReadDlidPathBits(ibv_cq_ex* x) { return CqX(x)->cur.dlid_path_bits; }
 uint64_t ReadTs(ibv_cq_ex* x) { return CqX(x)->cur_ts; }
 uint64_t ReadWallclock(ibv_cq_ex* x) { return CqX(x)->cur_ts; }
+void ReadTmInfo(ibv_cq_ex* x, ibv_wc_tm_info* info) {
+  info->tag = CqX(x)->cur_tm_tag;
+  info->priv = CqX(x)->cur_tm_priv;
+}
 
 }  // namespace
 
@@ -484,6 +493,7 @@ void InstallCqExOps(SnCq* cq) {
   x.read_dlid_path_bits = ReadDlidPathBits;
   x.read_completion_ts = ReadTs;
   x.read_completion_wallclock_ns = ReadWallclock;
+  x.read_tm_info = ReadTmInfo;
 }
 
 }  // namespace rdmasan::softnic

@@ -209,6 +209,13 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
   ibv_device_attr_ex a{};
   QueryDevice(ctx, &a.orig_attr);
   a.max_dm_size = kMaxDmSize;  // per process (dm.cc)
+  a.device_cap_flags_ex = a.orig_attr.device_cap_flags | kDeviceCapAtomicWrite;
+  // Tag matching on RC QPs (tm.cc).
+  a.tm_caps.max_rndv_hdr_size = kTmMaxRndvHdr;
+  a.tm_caps.max_num_tags = kTmMaxTags;
+  a.tm_caps.flags = IBV_TM_CAP_RC;
+  a.tm_caps.max_ops = kTmMaxOps;
+  a.tm_caps.max_sge = kTmMaxSge;
   // On-demand paging: softnic pins nothing and copies through the owner's
   // address space at each access, so every transport can use ODP MRs for
   // every operation, and implicit ODP covers the whole address space.

@@ -543,6 +543,8 @@ void Fabric::ReleaseProcLocked(uint32_t proc) {
   for (auto& s : h->srqs)
     if (s.in_use && s.proc == proc) {
       Free(s.rq.ring_off);
+      if (s.tags_off) Free(s.tags_off);
+      s.tags_off = 0;
       s.in_use = 0;
     }
   for (auto& m : h->mrs)

@@ -61,7 +61,9 @@
 namespace rdmasan::softnic {
 
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
-inline constexpr uint32_t kFabricVersion = 6;                    // 6: multicast attachments
+// 5: XRC (domains, SRQ numbers); 6: multicast attachments; 7: tag matching
+// (tag lists, TM fields of completions).
+inline constexpr uint32_t kFabricVersion = 7;
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -105,6 +107,14 @@ inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr uint32_t kStageBytes = 128;
 inline constexpr uint32_t kStageSges = 4;
 
+// Tag matching (tm.cc): the most tags a TM SRQ's list holds, SGEs per
+// tagged buffer, outstanding list operations, and the longest rendezvous
+// request header.
+inline constexpr uint32_t kTmMaxTags = 256;
+inline constexpr uint32_t kTmMaxSge = 4;
+inline constexpr uint32_t kTmMaxOps = 64;
+inline constexpr uint32_t kTmMaxRndvHdr = 64;
+
 struct ShmSge {
   uint64_t addr;
   uint32_t length;
@@ -135,6 +145,13 @@ struct alignas(64) ShmCqe {
   uint32_t stage_len;
   uint32_t xrc_srq;  // an XRC receive: its SRQ's slot + 1 (0: not XRC)
   uint64_t ts_ns;
+  // Tag matching: what the completion retires at poll (kTm*), the TM SRQ's
+  // slot and tag handle, and the TMH's tag and app_ctx (ibv_wc_tm_info).
+  uint64_t tm_tag;
+  uint32_t tm_priv;
+  uint32_t tm_srq;
+  uint32_t tm_handle;
+  uint32_t tm;
   ShmSge stage_sge[kStageSges];
   uint8_t stage[kStageBytes];
 };
@@ -211,6 +228,27 @@ struct ShmXrcd {
   XrcdKey key;
 };
 
+// A TM SRQ's tag list entry (tm.cc): a tagged buffer posted by
+// IBV_WR_TAG_ADD.  A message that matches it marks it consumed; the owner
+// frees it when it polls the buffer's last completion (or at TAG_DEL).
+// `in_phase`: the ADD carried the device's unexpected count, so the entry
+// may match (one added before software saw every unexpected message may
+// not).
+enum : uint32_t { kTagFree = 0, kTagPosted = 1, kTagConsumed = 2 };
+struct ShmTag {
+  uint32_t state;
+  uint32_t in_phase;
+  uint64_t seq;  // ADD order: the earliest matching entry wins
+  uint64_t tag;
+  uint64_t mask;
+  uint64_t recv_wr_id;
+  uint32_t num_sge;
+  uint32_t pad;
+  ShmSge sge[kTmMaxSge];
+};
+// What a completion retires at poll (ShmCqe::tm).
+enum : uint32_t { kTmNone = 0, kTmOp = 1, kTmTagFirst = 2, kTmTagLast = 3 };
+
 struct ShmSrq {
   uint32_t in_use;
   uint32_t proc;
@@ -224,6 +262,12 @@ struct ShmSrq {
   uint32_t cq;        // XRC: the CQ its receives complete on
   XrcdKey xrcd;       // XRC: its domain
   ShmRq rq;
+  // TM (srq_type IBV_SRQT_TM): the tag list, max_tags entries at tags_off;
+  // the messages the device found unexpected; the next ADD's order.
+  uint64_t tags_off;
+  uint32_t max_tags;
+  uint32_t tm_unexpected;
+  uint64_t tm_seq;
 };
 
 struct ShmMr {

@@ -72,6 +72,8 @@ struct SnCq {
   std::atomic<uint32_t> stalled{0};  // a bound SQ has RNR-stalled WRs
   uint64_t last_peer_check_ns = 0;
   uint64_t cur_ts = 0;
+  uint64_t cur_tm_tag = 0;  // ibv_wc_read_tm_info
+  uint32_t cur_tm_priv = 0;
   // cq_ex poll state: the completion being read.
   ibv_wc cur{};
   bool in_poll = false;
@@ -94,7 +96,10 @@ struct SnSrq {
   ShmSrq* shm;
   std::atomic<uint32_t> outstanding{0};  // posted, completion not yet polled
   SnXrcd* xrcd = nullptr;                // an XRC SRQ's domain
-  SnCq* cq = nullptr;                    // an XRC SRQ's CQ
+  SnCq* cq = nullptr;                    // an XRC SRQ's CQ (a TM SRQ's: of its list operations)
+  // TM: list operations posted signaled, completion not yet polled.
+  uint32_t tm_max_ops = 0;
+  std::atomic<uint32_t> tm_ops{0};
 };
 
 // A send WR as the private send queue keeps it.
@@ -128,6 +133,14 @@ struct SendWqe {
   ShmSge sge[kMaxSge];
   uint8_t inline_data[kMaxInline];
 };
+
+// RDMA atomic write (IBV_WR_ATOMIC_WRITE): an 8-byte value written to an
+// 8-aligned remote address at once; the responder's MR must grant
+// REMOTE_WRITE.  query_device_ex advertises it in device_cap_flags_ex with
+// the kernel's bit for it (IB_UVERBS_DEVICE_ATOMIC_WRITE, 1 << 40), which
+// libibverbs passes through unnamed.
+inline constexpr uint32_t kAtomicWriteBytes = 8;
+inline constexpr uint64_t kDeviceCapAtomicWrite = 1ull << 40;
 
 // One WR being built through the ibv_wr_* API.
 struct BatchWr {
@@ -256,6 +269,23 @@ uint32_t XrcSrqFor(Fabric* f, const ShmQp& tgt, uint32_t srqn);
 inline bool IsXrc(uint32_t type) { return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV; }
 // Reliable-connected transports: RC and both halves of XRC.
 inline bool IsReliable(uint32_t type) { return type == IBV_QPT_RC || IsXrc(type); }
+
+// Tag matching (tm.cc).  CreateTmSrq: ibv_create_srq_ex of an IBV_SRQT_TM
+// SRQ (xrc.cc hands it over); PostSrqOps: the verbs_context op.  The data
+// path's side, fabric lock held: MatchTagLocked finds the earliest posted
+// in-phase entry of TM SRQ `srq` matching `tag`, copies it to *out (its
+// SGEs bounded) and marks it consumed, else kNone; UnconsumeTagLocked
+// gives it back (the message could not be taken after all).
+// RetireTmLocked: what a polled TM completion gives back (an operation
+// slot, a consumed tag).
+ibv_srq* CreateTmSrq(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+int PostSrqOps(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad);
+uint32_t MatchTagLocked(Fabric* f, uint32_t srq, uint64_t tag, ShmTag* out);
+void UnconsumeTagLocked(Fabric* f, uint32_t srq, uint32_t handle);
+void RetireTmCqe(Process* p, const ShmCqe& c);
+inline bool IsTmSrq(const ShmHeader* h, uint32_t srq) {
+  return srq < kMaxSrqs && h->srqs[srq].in_use && h->srqs[srq].srq_type == IBV_SRQT_TM;
+}
 
 // QPs and SRQs (qp.cc, srq.cc).
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);

@@ -3,8 +3,9 @@
 //
 // The calls build ordinary ibv_send_wrs in SnQp::batch; ibv_wr_complete
 // posts the chain through post_send, so both ways of posting share one
-// path.  What softnic does not do (TSO, atomic write) fails the batch with
-// EOPNOTSUPP at complete.
+// path.  ibv_wr_atomic_write copies its 8 bytes into the WR at the call
+// (they travel as an inline payload).  What softnic does not do (TSO)
+// fails the batch with EOPNOTSUPP at complete.
 //
 // May not: grow the batch past max_send_wr, or post anything before
 // ibv_wr_complete.
@@ -85,7 +86,15 @@ void WrSendTso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { WrUnsupported(x); }
 void WrSetXrc(ibv_qp_ex* x, uint32_t remote_srqn) {
   if (BatchWr* b = Last(x)) b->wr.qp_type.xrc.remote_srqn = remote_srqn;
 }
-void WrAtomicWrite(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { WrUnsupported(x); }
+void WrAtomicWrite(ibv_qp_ex* x, uint32_t rkey, uint64_t addr, const void* value) {
+  if (!NewWr(x, IBV_WR_ATOMIC_WRITE)) return;
+  BatchWr* b = Last(x);
+  b->wr.wr.rdma = {addr, rkey};
+  memcpy(b->inl, value, kAtomicWriteBytes);
+  b->sge[0] = {reinterpret_cast<uint64_t>(b->inl), kAtomicWriteBytes, 0};
+  b->nsge = 1;
+  b->wr.send_flags |= IBV_SEND_INLINE;
+}
 
 void WrSetUdAddr(ibv_qp_ex* x, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   if (BatchWr* b = Last(x)) b->wr.wr.ud = {ah, qpn, qkey};

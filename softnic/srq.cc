@@ -44,6 +44,10 @@ ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq
   s.armed_limit = attr->attr.srq_limit > 0;
   s.srqn = ((s.gen & ((1u << (24 - kSrqnGenShift)) - 1)) << kSrqnGenShift) | slot;
   s.srq_type = xrcd ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+  s.tags_off = 0;
+  s.max_tags = 0;
+  s.tm_unexpected = 0;
+  s.tm_seq = 0;
   s.cq = cq ? cq->slot : kNone;
   s.xrcd = xrcd ? xrcd->key : XrcdKey{};
   srq->xrcd = xrcd;
@@ -99,6 +103,8 @@ int DestroySrq(ibv_srq* ibsrq) {
     for (auto& q : h->qps)
       if (q.in_use && q.srq == srq->slot && q.proc == p->fab->self_proc()) return EBUSY;
     p->fab->Free(srq->shm->rq.ring_off);
+    if (srq->shm->tags_off) p->fab->Free(srq->shm->tags_off);
+    srq->shm->tags_off = 0;
     srq->shm->in_use = 0;
     srq->shm->srq_type = IBV_SRQT_BASIC;
     p->srqs[srq->slot] = nullptr;

@@ -135,10 +135,7 @@ ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
     return nullptr;
   }
   const ibv_srq_type type = (mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
-  if (type == IBV_SRQT_TM || (mask & IBV_SRQ_INIT_ATTR_TM)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
+  if (type == IBV_SRQT_TM || (mask & IBV_SRQ_INIT_ATTR_TM)) return CreateTmSrq(ctx, attr);
   if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) {
     errno = EINVAL;
     return nullptr;
@@ -233,6 +230,7 @@ void InstallXrcOps(verbs_context* v) {
   v->open_xrcd = OpenXrcd;
   v->close_xrcd = CloseXrcd;
   v->create_srq_ex = CreateSrqEx;
+  v->post_srq_ops = PostSrqOps;
   v->get_srq_num = GetSrqNum;
   v->open_qp = OpenQp;
 }

@@ -1281,6 +1281,26 @@ TEST(CheckersAtomicMisaligned, AddressAndLength) {
   EXPECT_EQ(b.f.PostSend(b.qp, {wr}), kNone);
 }
 
+// ibv_wr_atomic_write copies its 8 bytes at the call: the WR has no SGE and
+// only its remote address can be wrong; ibv_post_send's value is its SGEs.
+TEST(CheckersAtomicMisaligned, AtomicWrite) {
+  Basic b(8);
+  SendWr ok = Wr(1, true, {}, IBV_WR_ATOMIC_WRITE);
+  ok.num_sge = 0;
+  ok.remote_addr = 0x2008;
+  EXPECT_EQ(b.f.PostSend(b.qp, {ok}), kNone);
+  SendWr mis = Wr(2, true, {}, IBV_WR_ATOMIC_WRITE);
+  mis.num_sge = 0;
+  mis.remote_addr = 0x200c;
+  EXPECT_EQ(b.f.PostSend(b.qp, {mis}), Ids{"atomic-misaligned"});
+  SendWr sge_ok = Wr(3, true, {b.sg(0, 8)}, IBV_WR_ATOMIC_WRITE);
+  sge_ok.remote_addr = 0x2010;
+  EXPECT_EQ(b.f.PostSend(b.qp, {sge_ok}), kNone);
+  SendWr sge_long = Wr(4, true, {b.sg(0, 16)}, IBV_WR_ATOMIC_WRITE);
+  sge_long.remote_addr = 0x2010;
+  EXPECT_EQ(b.f.PostSend(b.qp, {sge_long}), Ids{"atomic-misaligned"});
+}
+
 // ===================================================== wr-id-duplicate ==
 
 TEST(CheckersWrIdDuplicate, TwoOutstandingSignaled) {

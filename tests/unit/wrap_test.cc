@@ -130,6 +130,74 @@ ibv_qp* StubCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   return &g_sq.qpx.qp_base;
 }
 
+// ibv_wr_atomic_write through the shadow: a WR with the remote address and
+// no SGE (the value is copied at the call), which atomic-misaligned judges
+// by the address alone, and no key check trips over.
+struct StubAwQp {
+  ibv_qp_ex qpx{};
+  int atomic_writes = 0;
+  uint64_t last_value = 0;
+} g_aw;
+
+void StubWrAtomicWrite(ibv_qp_ex*, uint32_t, uint64_t, const void* v) {
+  ++g_aw.atomic_writes;
+  std::memcpy(&g_aw.last_value, v, 8);
+}
+
+int StubAwComplete(ibv_qp_ex*) { return 0; }
+
+ibv_qp* StubCreateAwQp(ibv_context* ctx, ibv_qp_init_attr_ex*) {
+  g_aw.qpx.qp_base.context = ctx;
+  g_aw.qpx.qp_base.qp_num = 0x78;
+  g_aw.qpx.wr_start = StubWrStart;
+  g_aw.qpx.wr_atomic_write = StubWrAtomicWrite;
+  g_aw.qpx.wr_complete = StubAwComplete;
+  g_aw.qpx.wr_abort = StubWrAbort;
+  return &g_aw.qpx.qp_base;
+}
+
+TEST(WrapRealContext, AtomicWriteIsAWrTheCheckersJudge) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.create_qp_ex = StubCreateAwQp;
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.post_send = StubPostSend;
+  SetChecking(true);
+  WrapRealContext(&ctx);
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = 8;
+  attr.cap.max_send_sge = 1;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+  ibv_qp* qp = ibv_create_qp_ex(&ctx, &attr);
+  ASSERT_EQ(qp, &g_aw.qpx.qp_base);
+  ibv_qp_ex* x = reinterpret_cast<ibv_qp_ex*>(qp);
+  EXPECT_NE(x->wr_atomic_write, StubWrAtomicWrite) << "shadowed";
+  auto& r = core::GlobalReporter();
+  const size_t misaligned = r.Count(core::CheckId::kAtomicMisaligned);
+  const size_t lkeys = r.Count(core::CheckId::kInvalidLkey);
+  const uint64_t value = 0x1234;
+  ibv_wr_start(x);
+  x->wr_id = 1;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(x, 0x99, 0x10000, &value);
+  EXPECT_EQ(ibv_wr_complete(x), 0);
+  EXPECT_EQ(g_aw.atomic_writes, 1);
+  EXPECT_EQ(g_aw.last_value, value);
+  EXPECT_EQ(r.Count(core::CheckId::kAtomicMisaligned), misaligned);
+  EXPECT_EQ(r.Count(core::CheckId::kInvalidLkey), lkeys);
+  ibv_wr_start(x);
+  x->wr_id = 2;
+  ibv_wr_atomic_write(x, 0x99, 0x10004, &value);
+  EXPECT_EQ(ibv_wr_complete(x), 0);
+  EXPECT_EQ(r.Count(core::CheckId::kAtomicMisaligned), misaligned + 1);
+  ForgetQp(qp);
+  SetChecking(false);
+  UnwrapRealContext(&ctx);
+}
+
 TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
   verbs_context v{};
   v.sz = sizeof(v);
