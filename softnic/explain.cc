@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/decision.h"
 #include "softnic/internal.h"
 #include "softnic/softnic.h"
 
@@ -198,8 +199,7 @@ void RecordWhyLocked(Process* p, uint32_t cq_slot, uint32_t qp_num, uint64_t wr_
   w.qp_num = qp_num;
   w.status = status;
   w.wr_id = wr_id;
-  snprintf(w.text, sizeof(w.text), "%s",
-           text && *text ? text : ibv_wc_status_str(static_cast<ibv_wc_status>(status)));
+  snprintf(w.text, sizeof(w.text), "%s", text && *text ? text : core::WcStatusName(status));
 }
 
 bool ExplainCompletion(ibv_cq* ibcq, uint32_t qp_num, uint64_t wr_id, uint32_t status, std::string* why) {

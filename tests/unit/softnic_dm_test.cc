@@ -141,8 +141,12 @@ class SoftnicDmTraffic : public SoftnicPair {
     ASSERT_NE(dm_mr_, nullptr);
   }
   void TearDown() override {
-    if (dm_mr_) EXPECT_EQ(ibv_dereg_mr(dm_mr_), 0);
-    if (dm_) EXPECT_EQ(ibv_free_dm(dm_), 0);
+    if (dm_mr_) {
+      EXPECT_EQ(ibv_dereg_mr(dm_mr_), 0);
+    }
+    if (dm_) {
+      EXPECT_EQ(ibv_free_dm(dm_), 0);
+    }
     SoftnicPair::TearDown();
     interpose::SetChecking(false);
   }

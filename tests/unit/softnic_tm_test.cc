@@ -132,7 +132,7 @@ class SoftnicTm : public SoftnicPair {
     SoftnicPair::SetUp();
     ibv_cq_init_attr_ex ca{};
     ca.cqe = 64;
-    ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_TM_INFO;
+    ca.wc_flags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_TM_INFO;
     cqx_ = ibv_create_cq_ex(ctx_, &ca);
     ASSERT_NE(cqx_, nullptr);
     srq_ = MakeTmSrq(kTags, 4);
@@ -152,9 +152,15 @@ class SoftnicTm : public SoftnicPair {
     ASSERT_EQ(Connect(tqp_, qp_[0]->qp_num), 0);
   }
   void TearDown() override {
-    if (tqp_) EXPECT_EQ(ibv_destroy_qp(tqp_), 0);
-    if (srq_) EXPECT_EQ(ibv_destroy_srq(srq_), 0);
-    if (cqx_) EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx_)), 0);
+    if (tqp_) {
+      EXPECT_EQ(ibv_destroy_qp(tqp_), 0);
+    }
+    if (srq_) {
+      EXPECT_EQ(ibv_destroy_srq(srq_), 0);
+    }
+    if (cqx_) {
+      EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx_)), 0);
+    }
     SoftnicPair::TearDown();
   }
 
