@@ -1083,8 +1083,10 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       }
       uint32_t off = 0;
       for (int i = 0; i < wr->num_sge; ++i) {
-        memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr->sg_list[i].addr),
-               wr->sg_list[i].length);
+        // A zero-length SGE may carry a null address (UCX posts one): no copy.
+        if (wr->sg_list[i].length)
+          memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr->sg_list[i].addr),
+                 wr->sg_list[i].length);
         off += wr->sg_list[i].length;
       }
       w.inline_len = off;

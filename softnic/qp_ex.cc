@@ -126,7 +126,7 @@ void WrSetInlineList(ibv_qp_ex* x, size_t n, const ibv_data_buf* bufs) {
   }
   size_t off = 0;
   for (size_t i = 0; i < n; ++i) {
-    memcpy(b->inl + off, bufs[i].addr, bufs[i].length);
+    if (bufs[i].length) memcpy(b->inl + off, bufs[i].addr, bufs[i].length);  // a null addr may come with 0
     off += bufs[i].length;
   }
   b->sge[0] = {reinterpret_cast<uint64_t>(b->inl), static_cast<uint32_t>(total), 0};
