@@ -74,9 +74,13 @@ static void load(void *slot, const char *name, const char *ver) {
 
 /* Lookups the shim must leave alone. */
 static void check_unchanged(void) {
-  /* RTLD_NEXT from here: the first definition after this program, the
-   * preloaded shim's free; were the caller taken to be the shim, libc's. */
-  if (!strstr(owner(dlsym(RTLD_NEXT, "free")), "librdmasan")) DIE("dlsym(RTLD_NEXT) lost its caller");
+  /* RTLD_NEXT from here: the first definition after this program (which
+   * defines no free), the first preloaded library's: the shim's, or the
+   * sanitizer runtime's where a sanitizer build preloads one ahead of it;
+   * were the caller taken to be the shim, libc's. */
+  const char *first_free = owner(dlsym(RTLD_DEFAULT, "free"));
+  if (strstr(first_free, "libc.so")) DIE("free is libc's: nothing is preloaded");
+  if (strcmp(owner(dlsym(RTLD_NEXT, "free")), first_free) != 0) DIE("dlsym(RTLD_NEXT) lost its caller");
   void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
   if (!libc || !strstr(owner(dlsym(libc, "malloc")), "libc.so")) DIE("dlsym(libc, malloc) changed");
   if (!strstr(owner(dlvsym(libc, "dlsym", "GLIBC_2.2.5")), "libc.so")) DIE("dlvsym(libc, dlsym) changed");
