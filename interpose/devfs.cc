@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <infiniband/verbs.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,7 +137,8 @@ const std::string& Tree() {
              {"class", "class/infiniband", "class/infiniband/softnic0", "class/infiniband/softnic0/ports",
               "class/infiniband/softnic0/ports/1", "class/infiniband/softnic0/ports/1/gids",
               "class/infiniband/softnic0/ports/1/pkeys", "class/infiniband/softnic0/ports/1/gid_attrs",
-              "class/infiniband/softnic0/ports/1/gid_attrs/types", "class/infiniband/softnic0/device",
+              "class/infiniband/softnic0/ports/1/gid_attrs/types",
+              "class/infiniband/softnic0/ports/1/gid_attrs/ndevs", "class/infiniband/softnic0/device",
               "class/infiniband/softnic0/device/net", "class/infiniband/softnic0/device/net/lo",
               "class/infiniband_verbs", "class/infiniband_verbs/uverbs-softnic0", "dev", "dev/infiniband"})
           Dir(root, rel);
@@ -160,13 +162,21 @@ const std::string& Tree() {
         Put(root, p + "lid_mask_count", absl::StrCat(port.lmc));
         Put(root, p + "sm_sl", absl::StrCat(port.sm_sl));
         Put(root, p + "cap_mask", absl::StrCat("0x", absl::Hex(port.port_cap_flags, absl::kZeroPad8)));
-        Put(root, p + "rate", "10 Gb/sec (4X SDR)");
-        Put(root, p + "link_layer", "InfiniBand");
-        for (int i = 0; i < port.gid_tbl_len && i < 16; ++i) {
-          ibv_gid g{};
-          if (sn::QueryGid(ctx, 1, i, &g) != 0) break;
-          Put(root, absl::StrCat(p, "gids/", i), Gid(g));
-          Put(root, absl::StrCat(p, "gid_attrs/types/", i), "IB/RoCE v1");
+        Put(root, p + "rate", "100 Gb/sec (4X EDR)");
+        const bool eth = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+        Put(root, p + "link_layer", eth ? "Ethernet" : "InfiniBand");
+        for (int i = 0; i < port.gid_tbl_len; ++i) {
+          ibv_gid_entry e{};
+          const int err = sn::QueryGidEx(ctx, 1, i, &e, 0, sizeof(e));
+          if (err != 0 && err != ENODATA) break;
+          Put(root, absl::StrCat(p, "gids/", i), Gid(e.gid));  // an empty entry reads as zeros
+          // The kernel's files: an empty entry's type and netdev read
+          // EINVAL; softnic's say what ibv_query_gid_type says of them.
+          Put(root, absl::StrCat(p, "gid_attrs/types/", i),
+              err == 0 && e.gid_type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2" : "IB/RoCE v1");
+          char name[IF_NAMESIZE] = "";
+          if (err == 0 && eth && e.ndev_ifindex && if_indextoname(e.ndev_ifindex, name))
+            Put(root, absl::StrCat(p, "gid_attrs/ndevs/", i), name);
         }
         Put(root, p + "pkeys/0", "0xffff");
         const std::string uv = "class/infiniband_verbs/uverbs-softnic0/";

@@ -886,21 +886,7 @@ RDMASAN_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, i
                                        ibv_ah_attr* ah_attr) {
   REAL(ibv_init_ah_from_wc, "IBVERBS_1.1");
   if (!IsSn(context)) return real ? real(context, port_num, wc, grh, ah_attr) : ENOSYS;
-  memset(ah_attr, 0, sizeof(*ah_attr));
-  ah_attr->dlid = wc->slid;
-  ah_attr->sl = wc->sl;
-  ah_attr->src_path_bits = wc->dlid_path_bits;
-  ah_attr->port_num = port_num;
-  if (wc->wc_flags & IBV_WC_GRH) {
-    ah_attr->is_global = 1;
-    ah_attr->grh.dgid = grh->sgid;
-    uint32_t flow = be32toh(grh->version_tclass_flow);
-    ah_attr->grh.flow_label = flow & 0xfffff;
-    ah_attr->grh.traffic_class = (flow >> 20) & 0xff;
-    ah_attr->grh.hop_limit = 0xff;
-    ah_attr->grh.sgid_index = 0;
-  }
-  return 0;
+  return sn::InitAhFromWc(context, port_num, wc, grh, ah_attr);
 }
 
 RDMASAN_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
@@ -917,7 +903,14 @@ RDMASAN_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* gr
 RDMASAN_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr, uint8_t eth_mac[6],
                                                uint16_t* vid) {
   REAL(ibv_resolve_eth_l2_from_gid, "IBVERBS_1.1");
-  if (IsSn(context)) return EINVAL;  // InfiniBand link layer: no Ethernet L2
+  if (IsSn(context)) {
+    if (!sn::PortIsEthernet()) return EINVAL;  // InfiniBand link layer: no Ethernet L2
+    // softnic's RoCE port is the host's loopback: every peer's MAC is
+    // 00:00:00:00:00:00, with no VLAN.
+    memset(eth_mac, 0, 6);
+    if (vid) *vid = 0xffff;
+    return attr && attr->is_global ? 0 : EINVAL;
+  }
   return real ? real(context, attr, eth_mac, vid) : ENOSYS;
 }
 
@@ -1018,9 +1011,9 @@ RDMASAN_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, un
   static constinit ip::RealSym real_sym("ibv_query_gid_type", nullptr);
   const auto real = reinterpret_cast<Fn>(real_sym.Get());
   if (IsSn(context)) {
-    ibv_gid gid;
-    if (sn::QueryGid(context, port_num, static_cast<int>(index), &gid)) return -1;
-    *type = 0;  // IB / RoCE v1 in sysfs terms
+    uint32_t t = IBV_GID_TYPE_IB;
+    if (sn::QueryGidType(context, port_num, index, &t)) return -1;
+    *type = t == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;  // sysfs terms: RoCE v2, else IB / RoCE v1
     return 0;
   }
   return real ? real(context, port_num, index, type) : -1;

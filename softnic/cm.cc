@@ -240,6 +240,33 @@ bool IsMcastAddr(const sockaddr_in6& a) {
   return a.sin6_family == AF_INET6 && a.sin6_addr.s6_addr[0] == 0xff;
 }
 
+// RoCE: the GID of an IP address (an IPv4 address IPv4-mapped), and the
+// index of this host's RoCE v2 GID for a local address (the default v2
+// GID, index 1, for a local address the table has no entry of: another
+// 127/8 address).  rdma_cm over RoCE uses RoCE v2, as the kernel's does.
+ibv_gid GidOfAddr(const sockaddr_in6& a) {
+  if (IsInet(a)) return GidOfIpv4(V4(a).sin_addr);
+  ibv_gid g;
+  memcpy(g.raw, a.sin6_addr.s6_addr, 16);
+  return g;
+}
+
+uint8_t SgidIndexOf(const sockaddr_in6& a) {
+  const int i = PortGidIndex(GidOfAddr(a), IBV_GID_TYPE_ROCE_V2);
+  return static_cast<uint8_t>(i < 0 ? 1 : i);
+}
+
+// The address vector of a path to `dst` from `src`: a GRH on RoCE.
+void RoceAv(const sockaddr_in6& src, const sockaddr_in6& dst, ib_uverbs_ah_attr* ah) {
+  if (!PortIsEthernet()) return;
+  ah->dlid = 0;
+  ah->is_global = 1;
+  const ibv_gid d = GidOfAddr(dst);
+  memcpy(ah->grh.dgid, d.raw, sizeof(ah->grh.dgid));
+  ah->grh.sgid_index = SgidIndexOf(src);
+  ah->grh.hop_limit = 64;
+}
+
 // The MGID an IP group address maps to on an InfiniBand port, as the
 // kernel maps it (the IPoIB mapping under the default P_Key's link-local
 // broadcast group; the UDP port space marks its groups with 0x01 in place
@@ -248,6 +275,8 @@ bool IsMcastAddr(const sockaddr_in6& a) {
 // is already an SA-assigned MGID (ff1x:a01b::) is used as it is.
 ibv_gid McastGid(const sockaddr_in6& a, uint16_t ps) {
   ibv_gid g{};
+  // RoCE: the group's own address (IPv4-mapped), as the kernel maps it.
+  if (PortIsEthernet()) return GidOfAddr(a);
   if (!IsInet(a) && a.sin6_addr.s6_addr[0] == 0xff && (a.sin6_addr.s6_addr[1] & 0xf0) == 0x10 &&
       a.sin6_addr.s6_addr[2] == 0xa0 && a.sin6_addr.s6_addr[3] == 0x1b) {
     memcpy(g.raw, a.sin6_addr.s6_addr, sizeof(g.raw));
@@ -268,6 +297,7 @@ ibv_gid McastGid(const sockaddr_in6& a, uint16_t ps) {
 // The group's multicast LID: what an SA would assign, the same for every
 // process that joins the group (a hash of the MGID into 0xC000-0xFFFE).
 uint16_t McastLid(const ibv_gid& g) {
+  if (PortIsEthernet()) return 0;  // no LIDs on RoCE
   uint32_t h = 2166136261u;
   for (uint8_t b : g.raw) h = (h ^ b) * 16777619u;
   return static_cast<uint16_t>(0xc000 + h % 0x3fff);
@@ -387,9 +417,11 @@ class Cm {
   void Erase(uint32_t handle);
 
   int BindIp(Id& id, const sockaddr_in6& a);
-  void FillPath(ib_user_path_rec* p);
+  void FillPath(const Id& id, ib_user_path_rec* p);
   int InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a);
-  void FillUd(uint32_t qpn, uint32_t qkey, const Msg* m, rdma_ucm_ud_param* ud);
+  // `src`, `dst`: this end's address and the peer's (RoCE: the GRH).
+  void FillUd(uint32_t qpn, uint32_t qkey, const Msg* m, const sockaddr_in6& src, const sockaddr_in6& dst,
+              rdma_ucm_ud_param* ud);
 
   // A message from another channel, received on channel `fd`.
   void Receive(int fd, const Msg& m, Out* out);
@@ -585,11 +617,17 @@ int Cm::BindIp(Id& id, const sockaddr_in6& a) {
   return 0;
 }
 
-void Cm::FillPath(ib_user_path_rec* p) {
+void Cm::FillPath(const Id& id, ib_user_path_rec* p) {
   *p = {};
-  const ibv_gid gid = PortGid(0);
-  memcpy(p->sgid, gid.raw, 16);
-  memcpy(p->dgid, gid.raw, 16);  // every peer is on this host's softnic0
+  if (PortIsEthernet()) {  // RoCE: the GIDs are the two ends' addresses
+    const ibv_gid s = PortGid(SgidIndexOf(id.src)), d = GidOfAddr(id.dst);
+    memcpy(p->sgid, s.raw, 16);
+    memcpy(p->dgid, d.raw, 16);
+  } else {
+    const ibv_gid gid = PortGid(0);
+    memcpy(p->sgid, gid.raw, 16);
+    memcpy(p->dgid, gid.raw, 16);  // every peer is on this host's softnic0
+  }
   p->slid = htobe16(PortLid());
   p->dlid = htobe16(PortLid());
   p->pkey = htobe16(0xffff);
@@ -600,7 +638,7 @@ void Cm::FillPath(ib_user_path_rec* p) {
   p->packet_life_time = 14;
   p->packet_life_time_selector = 2;
   p->numb_path = 1;
-  p->hop_limit = 0;
+  p->hop_limit = PortIsEthernet() ? 64 : 0;
   p->reversible = 1;
 }
 
@@ -640,6 +678,7 @@ int Cm::InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a) {
       a->qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
       a->ah_attr.dlid = PortLid();
       a->ah_attr.port_num = 1;
+      RoceAv(id.src, id.dst, &a->ah_attr);
       a->path_mtu = IBV_MTU_4096;
       a->dest_qp_num = id.remote_qpn;
       a->rq_psn = id.remote_psn;
@@ -667,12 +706,14 @@ int Cm::InitQpAttr(const Id& id, uint32_t state, ib_uverbs_qp_attr* a) {
   }
 }
 
-void Cm::FillUd(uint32_t qpn, uint32_t qkey, const Msg* m, rdma_ucm_ud_param* ud) {
+void Cm::FillUd(uint32_t qpn, uint32_t qkey, const Msg* m, const sockaddr_in6& src, const sockaddr_in6& dst,
+                rdma_ucm_ud_param* ud) {
   *ud = {};
   ud->qp_num = qpn;
   ud->qkey = qkey;
   ud->ah_attr.dlid = PortLid();
   ud->ah_attr.port_num = 1;
+  RoceAv(src, dst, &ud->ah_attr);
   if (m) {
     ud->private_data_len = m->private_data_len;
     memcpy(ud->private_data, m->private_data, m->private_data_len);
@@ -721,7 +762,7 @@ void Cm::ReceiveRequest(int fd, const Msg& m, Out* out) {
   child.psn = Random24();
   Event e{};
   if (ud)
-    FillUd(m.qpn, m.qkey ? m.qkey : kUdpQkey, &m, &e.resp.param.ud);
+    FillUd(m.qpn, m.qkey ? m.qkey : kUdpQkey, &m, m.dst_addr, m.src_addr, &e.resp.param.ud);
   else
     CopyConn(m, Room(m.ps, kReqRoom), &e.resp.param.conn);
   const uint32_t h = child.handle, lh = listener->handle;
@@ -786,7 +827,7 @@ void Cm::Receive(int fd, const Msg& m, Out* out) {
       id.remote_qpn = m.qpn;
       id.remote_qkey = m.qkey;
       id.st = St::kEstablished;
-      FillUd(m.qpn, m.qkey, &m, &e.resp.param.ud);
+      FillUd(m.qpn, m.qkey, &m, id.src, id.dst, &e.resp.param.ud);
       Queue(id, id.handle, kEvEstablished, 0, &e);
       return;
     case MsgType::kDreq:
@@ -834,11 +875,11 @@ int Cm::JoinMcast(Id& id, const sockaddr_in6& addr, uint16_t flags, uint64_t uid
   Event e{};
   e.mc = j.handle;
   rdma_ucm_ud_param& ud = e.resp.param.ud;
-  FillUd(kMcastQpn, id.qkey ? id.qkey : kUdpQkey, nullptr, &ud);
+  FillUd(kMcastQpn, id.qkey ? id.qkey : kUdpQkey, nullptr, id.src, addr, &ud);
   ud.ah_attr.dlid = j.mlid;
   ud.ah_attr.is_global = 1;
   memcpy(ud.ah_attr.grh.dgid, j.mgid.raw, sizeof(ud.ah_attr.grh.dgid));
-  ud.ah_attr.grh.sgid_index = 0;
+  ud.ah_attr.grh.sgid_index = PortIsEthernet() ? SgidIndexOf(id.src) : 0;
   ud.ah_attr.grh.hop_limit = 1;
   id.joins.push_back(j);
   Queue(id, j.handle, kEvMulticastJoin, 0, &e);
@@ -1108,7 +1149,7 @@ ssize_t Cm::Command(int fd, const void* buf, size_t len) {
         if (id->on_device) {
           resp.node_guid = DeviceGuid();
           resp.port_num = 1;
-          FillPath(&resp.ib_route[0]);
+          FillPath(*id, &resp.ib_route[0]);
           resp.num_paths = id->route ? 1 : 0;
         }
         resp.ibdev_index = kInvalidIndex;

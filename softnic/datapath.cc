@@ -23,6 +23,7 @@
 // post/poll path, or call the application.
 #include <endian.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <infiniband/tm_types.h>
@@ -327,15 +328,44 @@ int RecvBufferError(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, uint32_t re
   return IsReliable(resp.type) ? rc_status : IBV_WC_SUCCESS;
 }
 
-// The 40-byte GRH a UD receiver finds ahead of the payload.
+// The 40-byte GRH a UD receiver finds ahead of the payload: an IPv6-style
+// GRH from the sender's source GID, or, for RoCE v2 between IPv4-mapped
+// GIDs, the IPv4 header in its last 20 bytes (the first 20 undefined:
+// zero), as a RoCE NIC writes it.
 void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
+  ibv_gid sgid;
+  uint32_t type = IBV_GID_TYPE_IB;
+  if (!PortGidEntry(w.ah.grh.sgid_index, &sgid, &type, nullptr)) sgid = PortGid(0);
+  const uint8_t* d = w.ah.grh.dgid.raw;
+  const bool v4 = type == IBV_GID_TYPE_ROCE_V2 &&
+                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(d)) &&
+                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(sgid.raw));
+  if (v4) {
+    uint8_t* ip = reinterpret_cast<uint8_t*>(grh) + 20;
+    const uint16_t total = static_cast<uint16_t>(std::min<uint64_t>(len + 20 + 8 + 12 + 8 + 4, 0xffff));
+    ip[0] = 0x45;
+    ip[1] = w.ah.grh.traffic_class;
+    ip[2] = static_cast<uint8_t>(total >> 8);
+    ip[3] = static_cast<uint8_t>(total);
+    ip[6] = 0x40;  // don't fragment
+    ip[8] = w.ah.grh.hop_limit;
+    ip[9] = 17;  // UDP (port 4791)
+    memcpy(ip + 12, sgid.raw + 12, 4);
+    memcpy(ip + 16, d + 12, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += (uint32_t(ip[i]) << 8) | ip[i + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    const uint16_t csum = static_cast<uint16_t>(~sum);
+    ip[10] = static_cast<uint8_t>(csum >> 8);
+    ip[11] = static_cast<uint8_t>(csum);
+    return;
+  }
   grh->version_tclass_flow =
       htobe32((6u << 28) | (uint32_t(w.ah.grh.traffic_class) << 20) | (w.ah.grh.flow_label & 0xfffff));
   grh->paylen = htobe16(static_cast<uint16_t>(len));
-  grh->next_hdr = 0x1b;
+  grh->next_hdr = type == IBV_GID_TYPE_ROCE_V2 ? 17 : 0x1b;  // v2: UDP; IB and RoCE v1: BTH
   grh->hop_limit = w.ah.grh.hop_limit;
-  grh->sgid.global.subnet_prefix = htobe64(0xfe80000000000000ull);
-  grh->sgid.global.interface_id = DeviceGuid();
+  grh->sgid = sgid;
   grh->dgid = w.ah.grh.dgid;
 }
 

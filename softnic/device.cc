@@ -52,7 +52,6 @@ namespace {
 // (It used to start 00:02:c9, Mellanox's OUI: a GUID is how fabric tools
 // tell a vendor when they do not ask the device.)
 constexpr uint64_t kNodeGuidHost = (uint64_t{kVendorId} << 40) | 0x000000fffe5a0001ull;
-constexpr uint16_t kLid = 1;
 
 ibv_device g_device = [] {
   ibv_device d{};
@@ -93,20 +92,6 @@ void DetachAtExit() {
 void RemoveFabricFileAtExit() {
   Process* p = g_process.load(std::memory_order_acquire);
   if (p && p->fab) p->fab->RemoveFileIfLast();
-}
-
-// The port's GID table as an InfiniBand port has it: the default GID (the
-// link-local prefix and the port GUID) at index 0, the other entries
-// empty (all zero: ibv_query_gid returns them, ibv_query_gid_ex says
-// ENODATA, ibv_query_gid_table leaves them out).
-constexpr uint32_t kGidsInUse = 1;
-
-ibv_gid GidAt(uint32_t index) {
-  ibv_gid g{};
-  if (index >= kGidsInUse) return g;
-  g.global.subnet_prefix = htobe64(0xfe80000000000000ull);
-  g.global.interface_id = htobe64(kNodeGuidHost + index);
-  return g;
 }
 
 struct AsyncMsg {
@@ -168,32 +153,6 @@ bool FromOwner(msghdr* mh) {
     return cred.uid == getuid() || cred.uid == geteuid();
   }
   return false;
-}
-
-void FillPortAttr(ibv_port_attr* a) {
-  memset(a, 0, sizeof(*a));
-  a->state = IBV_PORT_ACTIVE;
-  a->max_mtu = IBV_MTU_4096;
-  a->active_mtu = IBV_MTU_4096;
-  a->gid_tbl_len = kGidTableLen;
-  a->port_cap_flags = IBV_PORT_SM | IBV_PORT_SYS_IMAGE_GUID_SUP;
-  a->max_msg_sz = 1u << 31;
-  a->bad_pkey_cntr = 0;
-  a->qkey_viol_cntr = 0;
-  a->pkey_tbl_len = 1;
-  a->lid = kLid;
-  a->sm_lid = kLid;
-  a->lmc = 0;
-  a->max_vl_num = 1;
-  a->sm_sl = 0;
-  a->subnet_timeout = 18;
-  a->init_type_reply = 0;
-  a->active_width = 2;   // 4X
-  a->active_speed = 32;  // EDR
-  a->phys_state = 5;     // LinkUp
-  a->link_layer = IBV_LINK_LAYER_INFINIBAND;
-  a->flags = 0;
-  a->port_cap_flags2 = 0;
 }
 
 int VQueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
@@ -459,45 +418,6 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   return 0;
 }
 
-int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
-  return VQueryPort(ctx, port, attr, sizeof(*attr));
-}
-
-int QueryGid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
-  if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
-    errno = EINVAL;
-    return -1;
-  }
-  *gid = GidAt(index);
-  return 0;
-}
-
-int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
-               size_t entry_size) {
-  if (flags) return EINVAL;
-  if (port != 1 || index >= kGidTableLen) return EINVAL;
-  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-  if (index >= kGidsInUse) return ENODATA;
-  memset(entry, 0, entry_size);
-  entry->gid = GidAt(index);
-  entry->gid_index = index;
-  entry->port_num = port;
-  entry->gid_type = IBV_GID_TYPE_IB;
-  entry->ndev_ifindex = 0;
-  return 0;
-}
-
-ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags,
-                      size_t entry_size) {
-  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
-  if (max < kGidsInUse) return -EINVAL;
-  for (uint32_t i = 0; i < kGidsInUse; ++i) {
-    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<uint8_t*>(entries) + i * entry_size);
-    QueryGidEx(ctx, 1, i, e, 0, entry_size);
-  }
-  return kGidsInUse;
-}
-
 int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {
   if (port != 1 || index != 0) {
     errno = EINVAL;
@@ -545,8 +465,5 @@ int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event) {
 }
 
 void AckAsyncEvent(ibv_async_event* event) {}
-
-ibv_gid PortGid(uint32_t index) { return GidAt(index); }
-uint16_t PortLid() { return kLid; }
 
 }  // namespace rdmasan::softnic

@@ -15,6 +15,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -159,6 +160,7 @@ struct SnQp {
   SnSrq* srq;
   SnXrcd* xrcd = nullptr;  // XRC_RECV: the domain it was created or opened in
   bool opened = false;     // a handle of ibv_open_qp: destroying it leaves the QP
+  ibv_ah_attr av{};        // the primary path's address vector (IBV_QP_AV), for ibv_query_qp
   uint32_t max_send_wr, max_send_sge, max_inline, max_recv_wr, max_recv_sge;
   std::mutex sq_mu;
   // Private send ring: [retired, exec) executed, [exec, posted) pending.
@@ -204,17 +206,29 @@ Process* GetProcess();
 bool UserPrivateDir(std::string* out);
 // Whether `st` is of `type`, this user's, and reachable by nobody else.
 bool IsPrivate(const struct stat& st, mode_t type);
-// GID `index` of softnic0's port.
+// softnic0's port (port.cc).  PortGid: GID `index` (all zero for an
+// empty entry); PortGidEntry: false for an empty one, else its GID,
+// ibv_gid_type and interface; PortGidIndex: the index of `gid` of `type`,
+// or -1.  PortLid: 1 on InfiniBand, 0 on RoCE.  GidOfIpv4: the
+// IPv4-mapped GID of an address.
 ibv_gid PortGid(uint32_t index);
-// softnic0's LID.
+bool PortGidEntry(uint32_t index, ibv_gid* gid, uint32_t* type, uint32_t* ifindex);
+int PortGidIndex(const ibv_gid& gid, uint32_t type);
 uint16_t PortLid();
+uint32_t GidTableLen();
+void FillPortAttr(ibv_port_attr* a);
+ibv_gid GidOfIpv4(in_addr a);
+// 0 if `ah` is an address vector the port accepts (port 1; a populated
+// source GID; a GRH on RoCE), else EINVAL.
+int CheckAddressVector(const ibv_ah_attr& ah);
 
 inline SnContext* Ctx(ibv_context* c) { return reinterpret_cast<SnContext*>(verbs_get_ctx(c)); }
 inline SnQp* Qp(ibv_qp* q) { return reinterpret_cast<SnQp*>(q); }
 inline SnCq* Cq(ibv_cq* c) { return reinterpret_cast<SnCq*>(c); }
 inline SnSrq* Srq(ibv_srq* s) { return reinterpret_cast<SnSrq*>(s); }
 
-inline constexpr uint32_t kGidTableLen = 4;
+inline constexpr uint32_t kGidTableLen = 4;        // InfiniBand
+inline constexpr uint32_t kRoceGidTableLen = 128;  // RoCE: v1 and v2 of 63 addresses and the default
 
 // The first free slot of a fabric table at or after `first`, or kNone.
 template <typename T, size_t N>

@@ -40,7 +40,8 @@ bool IsMcastLid(uint16_t lid) { return lid >= kMcastLidFirst && lid <= kMcastLid
 // The checks ib_attach_mcast and ib_detach_mcast make before the provider.
 int Validate(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!qp || !gid || qp->qp_type != IBV_QPT_UD || Qp(qp)->opened) return EINVAL;
-  if (!IsMcastGid(*gid) || !IsMcastLid(lid)) return EINVAL;
+  // An InfiniBand group has a multicast LID; RoCE has no LIDs (ignored).
+  if (!IsMcastGid(*gid) || (!PortIsEthernet() && !IsMcastLid(lid))) return EINVAL;
   return 0;
 }
 

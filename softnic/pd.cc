@@ -340,8 +340,8 @@ int ReregMr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length, int 
 }
 
 ibv_ah* CreateAh(ibv_pd* pd, ibv_ah_attr* attr) {
-  if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= kGidTableLen)) {
-    errno = EINVAL;
+  if (const int e = CheckAddressVector(*attr)) {
+    errno = e;
     return nullptr;
   }
   auto* ah = new (std::nothrow) SnAh();

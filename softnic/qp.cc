@@ -293,7 +293,12 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
       return EINVAL;
     if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > 16) return EINVAL;
     if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > 16) return EINVAL;
-    if ((mask & IBV_QP_AV) && attr->ah_attr.port_num > 1) return EINVAL;
+    if (mask & IBV_QP_AV) {
+      ibv_ah_attr av = attr->ah_attr;  // port 0: the QP's port
+      if (av.port_num == 0) av.port_num = 1;
+      if (CheckAddressVector(av)) return EINVAL;  // no GRH on RoCE, an empty source GID
+      qp->av = av;
+    }
     if (mask & IBV_QP_ACCESS_FLAGS) s.access = attr->qp_access_flags;
     if (mask & IBV_QP_QKEY) s.qkey = attr->qkey;
     if (mask & IBV_QP_DEST_QPN) s.dest_qpn = attr->dest_qp_num;
@@ -364,6 +369,7 @@ int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
   attr->timeout = s.timeout;
   attr->retry_cnt = s.retry_cnt;
   attr->rnr_retry = s.rnr_retry;
+  attr->ah_attr = qp->av;
   if (init) {
     memset(init, 0, sizeof(*init));
     init->qp_context = ibqp->qp_context;

@@ -51,6 +51,15 @@ int QueryGidEx(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* e
                size_t entry_size);
 ssize_t QueryGidTable(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags,
                       size_t entry_size);
+// ibv_query_gid_type's answer in ibv_gid_type terms (IB, RoCE v1, v2); an
+// empty entry is IB/RoCE v1.
+int QueryGidType(ibv_context* ctx, uint8_t port, unsigned int index, uint32_t* type);
+// ibv_init_ah_from_wc: the address vector that answers `wc` (its GRH: an
+// IPv6-style GRH, or RoCE v2's IPv4 header), from the GID it came to.  0 or
+// an errno (RoCE: a completion without a GRH).
+int InitAhFromWc(ibv_context* ctx, uint8_t port, const ibv_wc* wc, const ibv_grh* grh, ibv_ah_attr* ah);
+// Whether the port is a RoCE port (link layer Ethernet: softnic_port=roce).
+bool PortIsEthernet();
 int QueryPkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey);
 int GetPkeyIndex(ibv_context* ctx, uint8_t port, __be16 pkey);
 int GetAsyncEvent(ibv_context* ctx, ibv_async_event* event);

@@ -45,7 +45,12 @@ CATEGORIES = [
     ("vendor", re.compile(r"mlx5|MLX5|[Mm]ellanox|EFA|efa|DevX|DEVX|DV |vendor|[Vv]fio|VFIO|"
                           r"ConnectX|Crypto|crypto|DCT|DC ")),
 ]
-CATEGORY_WORDS = HARDWARE + ("softnic",)
+# A test of the other link layer (an InfiniBand-only test on the RoCE
+# port, a RoCE-only one on the InfiniBand port): accepted only where the
+# other port's expected-outcomes file (--other-expected) says it passes
+# there.
+LINK_LAYER = re.compile(r"[Ll]ink layer|Ethernet link layer|RoCE test|InfiniBand")
+CATEGORY_WORDS = HARDWARE + ("link-layer", "softnic")
 
 FINDING = re.compile(r"^==\d+==(ERROR|WARNING): rdmasan: ([a-z0-9-]+): (.*)$")
 
@@ -61,6 +66,8 @@ def categorize_skip(message, test_id=""):
     for name, pattern in CATEGORIES:
         if pattern.search(message):
             return name
+    if LINK_LAYER.search(message):
+        return "link-layer"
     return "softnic"
 
 
@@ -108,7 +115,8 @@ def run_one(args, suite, index, test_id):
     result_file = os.path.join(log_dir, "result.jsonl")
     report_dir = os.path.join(log_dir, "rdmasan")
     os.makedirs(report_dir, exist_ok=True)
-    cmd = [args.rdmasan, "run", "--softnic=on", f"--softnic_fabric=conf{os.getpid()}x{index}",
+    cmd = [args.rdmasan, "run", "--softnic=on", f"--softnic_port={args.port}",
+           f"--softnic_fabric=conf{os.getpid()}x{index}",
            f"--log_path={report_dir}/report", "--", PYTHON, os.path.join(HERE, "pyverbs_child.py"),
            suite, result_file, test_id]
     start = time.monotonic()
@@ -213,7 +221,12 @@ def table(results, expected):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else None)
     ap.add_argument("--rdmasan", required=True, help="the rdmasan CLI")
-    ap.add_argument("--expected", default=os.path.join(HERE, "pyverbs_expected.txt"))
+    ap.add_argument("--port", choices=("ib", "roce"), default="ib",
+                    help="softnic's port: InfiniBand or RoCE (softnic_port=)")
+    ap.add_argument("--expected", help="expected outcomes (default: pyverbs_expected.txt for ib, "
+                    "pyverbs_expected_roce.txt for roce)")
+    ap.add_argument("--other-expected", help="the other port's expected outcomes, where every "
+                    "link-layer skip must be a pass (default: the other port's file)")
     ap.add_argument("--work", required=True, help="folder for the suite copy, logs and results")
     ap.add_argument("--source", default=SUITE_SOURCE, help="the suite as the package installs it")
     ap.add_argument("--jobs", type=int, default=2)
@@ -222,6 +235,11 @@ def main():
     ap.add_argument("--write-expected", metavar="FILE",
                     help="write today's outcomes as an expected-outcomes file and compare nothing")
     args = ap.parse_args()
+    files = {"ib": "pyverbs_expected.txt", "roce": "pyverbs_expected_roce.txt"}
+    if not args.expected:
+        args.expected = os.path.join(HERE, files[args.port])
+    if not args.other_expected:
+        args.other_expected = os.path.join(HERE, files["roce" if args.port == "ib" else "ib"])
     args.rdmasan = os.path.abspath(args.rdmasan)  # each test runs in a folder of its own
     args.work = os.path.abspath(args.work)
 
@@ -243,8 +261,15 @@ def main():
     expected = None
     if not args.write_expected:
         expected = Expected(args.expected)
-        if expected.errors:
-            print("\n".join(expected.errors), file=sys.stderr)
+        other = Expected(args.other_expected)
+        errors = expected.errors + other.errors
+        # A link-layer skip here is honest only if the other port runs it.
+        for tid, (outcome, category, _) in expected.outcomes.items():
+            if category == "link-layer" and other.outcomes.get(tid, ("",))[0] != "pass":
+                errors.append(f"{args.expected}: {tid} is a link-layer skip, but "
+                              f"{os.path.basename(args.other_expected)} does not say it passes there")
+        if errors:
+            print("\n".join(errors), file=sys.stderr)
             return 1
 
     start = time.monotonic()
