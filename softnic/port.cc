@@ -68,9 +68,9 @@ void AddBoth(PortTable* t, const ibv_gid& g, uint32_t ifindex) {
   t->rows.push_back({g, IBV_GID_TYPE_ROCE_V2, ifindex});
 }
 
-PortTable Build() {
+PortTable Build(bool eth) {
   PortTable t;
-  t.eth = core::GlobalOptions().softnic_port == "roce";
+  t.eth = eth;
   if (!t.eth) {
     t.rows.push_back({LinkLocalGid(), IBV_GID_TYPE_IB, 0});
     return t;
@@ -99,11 +99,14 @@ PortTable Build() {
   return t;
 }
 
+// Both tables are built on first use and kept; the option picks one at
+// each call (it is set once, at start, except in unit tests).
 const PortTable& Table() {
-  static std::once_flag once;
-  static PortTable* table;
-  std::call_once(once, [] { table = new PortTable(Build()); });
-  return *table;
+  static std::once_flag once[2];
+  static PortTable* table[2];
+  const int eth = core::GlobalOptions().softnic_port == "roce" ? 1 : 0;
+  std::call_once(once[eth], [eth] { table[eth] = new PortTable(Build(eth != 0)); });
+  return *table[eth];
 }
 
 }  // namespace
