@@ -324,6 +324,7 @@ int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, Shm
 int RecvBufferError(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, uint32_t recv_status, int rc_status) {
   RecvCompletion(x, resp, rw, c, recv_status);
   if (resp.type == IBV_QPT_UD) return IBV_WC_SUCCESS;
+  if (resp.type == IBV_QPT_RAW_PACKET || resp.type == kQptWq) return IBV_WC_SUCCESS;  // as UD
   MoveToErrorLocked(x.p, &resp);
   return IsReliable(resp.type) ? rc_status : IBV_WC_SUCCESS;
 }
@@ -737,8 +738,52 @@ int ExecuteMulticast(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t
   return IBV_WC_SUCCESS;
 }
 
+// A raw packet QP's SEND: its SGEs are one Ethernet frame, steered by the
+// fabric's flow rules (flow.cc; an RSS QP hands it to a WQ, wq.cc) to
+// every receiver they name, in any process; each takes it into its next
+// receive WQE (byte_len: the frame, no GRH) or drops it, as UD does.  A
+// frame nothing takes is lost, and the send still succeeds, as on a wire.
+int ExecuteRawSend(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
+  if (len > kMaxRawFrame) {
+    Why(x, "LOC_LEN_ERR: a %" PRIu64 "-byte frame is longer than %u bytes", len, kMaxRawFrame);
+    return IBV_WC_LOC_LEN_ERR;
+  }
+  uint8_t head[kRawHeaderBytes];
+  const uint32_t hl = static_cast<uint32_t>(std::min<uint64_t>(len, sizeof(head)));
+  Seg hs{reinterpret_cast<uint64_t>(head), hl};
+  if (hl && Move(x.self, x.self, &hs, 1, x.self, lseg, nl)) {
+    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
+    return IBV_WC_LOC_PROT_ERR;
+  }
+  uint32_t slots[kMaxRawReceivers];
+  const uint32_t n = RawReceiversLocked(x.p, head, hl, slots, kMaxRawReceivers);
+  for (uint32_t i = 0; i < n; ++i) {
+    ShmQp& resp = x.h->qps[slots[i]];
+    if (!CanReceive(resp) || !PeerAlive(x, resp)) continue;
+    x.resp_proc = resp.proc;
+    x.resp_pd = resp.pd;
+    x.xrc_srq = kNone;
+    uint32_t srq_slot;
+    RecvCopy copy;
+    bool corrupt;
+    ShmRecvWqe* rw = TakeRecv(x, resp, &srq_slot, &copy, &corrupt);
+    if (!rw) continue;  // no receive posted: dropped
+    const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
+    if (!dst_pid) {
+      UntakeRecv(x, resp, srq_slot);
+      continue;
+    }
+    ShmCqe c{};
+    InitRecvCqe(w, len, &c);
+    const int st = DeliverSend(x, w, resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
+    if (st != IBV_WC_SUCCESS) return st;  // the requester's own buffer
+  }
+  return IBV_WC_SUCCESS;
+}
+
 int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
+  if (me.type == IBV_QPT_RAW_PACKET) return ExecuteRawSend(x, w, lseg, nl, len);
   const bool ud = me.type == IBV_QPT_UD;
   if (ud && w.remote_qpn == kMcastQpn) return ExecuteMulticast(x, w, lseg, nl, len);
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
@@ -976,7 +1021,8 @@ void RunSqLocked(Process* p, SnQp* qp) {
 }
 
 bool OpcodeAllowed(uint32_t type, uint32_t op) {
-  if (type == IBV_QPT_XRC_SEND) type = IBV_QPT_RC;  // an RC requester
+  if (type == IBV_QPT_XRC_SEND) type = IBV_QPT_RC;           // an RC requester
+  if (type == IBV_QPT_RAW_PACKET) return op == IBV_WR_SEND;  // a whole frame
   switch (op) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
@@ -1012,7 +1058,7 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  if (qp->shm->type == IBV_QPT_XRC_RECV) {  // an XRC target has no send queue
+  if (!qp->send_cq) {  // an XRC target, an RSS QP: no send queue
     *bad = wr;
     return EINVAL;
   }

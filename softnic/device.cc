@@ -189,6 +189,20 @@ int VQueryDeviceEx(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv
   // The port count of devices with more than 255 ports; equal to
   // phys_port_cnt below that (rdma-core's tests assert it).
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+  // Raw packet QPs on the RoCE port: receive WQs and RSS QPs (wq.cc), no
+  // offloads (VLAN stripping, FCS scatter, checksums, delay drop).
+  if (PortIsEthernet()) {
+    a.raw_packet_caps = 0;
+    a.max_wq_type_rq = kMaxQps - 1;
+    a.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+    a.rss_caps.max_rwq_indirection_tables = kMaxRss;
+    a.rss_caps.max_rwq_indirection_table_size = 1u << kMaxIndTableLog;
+    a.rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_IPV6 |
+                                     IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP |
+                                     IBV_RX_HASH_DST_PORT_TCP | IBV_RX_HASH_SRC_PORT_UDP |
+                                     IBV_RX_HASH_DST_PORT_UDP;
+    a.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+  }
   memcpy(attr, &a, std::min(size, sizeof(a)));
   return 0;
 }
@@ -306,6 +320,8 @@ ibv_context* OpenDevice(ibv_device* dev) {
   v.advise_mr = AdviseMr;
   InstallDmDomainOps(&v);
   InstallXrcOps(&v);
+  InstallFlowOps(&v);
+  InstallWqOps(&v);
   ibv_context& ctx = v.context;
   ctx.device = dev;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -402,7 +418,7 @@ int QueryDevice(ibv_context* ctx, ibv_device_attr* a) {
   a->max_rdd = 0;
   a->max_mw = kMaxMws - 1;
   a->max_raw_ipv6_qp = 0;
-  a->max_raw_ethy_qp = 0;
+  a->max_raw_ethy_qp = PortIsEthernet() ? kMaxQps - 1 : 0;  // raw packet QPs: RoCE only
   a->max_mcast_grp = kMaxMcastGroups;
   a->max_mcast_qp_attach = kMaxMcastQpsPerGroup;
   a->max_total_mcast_qp_attach = kMaxMcastAttach;

@@ -499,8 +499,8 @@ pid_t Fabric::PeerPid(uint32_t proc) const {
 
 void Fabric::AllowPeerOf(const ShmQp& q) {
   long want;
-  if (q.type == IBV_QPT_UD) {
-    want = -1;
+  if (q.type == IBV_QPT_UD || q.type == IBV_QPT_RAW_PACKET || q.type == kQptWq) {
+    want = -1;  // anyone may send to it
   } else {
     const uint32_t dest = q.dest_qpn;
     const ShmQp& d = hdr_->qps[dest % kMaxQps];
@@ -559,6 +559,10 @@ void Fabric::ReleaseProcLocked(uint32_t proc) {
     if (c.in_use && c.proc == proc) c.in_use = 0;
   for (auto& m : h->mcasts)
     if (m.in_use && m.proc == proc) m.in_use = 0;
+  for (auto& f : h->flows)
+    if (f.in_use && f.proc == proc) f.in_use = 0;
+  for (auto& r : h->rss)
+    if (r.in_use && r.proc == proc) r.in_use = 0;
   h->procs[proc].in_use = 0;
 }
 

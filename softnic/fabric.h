@@ -62,8 +62,9 @@ namespace rdmasan::softnic {
 
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
 // 5: XRC (domains, SRQ numbers); 6: multicast attachments; 7: tag matching
-// (tag lists, TM fields of completions).
-inline constexpr uint32_t kFabricVersion = 7;
+// (tag lists, TM fields of completions); 8: raw packet QPs (flow steering
+// rules, RSS QPs' indirection, work queues as QP slots).
+inline constexpr uint32_t kFabricVersion = 8;
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -92,6 +93,17 @@ inline constexpr uint32_t kMaxMcastGroups = 1024;  // distinct groups
 inline constexpr uint32_t kMaxMcastQpsPerGroup = 256;
 inline constexpr uint32_t kMcastQpn = 0xffffff;
 inline constexpr uint16_t kMcastLidFirst = 0xc000, kMcastLidLast = 0xfffe;
+// Raw packet QPs (raw.cc, flow.cc, wq.cc).  A flow steering rule steers
+// the Ethernet frames it matches to its QP, in any process; an RSS QP
+// spreads them over the receive WQs of its indirection table by a Toeplitz
+// hash.  A receive WQ (ibv_create_wq) takes a QP slot of type kQptWq (its
+// number is a QPN, no sender can address it): its receive queue, CQ and
+// state (RDY as RTR) are a QP's.
+inline constexpr uint32_t kQptWq = 0x1000;
+inline constexpr uint32_t kMaxFlows = 1024;
+inline constexpr uint32_t kMaxRss = 256;
+inline constexpr uint32_t kMaxIndTableLog = 8;  // 256 WQs
+inline constexpr uint32_t kRssKeyMax = 64;
 // Why recent error completions happened (ExplainCompletion): a ring.
 inline constexpr uint32_t kMaxWhys = 512;
 inline constexpr uint32_t kWhyText = 200;
@@ -332,6 +344,61 @@ struct ShmMcast {
   uint32_t pad2;
 };
 
+// The header fields a flow steering rule can name, as a frame gives them
+// (network byte order, as the ibv_flow_spec_* fields).  A rule holds a
+// value and a mask of this layout; `has` says which headers a frame had
+// (kHas*), and a rule's `need` which it must have.
+enum : uint32_t { kHasEth = 1, kHasVlan = 2, kHasIpv4 = 4, kHasIpv6 = 8, kHasTcp = 16, kHasUdp = 32 };
+struct FlowKey {
+  uint8_t dst_mac[6];
+  uint8_t src_mac[6];
+  uint16_t ether_type;
+  uint16_t vlan_tag;
+  uint32_t src_ip4;
+  uint32_t dst_ip4;
+  uint8_t proto;
+  uint8_t tos;
+  uint8_t ttl;
+  uint8_t ip4_flags;
+  uint8_t src_ip6[16];
+  uint8_t dst_ip6[16];
+  uint32_t flow_label;
+  uint8_t next_hdr;
+  uint8_t traffic_class;
+  uint8_t hop_limit;
+  uint8_t pad;
+  uint16_t src_port;
+  uint16_t dst_port;
+};
+
+// One flow steering rule of the QP in `qp_slot` (whose QPN was `qpn`).
+struct ShmFlow {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t qp_slot;
+  uint32_t qpn;
+  uint32_t type;      // ibv_flow_attr_type
+  uint32_t priority;  // lower is preferred
+  uint32_t need;      // kHas* a frame must have
+  uint32_t gen;
+  FlowKey value;  // already masked
+  FlowKey mask;
+};
+
+// An RSS QP's hash configuration and its indirection table (the WQs'
+// numbers, copied at creation: a table in use cannot be destroyed).
+struct ShmRss {
+  uint32_t in_use;
+  uint32_t proc;
+  uint32_t qpn;
+  uint32_t log_size;
+  uint64_t fields;  // IBV_RX_HASH_*
+  uint32_t key_len;
+  uint32_t pad;
+  uint8_t key[kRssKeyMax];
+  uint32_t wqn[1u << kMaxIndTableLog];
+};
+
 struct alignas(64) ShmQp {
   uint32_t in_use;
   uint32_t proc;
@@ -362,6 +429,8 @@ struct alignas(64) ShmQp {
   uint32_t remote_gone;  // set once the peer was found dead
   uint32_t pad;
   XrcdKey xrcd;  // XRC_RECV: its domain
+  uint32_t rss;  // an RSS QP: its rss[] slot, else kNone
+  uint32_t pad2;
   ShmRq rq;
 };
 
@@ -389,6 +458,8 @@ struct ShmHeader {
   uint64_t why_next;
   ShmWhy whys[kMaxWhys];
   ShmMcast mcasts[kMaxMcastAttach];
+  ShmFlow flows[kMaxFlows];
+  ShmRss rss[kMaxRss];
 };
 
 class Fabric {

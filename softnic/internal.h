@@ -151,6 +151,8 @@ struct BatchWr {
   uint8_t inl[kMaxInline];
 };
 
+struct SnIndTable;
+
 struct SnQp {
   ibv_qp_ex qpx;
   uint32_t slot;
@@ -158,9 +160,10 @@ struct SnQp {
   SnCq* send_cq;
   SnCq* recv_cq;
   SnSrq* srq;
-  SnXrcd* xrcd = nullptr;  // XRC_RECV: the domain it was created or opened in
-  bool opened = false;     // a handle of ibv_open_qp: destroying it leaves the QP
-  ibv_ah_attr av{};        // the primary path's address vector (IBV_QP_AV), for ibv_query_qp
+  SnXrcd* xrcd = nullptr;           // XRC_RECV: the domain it was created or opened in
+  bool opened = false;              // a handle of ibv_open_qp: destroying it leaves the QP
+  SnIndTable* ind_table = nullptr;  // an RSS QP's indirection table (wq.cc)
+  ibv_ah_attr av{};                 // the primary path's address vector (IBV_QP_AV), for ibv_query_qp
   uint32_t max_send_wr, max_send_sge, max_inline, max_recv_wr, max_recv_sge;
   std::mutex sq_mu;
   // Private send ring: [retired, exec) executed, [exec, posted) pending.
@@ -300,6 +303,37 @@ void RetireTmCqe(Process* p, const ShmCqe& c);
 inline bool IsTmSrq(const ShmHeader* h, uint32_t srq) {
   return srq < kMaxSrqs && h->srqs[srq].in_use && h->srqs[srq].srq_type == IBV_SRQT_TM;
 }
+
+// Raw packet QPs (raw.cc), flow steering (flow.cc), RSS (wq.cc).
+// RawQpAllowed: 0, or why this process may not create a raw packet QP
+// (EOPNOTSUPP: the port is InfiniBand; EPERM: no CAP_NET_RAW, as the
+// kernel answers).  InstallFlowOps, InstallWqOps: the verbs_context ops
+// of flows, and of WQs and indirection tables.  ParseFrame: the header fields of an Ethernet
+// frame (its first `len` bytes), returning the kHas* headers found.
+// CheckRss: 0 if `a` describes an RSS QP softnic makes (Toeplitz, known
+// fields, a key of at most kRssKeyMax bytes, a table of this context),
+// else an errno.  SetupRssLocked: its hash and table into the fabric (the
+// QP's shm->rss; ENOMEM when the table is full); ReleaseRssLocked and
+// DetachAllFlowsLocked: the QP in `qp_slot` is being destroyed.
+// RawReceiversLocked: the QP slots (raw QPs, or the WQs RSS QPs pick) a
+// frame is steered to, at most `max`, each a live raw QP or WQ.
+// RssPickLocked: the WQ slot the RSS QP `q` hands a frame of fields `k`
+// to, or kNone (a table or WQ that is gone or forged).
+inline constexpr uint32_t kRawHeaderBytes = 128;  // what steering reads of a frame
+inline constexpr uint32_t kMaxRawFrame = 9216;    // a jumbo frame
+inline constexpr uint32_t kMaxRawReceivers = 64;
+int RawQpAllowed();
+void InstallFlowOps(verbs_context* v);
+void InstallWqOps(verbs_context* v);
+uint32_t RssPickLocked(Process* p, const ShmQp& q, const FlowKey& k, uint32_t has);
+uint32_t ParseFrame(const uint8_t* frame, uint32_t len, FlowKey* k);
+int CheckRss(ibv_context* ctx, const ibv_qp_init_attr_ex* a);
+int SetupRssLocked(Process* p, SnQp* qp, const ibv_qp_init_attr_ex* a);
+void ReleaseRssLocked(Process* p, SnQp* qp);
+void DetachAllFlowsLocked(Process* p, uint32_t qp_slot);
+uint32_t RawReceiversLocked(Process* p, const uint8_t* frame, uint32_t len, uint32_t* slots, uint32_t max);
+// The Toeplitz hash of `in` under `key` (RSS; wq.cc).
+uint32_t Toeplitz(const uint8_t* key, uint32_t key_len, const uint8_t* in, uint32_t n);
 
 // QPs and SRQs (qp.cc, srq.cc).
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);

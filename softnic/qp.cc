@@ -36,10 +36,30 @@ struct Transition {
 
 int TypeIndex(uint32_t type) { return type == IBV_QPT_UD ? 0 : type == IBV_QPT_UC ? 1 : 2; }
 
+// A raw packet QP (the kernel's table): RESET -> INIT needs the port (INIT
+// -> INIT may change it), and RTR and RTS take no path attributes.
+bool RawTransitionAllowed(ibv_qp_state cur, ibv_qp_state next, int mask) {
+  mask &= ~IBV_QP_CUR_STATE;
+  switch (cur) {
+    case IBV_QPS_RESET:
+      return next == IBV_QPS_INIT && mask == IBV_QP_PORT;
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) return (mask & ~IBV_QP_PORT) == 0;
+      return next == IBV_QPS_RTR && mask == 0;
+    case IBV_QPS_RTR:
+      return next == IBV_QPS_RTS && mask == 0;
+    case IBV_QPS_RTS:
+      return next == IBV_QPS_RTS && mask == 0;
+    default:
+      return false;
+  }
+}
+
 bool TransitionAllowed(ibv_qp_state cur, ibv_qp_state next, uint32_t type, int mask) {
   mask &= ~IBV_QP_STATE;
   const int t = TypeIndex(type);
   if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return (mask & ~IBV_QP_CUR_STATE) == 0 || true;
+  if (type == IBV_QPT_RAW_PACKET) return RawTransitionAllowed(cur, next, mask);
   Transition tr{};
   bool ok = true;
   switch (cur) {
@@ -106,8 +126,21 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   Process* p = GetProcess();
   if (!p) return nullptr;
   const uint32_t type = a->qp_type;
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && !IsXrc(type)) {
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && !IsXrc(type) &&
+      type != IBV_QPT_RAW_PACKET) {
     errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  // A raw packet QP: the RoCE port, CAP_NET_RAW (raw.cc).  An RSS QP (a
+  // raw QP with a hash and an indirection table, wq.cc) has no queues or
+  // CQs of its own: its frames land in its table's WQs.
+  const bool rss = a->comp_mask & (IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE);
+  if (int e = type == IBV_QPT_RAW_PACKET ? RawQpAllowed() : 0) {
+    errno = e;
+    return nullptr;
+  }
+  if (int e = rss ? CheckRss(ctx, a) : 0) {
+    errno = e;
     return nullptr;
   }
   // What each type has: an XRC target (XRC_RECV) is made in a domain and
@@ -125,6 +158,14 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
     }
     xrcd = reinterpret_cast<SnXrcd*>(a->xrcd);
     pd = nullptr;
+    scq = rcq = nullptr;
+    srq = nullptr;
+    cap = {};
+  } else if (rss) {
+    if (!pd || pd->context != ctx) {
+      errno = EINVAL;
+      return nullptr;
+    }
     scq = rcq = nullptr;
     srq = nullptr;
     cap = {};
@@ -175,7 +216,11 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   s.type = type;
   s.state.store(IBV_QPS_RESET);
   s.send_cq = scq ? Cq(scq)->slot : kNone;
-  s.recv_cq = type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD ? Cq(rcq)->slot : kNone;
+  s.recv_cq =
+      rcq && (type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD || type == IBV_QPT_RAW_PACKET)
+          ? Cq(rcq)->slot
+          : kNone;
+  s.rss = kNone;
   s.srq = srq ? Srq(srq)->slot : kNone;
   s.xrcd = xrcd ? xrcd->key : XrcdKey{};
   s.sq_sig_all = a->sq_sig_all;
@@ -191,6 +236,17 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   s.remote_gone = 0;
   qp->slot = slot;
   qp->shm = &s;
+  if (rss) {
+    if (int e = SetupRssLocked(p, qp, a)) {
+      p->fab->Free(s.rq.ring_off);
+      s.rq.ring_off = 0;
+      s.in_use = 0;
+      s.qpn = 0;
+      delete qp;
+      errno = e;
+      return nullptr;
+    }
+  }
   qp->send_cq = scq ? Cq(scq) : nullptr;
   qp->recv_cq = s.recv_cq != kNone ? Cq(rcq) : nullptr;
   qp->srq = srq ? Srq(srq) : nullptr;
@@ -223,7 +279,8 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
 
 ibv_qp* VCreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                             IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+                             IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_RX_HASH |
+                             IBV_QP_INIT_ATTR_IND_TABLE;
   if (attr->comp_mask & ~kMask) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -399,6 +456,8 @@ int DestroyQp(ibv_qp* ibqp) {
     std::lock_guard<std::mutex> g(p->mu);
     FabricLock lock(p->fab);
     DetachAllMcastLocked(p, qp->slot);
+    DetachAllFlowsLocked(p, qp->slot);
+    if (qp->ind_table) ReleaseRssLocked(p, qp);
     p->fab->Free(qp->shm->rq.ring_off);
     qp->shm->rq.ring_off = 0;
     qp->shm->in_use = 0;

@@ -49,7 +49,8 @@ int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   SnQp* qp = Qp(ibqp);
   // With an SRQ, or XRC (an initiator has no receive queue, a target's
   // receives are its domain's SRQs'), a QP takes no receives of its own.
-  if (!p || qp->srq || IsXrc(qp->shm->type)) {
+  // An RSS QP's receives are its WQs'.
+  if (!p || qp->srq || IsXrc(qp->shm->type) || !qp->recv_cq) {
     *bad = wr;
     return p ? EINVAL : ENODEV;
   }
