@@ -25,7 +25,9 @@ class PortOption {
   ~PortOption() { Set(old_); }
 
  private:
-  static void Set(const std::string& v) { const_cast<core::Options&>(core::GlobalOptions()).softnic_port = v; }
+  static void Set(const std::string& v) {
+    const_cast<core::Options&>(core::GlobalOptions()).softnic_port = v;
+  }
   std::string old_;
 };
 

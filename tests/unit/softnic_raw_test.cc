@@ -2,8 +2,8 @@
 // state machine, CAP_NET_RAW), flow steering (specs, priority, a frame
 // nothing matches), and RSS (WQs, indirection tables, the Toeplitz hash
 // spreading frames over WQs), through the shim's verbs as an application
-// calls them.  The port is per process, so this binary sets
-// softnic_port=roce before its first test.
+// calls them; and the InfiniBand port's refusal of them.  Each test sets
+// softnic_port for itself and puts it back.
 #include <endian.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,11 +26,18 @@
 namespace rdmasan::testing {
 namespace {
 
-class RoceEnvironment : public ::testing::Environment {
+// The option, set for one test and put back after it.
+class PortOption {
  public:
-  void SetUp() override { const_cast<core::Options&>(core::GlobalOptions()).softnic_port = "roce"; }
+  explicit PortOption(const std::string& v) : old_(core::GlobalOptions().softnic_port) { Set(v); }
+  ~PortOption() { Set(old_); }
+
+ private:
+  static void Set(const std::string& v) {
+    const_cast<core::Options&>(core::GlobalOptions()).softnic_port = v;
+  }
+  std::string old_;
 };
-const ::testing::Environment* const kRoce = ::testing::AddGlobalTestEnvironment(new RoceEnvironment);
 
 constexpr uint8_t kMacA[6] = {0x01, 0x50, 0x56, 0x19, 0x20, 0xa7};
 constexpr uint8_t kMacB[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
@@ -202,6 +210,7 @@ class SoftnicRaw : public ::testing::Test {
     return out;
   }
 
+  PortOption roce_{"roce"};
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_mr* mr_ = nullptr;
@@ -546,6 +555,35 @@ TEST_F(SoftnicRaw, WqInErrorFlushesItsReceives) {
   EXPECT_EQ(c[0].status, IBV_WC_WR_FLUSH_ERR);
   EXPECT_EQ(c[0].wr_id, 99u);
   EXPECT_EQ(c[0].qp_num, wq->wq_num);
+}
+
+TEST(SoftnicRawOnIb, RawPacketQpIsNotSupported) {
+  PortOption o("ib");
+  ibv_context* ctx = OpenSoftnic();
+  ASSERT_NE(ctx, nullptr);
+  ibv_port_attr port{};
+  ASSERT_EQ(ibv_query_port(ctx, 1, &port), 0);
+  ASSERT_EQ(port.link_layer, IBV_LINK_LAYER_INFINIBAND);
+  ibv_device_attr_ex x{};
+  ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &x), 0);
+  EXPECT_EQ(x.orig_attr.max_raw_ethy_qp, 0);
+  EXPECT_EQ(x.rss_caps.supported_qpts, 0u);
+  EXPECT_EQ(x.max_wq_type_rq, 0u);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr a{};
+  a.send_cq = a.recv_cq = cq;
+  a.qp_type = IBV_QPT_RAW_PACKET;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(pd, &a), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
 }  // namespace
