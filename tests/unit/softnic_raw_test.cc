@@ -523,6 +523,95 @@ TEST_F(SoftnicRaw, RssSpreadsFramesOverTheTablesWqs) {
   EXPECT_NE(PostRecv(rss, 0), 0);
 }
 
+// The fabric's rule and RSS tables are writable by every process of the
+// user: forged entries steer nothing anywhere they should not, and crash
+// nothing.
+TEST_F(SoftnicRaw, ForgedRulesAndRssEntriesAreNotTrusted) {
+  ibv_cq* scq = NewCq();
+  ibv_cq* cq = NewCq();
+  ASSERT_TRUE(scq && cq);
+  ibv_qp* s = NewRawQp(scq);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(ToRts(s), 0);
+  ibv_wq_init_attr wa{};
+  wa.wq_type = IBV_WQT_RQ;
+  wa.max_wr = 8;
+  wa.max_sge = 1;
+  wa.pd = pd_;
+  wa.cq = cq;
+  ibv_wq* wq = ibv_create_wq(ctx_, &wa);
+  ASSERT_NE(wq, nullptr);
+  wqs_.push_back(wq);
+  ibv_wq_attr m{};
+  m.attr_mask = IBV_WQ_ATTR_STATE;
+  m.wq_state = IBV_WQS_RDY;
+  ASSERT_EQ(ibv_modify_wq(wq, &m), 0);
+  ibv_sge sge{reinterpret_cast<uint64_t>(RecvBuf(0)), 2048, mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_wq_recv(wq, &wr, &bad), 0);
+  ibv_wq* list[1] = {wq};
+  ibv_rwq_ind_table_init_attr ta{};
+  ta.log_ind_tbl_size = 0;
+  ta.ind_tbl = list;
+  table_ = ibv_create_rwq_ind_table(ctx_, &ta);
+  ASSERT_NE(table_, nullptr);
+  uint8_t key[40] = {1, 2, 3};
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_RAW_PACKET;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE;
+  qa.pd = pd_;
+  qa.rwq_ind_tbl = table_;
+  qa.rx_hash_conf.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+  qa.rx_hash_conf.rx_hash_key_len = sizeof(key);
+  qa.rx_hash_conf.rx_hash_key = key;
+  qa.rx_hash_conf.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4;
+  ibv_qp* rss = ibv_create_qp_ex(ctx_, &qa);
+  ASSERT_NE(rss, nullptr);
+  qps_.push_back(rss);
+  ASSERT_NE(AddFlow(rss, MakeFlow(kMacA, 0)), nullptr);
+  softnic::ShmHeader* h = softnic::GetProcess()->fab->hdr();
+  const uint32_t rss_slot = h->qps[softnic::Qp(rss)->slot].rss;
+  ASSERT_LT(rss_slot, softnic::kMaxRss);
+  softnic::ShmRss saved = h->rss[rss_slot];
+  // A table size past the table, then a WQ number naming no WQ: dropped.
+  h->rss[rss_slot].log_size = 200;
+  ASSERT_EQ(SendFrame(s, Frame(kMacA, 1, 2)), 0);
+  ASSERT_EQ(Poll(scq, 1).size(), 1u);
+  EXPECT_TRUE(Poll(cq, 1, 20).empty());
+  h->rss[rss_slot] = saved;
+  h->rss[rss_slot].wqn[0] = s->qp_num;  // a raw QP, not a WQ
+  ASSERT_EQ(SendFrame(s, Frame(kMacA, 1, 2)), 0);
+  ASSERT_EQ(Poll(scq, 1).size(), 1u);
+  EXPECT_TRUE(Poll(cq, 1, 20).empty());
+  h->rss[rss_slot] = saved;
+  // A rule naming a slot past the QP table, or a QP number that is not its
+  // slot's: ignored.
+  uint32_t rule = softnic::kMaxFlows;
+  for (uint32_t i = 0; i < softnic::kMaxFlows; ++i)
+    if (h->flows[i].in_use && h->flows[i].qpn == rss->qp_num) rule = i;
+  ASSERT_LT(rule, softnic::kMaxFlows);
+  const softnic::ShmFlow saved_rule = h->flows[rule];
+  h->flows[rule].qp_slot = 0xfffffff0u;
+  ASSERT_EQ(SendFrame(s, Frame(kMacA, 1, 2)), 0);
+  ASSERT_EQ(Poll(scq, 1).size(), 1u);
+  EXPECT_TRUE(Poll(cq, 1, 20).empty());
+  h->flows[rule] = saved_rule;
+  h->flows[rule].qpn ^= 0x1000;
+  ASSERT_EQ(SendFrame(s, Frame(kMacA, 1, 2)), 0);
+  ASSERT_EQ(Poll(scq, 1).size(), 1u);
+  EXPECT_TRUE(Poll(cq, 1, 20).empty());
+  h->flows[rule] = saved_rule;
+  // Restored: the frame lands in the WQ.
+  ASSERT_EQ(SendFrame(s, Frame(kMacA, 1, 2)), 0);
+  ASSERT_EQ(Poll(scq, 1).size(), 1u);
+  auto c = Poll(cq, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].qp_num, wq->wq_num);
+}
+
 TEST_F(SoftnicRaw, WqInErrorFlushesItsReceives) {
   ibv_cq* cq = NewCq();
   ASSERT_NE(cq, nullptr);
