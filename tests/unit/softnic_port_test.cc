@@ -13,23 +13,11 @@
 #include "core/options.h"
 #include "softnic/internal.h"
 #include "softnic/softnic.h"
+#include "tests/unit/port_option.h"
 #include "tests/unit/softnic_fixture.h"
 
 namespace rdmasan::testing {
 namespace {
-
-// The option, set for one test and put back after it.
-class PortOption {
- public:
-  explicit PortOption(const std::string& v) : old_(core::GlobalOptions().softnic_port) { Set(v); }
-  ~PortOption() { Set(old_); }
-
- private:
-  static void Set(const std::string& v) {
-    const_cast<core::Options&>(core::GlobalOptions()).softnic_port = v;
-  }
-  std::string old_;
-};
 
 int FindGid(ibv_context* ctx, const ibv_gid& want, uint32_t type) {
   ibv_port_attr pa;

@@ -21,23 +21,11 @@
 
 #include "core/options.h"
 #include "softnic/internal.h"
+#include "tests/unit/port_option.h"
 #include "tests/unit/softnic_fixture.h"
 
 namespace rdmasan::testing {
 namespace {
-
-// The option, set for one test and put back after it.
-class PortOption {
- public:
-  explicit PortOption(const std::string& v) : old_(core::GlobalOptions().softnic_port) { Set(v); }
-  ~PortOption() { Set(old_); }
-
- private:
-  static void Set(const std::string& v) {
-    const_cast<core::Options&>(core::GlobalOptions()).softnic_port = v;
-  }
-  std::string old_;
-};
 
 constexpr uint8_t kMacA[6] = {0x01, 0x50, 0x56, 0x19, 0x20, 0xa7};
 constexpr uint8_t kMacB[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
