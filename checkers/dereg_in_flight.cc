@@ -42,7 +42,10 @@ void CheckDeregInFlight(CheckContext& c) {
     consider(id, q.sq);
     consider(id, q.rq);
   }
-  for (const auto& [id, s] : c.s.srqs()) consider(id, s.rq);
+  for (const auto& [id, s] : c.s.srqs()) {
+    consider(id, s.rq);
+    consider(id, TagWrs(s));
+  }
   if (!count) return;
   c.Emit(core::CheckId::kDeregInFlight,
          absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered with %d outstanding WR(s), e.g. on %s", c.e.obj,

@@ -52,6 +52,10 @@ constexpr Entry kChecks[] = {
     {EventKind::kPostSrqRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
     {EventKind::kPostSrqRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
     {EventKind::kPostSrqRecv, core::CheckId::kMrAccess, CheckMrAccess},
+    // A TAG_ADD's buffer, as a receive's: its MR, bounds and LOCAL_WRITE.
+    {EventKind::kPostSrqOps, core::CheckId::kInvalidLkey, CheckInvalidLkey},
+    {EventKind::kPostSrqOps, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
+    {EventKind::kPostSrqOps, core::CheckId::kMrAccess, CheckMrAccess},
     {EventKind::kPollCq, core::CheckId::kErrorCompletion, CheckErrorCompletion},
     {EventKind::kRetire, core::CheckId::kBufferModifiedInFlight, CheckBufferModifiedInFlight},
     {EventKind::kDeregMr, core::CheckId::kDeregInFlight, CheckDeregInFlight},
@@ -156,6 +160,13 @@ void CheckContext::ComputeLists() {
     lists_.max_sge = srq->max_sge;
     lists_.pd = srq->pd;
     for (const auto& w : e.recv_wrs) lists_.lists.push_back({&w.sges, w.num_sge, w.wr_id, true});
+  } else if (e.kind == core::EventKind::kPostSrqOps) {
+    const SrqState* srq = s.Srq(e.obj);
+    if (!srq) return;
+    lists_.max_sge = srq->max_sge;
+    lists_.pd = srq->pd;
+    for (const core::SendWr& w : Posted())
+      if (w.opcode == IBV_WR_TAG_ADD) lists_.lists.push_back({&w.sges, w.num_sge, w.wr_id, true});
   }
 }
 
@@ -167,12 +178,15 @@ std::string CheckContext::PostWhere() const {
       return "post_recv to " + QpName(s, e.obj);
     case core::EventKind::kBindMw:
       return "ibv_bind_mw on " + QpName(s, e.obj);
+    case core::EventKind::kPostSrqOps:
+      return absl::StrFormat("post_srq_ops (TAG_ADD) to SRQ 0x%x", e.obj);
     default:
       return absl::StrFormat("post_srq_recv to SRQ 0x%x", e.obj);
   }
 }
 
 std::string WrLabel(const OutstandingWr& w, const char* what) {
+  if (w.is_tag) return absl::StrFormat("%s tagged buffer recv_wr_id=0x%x TAG_ADD posted at", what, w.wr_id);
   return absl::StrFormat("%s WR wr_id=0x%x %s posted at", what, w.wr_id,
                          w.is_recv ? "RECV" : WrOpcodeName(w.opcode));
 }

@@ -42,7 +42,10 @@ void CheckFreeInFlight(CheckContext& c) {
     consider(id, q.sq);
     consider(id, q.rq);
   }
-  for (const auto& [id, s] : c.s.srqs()) consider(id, s.rq);
+  for (const auto& [id, s] : c.s.srqs()) {
+    consider(id, s.rq);
+    consider(id, TagWrs(s));
+  }
   if (hit)
     c.Emit(core::CheckId::kFreeInFlight,
            absl::StrFormat("[0x%x, +%d) freed while WR wr_id=0x%x on %s still uses it", addr, len, hit->wr_id,

@@ -106,7 +106,7 @@ uint64_t State::PendingOn(const CqState& cq) const {
   uint64_t n = cq.pending;
   if (cq.srqs.empty()) return n;
   for (ObjId s : cq.srqs)
-    if (const SrqState* srq = Srq(s)) n += srq->rq.size();
+    if (const SrqState* srq = Srq(s)) n += srq->rq.size() + srq->tags.size();
   return n;
 }
 
@@ -143,6 +143,8 @@ State::Queue State::Classify(const core::Completion& wc, const QpState& qp, ObjI
 }
 
 void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired) {
+  // Tag matching's completions are retired by their kTmWc events.
+  if (__builtin_expect(IsTmCompletion(wc.status, wc.opcode), 0)) return;
   ObjId qid;
   QpState* found = MutableQpOnCq(wc.qp_num, cq, cq_state, &qid);
   if (!found) {
@@ -379,6 +381,128 @@ void State::ApplyWcReason(const Event& e) {
   if (reasons_.size() > kMaxReasons) reasons_.pop_front();
 }
 
+// ------------------------------------------------------- tag matching --
+// A TM SRQ's tagged buffers are in the device's hands from TAG_ADD until
+// the completion that ends its use of them; a signaled list operation
+// waits in tm_ops for its own completion (TAG_DEL's removes the tag).
+
+void State::ApplyPostSrqOps(const Event& e) {
+  SrqState* srq = MutableSrq(e.obj);
+  if (!srq) return;
+  const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
+  for (size_t i = 0; i < n; ++i) {
+    const core::SendWr& w = e.send_wrs[i];
+    const bool signaled = w.send_flags & IBV_OPS_SIGNALED;
+    const uint32_t handle = w.imm_data;
+    if (w.opcode == IBV_WR_TAG_ADD) {
+      TmTag& t = srq->tags[handle];
+      t = TmTag{};
+      t.tag = w.compare_add;
+      t.seq = ++srq->tm_seq;
+      OutstandingWr& o = t.wr;
+      o.wr_id = w.remote_addr;
+      o.signaled = true;
+      o.is_recv = true;
+      o.is_tag = true;
+      o.stack = e.stack;
+      o.sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
+    } else if (w.opcode == IBV_WR_TAG_DEL && !signaled) {
+      // Nothing will say when an unsignaled removal took effect: the
+      // buffer is the program's again from here (a removal that fails, of
+      // a buffer a message already took, completes TM_ERR and changes
+      // nothing).
+      if (auto t = srq->tags.find(handle); t != srq->tags.end() && !t->second.matched) srq->tags.erase(t);
+    }
+    if (signaled) {
+      srq->tm_ops.push_back({w.wr_id, w.opcode, handle, true});
+      if (srq->tm_ops.size() > 4096) srq->tm_ops.pop_front();  // a program that never polls
+    }
+  }
+}
+
+namespace {
+
+// The oldest tag (by post) with this recv_wr_id whose match state is
+// `matched`, or end.
+absl::btree_map<uint32_t, TmTag>::iterator OldestTag(absl::btree_map<uint32_t, TmTag>& tags, uint64_t wr_id,
+                                                     bool matched) {
+  auto best = tags.end();
+  for (auto it = tags.begin(); it != tags.end(); ++it)
+    if (it->second.wr.wr_id == wr_id && it->second.matched == matched &&
+        (best == tags.end() || it->second.seq < best->second.seq))
+      best = it;
+  return best;
+}
+
+}  // namespace
+
+void State::ApplyTmWc(const Event& e) {
+  if (e.wcs.empty()) return;
+  const core::Completion& c = e.wcs[0];
+  const uint32_t flags = e.count;
+  const bool op = c.status == IBV_WC_TM_ERR ||
+                  (c.status == IBV_WC_SUCCESS &&
+                   (c.opcode == IBV_WC_TM_ADD || c.opcode == IBV_WC_TM_DEL || c.opcode == IBV_WC_TM_SYNC));
+  // The SRQ: the one of the QP the completion names (a receive), else a
+  // TM SRQ whose operations complete on this CQ and wait for this wr_id
+  // (the lowest id first, so a replay decides alike).
+  SrqState* srq = nullptr;
+  ObjId qid = 0;
+  if (const QpState* q = QpOnCq(c.qp_num, e.obj, &qid); q && q->srq && !op) srq = MutableSrq(q->srq);
+  if (!srq && op) {
+    ObjId best = 0;
+    for (auto& [id, s] : srqs_) {
+      if (!s.tm || s.tm_cq != e.obj || (best && id > best)) continue;
+      for (const TmOp& o : s.tm_ops)
+        if (o.wr_id == c.wr_id) {
+          best = id;
+          break;
+        }
+    }
+    srq = best ? MutableSrq(best) : nullptr;
+  }
+  if (!srq) return;
+  auto& tags = srq->tags;
+  if (op) {
+    auto it = srq->tm_ops.begin();
+    while (it != srq->tm_ops.end() && it->wr_id != c.wr_id) ++it;
+    if (it == srq->tm_ops.end()) return;
+    const TmOp o = *it;
+    srq->tm_ops.erase(it);
+    // A removal that succeeded: the buffer is the program's again.
+    if (c.status == IBV_WC_SUCCESS && o.opcode == IBV_WR_TAG_DEL)
+      if (auto t = tags.find(o.handle); t != tags.end() && !t->second.matched) tags.erase(t);
+    return;
+  }
+  if (c.status == IBV_WC_TM_RNDV_INCOMPLETE) {  // the data phase of a match ended
+    auto t = OldestTag(tags, c.wr_id, true);
+    if (t == tags.end()) t = OldestTag(tags, c.wr_id, false);
+    if (t != tags.end()) tags.erase(t);
+    return;
+  }
+  if (c.status != IBV_WC_SUCCESS) return;
+  bool match = flags & IBV_WC_TM_MATCH, data = flags & IBV_WC_TM_DATA_VALID;
+  if (c.opcode == IBV_WC_TM_RECV && (flags & kTmFlagsUnknown)) {
+    // No flags to go by: a tagged buffer with this wr_id takes it.
+    if (OldestTag(tags, c.wr_id, true) != tags.end())
+      match = false, data = true;
+    else if (OldestTag(tags, c.wr_id, false) != tags.end())
+      match = data = true;
+  }
+  if (c.opcode == IBV_WC_TM_RECV && (match || data)) {
+    auto t = OldestTag(tags, c.wr_id, !match);
+    if (t == tags.end()) return;
+    if (data)
+      tags.erase(t);
+    else
+      t->second.matched = true;
+    return;
+  }
+  // An unexpected message (TM_RECV without TM flags) or a NO_TAG one: an
+  // ordinary receive of the SRQ took it.
+  if (!srq->rq.empty() && !srq->rq.Retire(c.wr_id)) srq->rq.pop_front();
+}
+
 void State::ApplyPostRecv(const Event& e, QpState* q) {
   const size_t n = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
   for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
@@ -438,7 +562,9 @@ void State::ApplyCreateSrq(const Event& e) {
                           .cq = e.recv_cq,
                           .max_wr = e.caps.max_recv_wr,
                           .max_sge = e.caps.max_recv_sge,
-                          .stack = e.stack};
+                          .stack = e.stack,
+                          .tm = e.qp_type == IBV_SRQT_TM,
+                          .tm_cq = e.qp_type == IBV_SRQT_TM ? e.send_cq : 0};
   // An XRC SRQ is bound to its CQ from the start (no QP binds it).
   if (auto c = cqs_.find(e.recv_cq); e.recv_cq && c != cqs_.end()) c->second.srqs.insert(e.obj);
 }
@@ -594,7 +720,7 @@ std::vector<CqOutstanding> State::Outstanding() const {
       if (const SrqState* srq = Srq(s)) {
         CqOutstanding::Queue b;
         b.srq = s;
-        b.recvs = static_cast<uint32_t>(srq->rq.size());
+        b.recvs = static_cast<uint32_t>(srq->rq.size() + srq->tags.size());
         o.queues.push_back(b);
       }
     out.push_back(std::move(o));
@@ -615,8 +741,12 @@ bool State::LkeyInFlight(uint32_t lkey) const {
   };
   for (const auto& [id, q] : qps_)
     if (uses(q.sq) || uses(q.rq)) return true;
-  for (const auto& [id, s] : srqs_)
+  for (const auto& [id, s] : srqs_) {
     if (uses(s.rq)) return true;
+    for (const auto& [h, t] : s.tags)
+      for (const auto& g : t.wr.sges)
+        if (g.lkey == lkey && g.length) return true;
+  }
   return false;
 }
 
@@ -752,6 +882,12 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       break;
     case EventKind::kWcReason:
       ApplyWcReason(e);
+      break;
+    case EventKind::kPostSrqOps:
+      ApplyPostSrqOps(e);
+      break;
+    case EventKind::kTmWc:
+      ApplyTmWc(e);
       break;
     case EventKind::kResizeCq:
       if (ok)

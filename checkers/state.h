@@ -23,6 +23,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -117,6 +118,7 @@ struct OutstandingWr {
   bool is_inline = false;
   bool is_recv = false;
   bool hashed = false;  // some SGE's payload was hashed at the post
+  bool is_tag = false;  // a TM SRQ's tagged buffer (TAG_ADD): wr_id is its recv_wr_id
   StackId stack = 0;
   uint32_t rkey = 0;  // the WR's imm_data: LOCAL_INV's invalidate_rkey
   ObjId ah = 0;
@@ -192,6 +194,26 @@ struct CqState {
   QpState* last_qp = nullptr;
 };
 
+// A tagged buffer of a TM SRQ (TAG_ADD), from its post until the
+// completion that ends the device's use of it: the TM_RECV with
+// TM_DATA_VALID (or TM_RNDV_INCOMPLETE) of a match, or the successful
+// TM_DEL that removed it unmatched.
+struct TmTag {
+  OutstandingWr wr;      // is_tag; wr_id = recv_wr_id, sges = the buffer
+  uint64_t tag = 0;      // tm.add.tag
+  uint64_t seq = 0;      // post order (handles are reused)
+  bool matched = false;  // a TM_RECV with TM_MATCH came, its data has not
+};
+
+// A TM SRQ's list operation waiting for its completion (a signaled one,
+// or a TAG_DEL: a removal that fails always completes).
+struct TmOp {
+  uint64_t wr_id = 0;
+  uint32_t opcode = 0;  // ibv_ops_wr_opcode
+  uint32_t handle = 0;
+  bool signaled = false;
+};
+
 struct SrqState {
   ObjId pd = 0;
   ObjId cq = 0;  // an XRC SRQ's CQ: its receives complete there, whichever QP took them
@@ -200,7 +222,50 @@ struct SrqState {
   StackId stack = 0;
   KeyedRing<OutstandingWr> rq;  // oldest first; retired by wr_id in any order
   absl::flat_hash_set<ObjId> qps;
+  // Tag matching (an IBV_SRQT_TM SRQ): the CQ its list operations complete
+  // on, its tagged buffers by handle, its operations awaiting completion.
+  bool tm = false;
+  ObjId tm_cq = 0;
+  absl::btree_map<uint32_t, TmTag> tags;
+  std::deque<TmOp> tm_ops;
+  uint64_t tm_seq = 0;
 };
+
+// An SRQ's tagged buffers as a range of OutstandingWr (what the checks
+// that walk queues take).
+class TagWrs {
+ public:
+  using Map = absl::btree_map<uint32_t, TmTag>;
+  explicit TagWrs(const SrqState& s) : m_(s.tags) {}
+  class Iter {
+   public:
+    explicit Iter(Map::const_iterator it) : it_(it) {}
+    const OutstandingWr& operator*() const { return it_->second.wr; }
+    Iter& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator!=(const Iter& o) const { return it_ != o.it_; }
+
+   private:
+    Map::const_iterator it_;
+  };
+  Iter begin() const { return Iter(m_.begin()); }
+  Iter end() const { return Iter(m_.end()); }
+
+ private:
+  const Map& m_;
+};
+
+// Whether a completion is one of tag matching (core::EventKind::kTmWc):
+// a list operation's, a TM SRQ's receive, or a tag-matching error.
+inline bool IsTmCompletion(uint32_t status, uint32_t opcode) {
+  if (status == IBV_WC_SUCCESS) return opcode >= IBV_WC_TM_ADD && opcode <= IBV_WC_TM_NO_TAG;
+  return status == IBV_WC_TM_ERR || status == IBV_WC_TM_RNDV_INCOMPLETE;
+}
+// kTmWc's count when the provider gave no wc_flags (an ibv_cq_ex without
+// read_wc_flags): the books match a TM_RECV by its wr_id alone.
+inline constexpr uint32_t kTmFlagsUnknown = 1u << 31;
 
 struct AhState {
   ObjId pd = 0;
@@ -363,6 +428,8 @@ class State {
   void ApplyReregMr(const core::Event& e);
   void ApplyRemoteInv(const core::Event& e);
   void ApplyWcReason(const core::Event& e);
+  void ApplyPostSrqOps(const core::Event& e);
+  void ApplyTmWc(const core::Event& e);
   // The window effects of a post's accepted send WRs (BIND_MW, LOCAL_INV).
   void ApplyWindowWrs(const core::Event& e, size_t accepted);
   MwState* MutableMwByRkey(uint32_t rkey);

@@ -41,7 +41,9 @@ const char* EventKindName(EventKind k) {
                                            "rereg_mr",
                                            "remote_inv",
                                            "wc_reason",
-                                           "resize_cq"};
+                                           "resize_cq",
+                                           "post_srq_ops",
+                                           "tm_wc"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EventKind::kCount));
   auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(EventKind::kCount) ? kNames[i] : "unknown";

@@ -86,6 +86,21 @@ enum class EventKind : uint8_t {
   // ibv_resize_cq (format 1.3): obj = the CQ, cqe = its size after the call
   // (the provider's, as cq->cqe reads; the one asked for if it failed).
   kResizeCq,
+  // Tag matching (format 1.4).  ibv_post_srq_ops: obj = the TM SRQ, ret /
+  // err / bad_index as for a post, send_wrs = the operations, each an
+  // ibv_ops_wr in SendWr's fields: wr_id, opcode = ibv_ops_wr_opcode,
+  // send_flags = ibv_ops_flags, imm_data = tm.handle (TAG_ADD: the handle
+  // the provider gave, read back after the call), rkey = tm.unexpected_cnt,
+  // remote_addr = tm.add.recv_wr_id, compare_add = tm.add.tag, swap =
+  // tm.add.mask, num_sge and sges = tm.add's list.
+  kPostSrqOps,
+  // A tag-matching completion (opcode TM_ADD, TM_DEL, TM_SYNC, TM_RECV or
+  // TM_NO_TAG, or status TM_ERR or TM_RNDV_INCOMPLETE), emitted before the
+  // poll event that returns it, which carries it too: obj = the CQ, wcs[0]
+  // = the completion, count = its wc_flags (TM_MATCH, TM_DATA_VALID tell a
+  // tagged buffer's completions apart from an ordinary receive's).  The
+  // books retire it here; the poll event leaves it alone.
+  kTmWc,
   kCount
 };
 

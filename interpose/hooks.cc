@@ -605,4 +605,28 @@ uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Even
   return i;
 }
 
+uint32_t CopyOpsChain(const ibv_ops_wr* wr, const ibv_ops_wr* bad, core::Event* e, uint32_t max_sge,
+                      uint32_t max_wrs) {
+  uint32_t i = 0;
+  for (; wr && i < max_wrs; wr = wr->next, ++i) {
+    if (wr == bad) e->bad_index = i;
+    core::SendWr& w = e->send_wrs.emplace_back();
+    w.wr_id = wr->wr_id;
+    w.opcode = wr->opcode;
+    w.send_flags = wr->flags;
+    w.imm_data = wr->tm.handle;
+    w.rkey = wr->tm.unexpected_cnt;
+    if (wr->opcode != IBV_WR_TAG_ADD) continue;
+    w.remote_addr = wr->tm.add.recv_wr_id;
+    w.compare_add = wr->tm.add.tag;
+    w.swap = wr->tm.add.mask;
+    w.num_sge = wr->tm.add.num_sge;
+    const int n = ReadableSges(wr->tm.add.sg_list, wr->tm.add.num_sge, max_sge);
+    for (int k = 0; k < n; ++k)
+      w.sges.push_back(
+          {wr->tm.add.sg_list[k].addr, wr->tm.add.sg_list[k].length, wr->tm.add.sg_list[k].lkey, 0, 0});
+  }
+  return i;
+}
+
 }  // namespace rdmasan::interpose

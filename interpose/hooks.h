@@ -101,6 +101,10 @@ uint32_t CopySendChain(const ibv_send_wr* wr, const ibv_send_wr* bad, core::Even
                        uint32_t max_sge, uint32_t max_wrs = 4096);
 uint32_t CopyRecvChain(const ibv_recv_wr* wr, const ibv_recv_wr* bad, core::Event* e, uint32_t max_sge,
                        uint32_t max_wrs = 65536);
+// ibv_post_srq_ops's chain, as core::EventKind::kPostSrqOps lays it out
+// (core/event.h); call it after the provider, which writes TAG_ADD handles.
+uint32_t CopyOpsChain(const ibv_ops_wr* wr, const ibv_ops_wr* bad, core::Event* e, uint32_t max_sge,
+                      uint32_t max_wrs = 4096);
 
 }  // namespace rdmasan::interpose
 

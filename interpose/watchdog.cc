@@ -323,6 +323,7 @@ void OnEvent(const core::Event& e) {
     case EventKind::kDecision:
     case EventKind::kRemoteInv:  // its poll was the progress
     case EventKind::kWcReason:
+    case EventKind::kTmWc:  // likewise
       return;
     default:
       if (e.ret == 0) Progress(s);

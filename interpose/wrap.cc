@@ -44,6 +44,7 @@ struct Saved {
   ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type);
   int (*dealloc_mw)(ibv_mw*);
   int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*);
+  int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**);
 };
 
 constexpr int kSlots = 64;
@@ -284,6 +285,45 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
                         PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv), stack);
 }
 
+// SGEs copied of a TAG_ADD (a provider takes a few; more is refused).
+constexpr uint32_t kMaxTagSges = 64;
+
+// ibv_post_srq_ops (inline in verbs.h, through the context's op): tag
+// list operations of a TM SRQ.  The event is copied after the provider
+// ran: a TAG_ADD's handle is what the provider wrote into the WR.
+int PostSrqOps(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad) {
+  Saved* s = Find(srq->context);
+  if (!s || !s->post_srq_ops) {
+    *bad = wr;
+    return s ? EOPNOTSUPP : ENODEV;
+  }
+  Reentry re;
+  if (!re.outer() || !Checking()) return s->post_srq_ops(srq, wr, bad);
+  core::Event e;
+  e.kind = core::EventKind::kPostSrqOps;
+  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+  e.obj = Id(srq);
+  const int rc = s->post_srq_ops(srq, wr, bad);
+  e.ret = rc;
+  e.err = rc;
+  CopyOpsChain(wr, rc ? *bad : nullptr, &e, kMaxTagSges);
+  Emit(e);
+  return rc;
+}
+
+// A tag-matching completion (core::EventKind::kTmWc) for each one a poll
+// returned, before its poll event: its wc_flags tell the books whether it
+// names a tagged buffer or an ordinary receive of the SRQ.
+void EmitTmWc(const core::Event& poll, const core::Completion& c, uint32_t flags) {
+  core::Event r;
+  r.kind = core::EventKind::kTmWc;
+  r.obj = poll.obj;
+  r.stack = poll.stack;
+  r.count = flags;
+  r.wcs.push_back(c);
+  Emit(r);
+}
+
 // ------------------------------------------------ completions explained --
 // Why softnic failed a completion (softnic::ExplainCompletion, issue 13).
 
@@ -402,6 +442,7 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   e.count = n;
   bool failed = got < 0;
   bool invalidated = false;
+  bool tm = false;
   e.wcs.resize(got > 0 ? got : 0);
   core::Completion* out = e.wcs.data();
   for (int i = 0; i < got; ++i) {
@@ -419,13 +460,17 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
     c.vendor_err = wc[i].vendor_err;
     failed |= wc[i].status != IBV_WC_SUCCESS;
     invalidated |= wc[i].status == IBV_WC_SUCCESS && (wc[i].wc_flags & IBV_WC_WITH_INV);
+    tm |= checkers::IsTmCompletion(c.status, c.opcode);
   }
   // A poll's stack is what error completions and modified payloads are
   // reported at; a clean poll, the common case by far, needs none.
   const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
   const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (failed || invalidated) e.stack = core::CaptureStackFrom(pc, frame);
+  if (failed || invalidated || tm) e.stack = core::CaptureStackFrom(pc, frame);
   if (failed) EmitReasons(cq, e);
+  if (__builtin_expect(tm, 0))
+    for (int i = 0; i < got; ++i)
+      if (checkers::IsTmCompletion(out[i].status, out[i].opcode)) EmitTmWc(e, out[i], wc[i].wc_flags);
   if (__builtin_expect(!invalidated, 1)) {
     EmitPoll(e, pc, frame);
     return got;
@@ -483,6 +528,8 @@ struct CqExHooks {
   __be32 (*read_imm_data)(ibv_cq_ex*);  // also the invalidated rkey
   core::Event batch;
   absl::InlinedVector<RemoteInv, 2> invs;  // of the batch
+  // Tag-matching completions of the batch: index in batch.wcs, wc_flags.
+  absl::InlinedVector<std::pair<uint32_t, uint32_t>, 2> tms;
 };
 PtrTable g_cq_ex;
 
@@ -501,6 +548,12 @@ void RecordCurrent(CqExHooks* h, ibv_cq_ex* cq) {
   if (cq->status == IBV_WC_SUCCESS && (c.opcode & IBV_WC_RECV) && h->read_wc_flags && h->read_imm_data &&
       (h->read_wc_flags(cq) & IBV_WC_WITH_INV))
     h->invs.push_back({c.qp_num, static_cast<uint32_t>(h->read_imm_data(cq)), c.wr_id});
+  if (__builtin_expect(checkers::IsTmCompletion(c.status, c.opcode), 0)) {
+    const uint32_t flags = cq->status != IBV_WC_SUCCESS ? 0
+                           : h->read_wc_flags           ? h->read_wc_flags(cq)
+                                                        : checkers::kTmFlagsUnknown;
+    h->tms.push_back({static_cast<uint32_t>(h->batch.wcs.size()), flags});
+  }
   h->batch.wcs.push_back(c);
 }
 
@@ -513,9 +566,11 @@ void EmitBatch(CqExHooks* h, ibv_cq_ex* cq) {
   bool failed = false;
   for (const core::Completion& c : e.wcs) failed |= c.status != IBV_WC_SUCCESS;
   if (failed) EmitReasons(ibv_cq_ex_to_cq(cq), e);
+  for (const auto& [i, flags] : h->tms) EmitTmWc(e, e.wcs[i], flags);
   EmitPoll(e);
   if (!h->invs.empty()) EmitRemoteInvs(e, h->invs.data(), h->invs.size());
   h->invs.clear();
+  h->tms.clear();
   e = core::Event();
 }
 
@@ -528,6 +583,7 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (!re.outer()) return rc;
   h->batch = core::Event();
   h->invs.clear();
+  h->tms.clear();
   h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
   if (rc == ENOENT && watchdog::Enabled())
     watchdog::OnEmptyPoll(ibv_cq_ex_to_cq(cq), reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
@@ -580,6 +636,7 @@ void HookCqEx(ibv_cq_ex* cq) {
                           cq->read_wc_flags,
                           cq->read_imm_data,
                           core::Event(),
+                          {},
                           {}};
   if (!h->start_poll || !h->next_poll || !h->end_poll || !g_cq_ex.Put(cq, reinterpret_cast<uint64_t>(h))) {
     delete h;
@@ -926,13 +983,18 @@ ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   ibv_srq* srq = err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
   const int saved = errno;
-  const bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC &&
-                   (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ);
+  const bool typed = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ);
+  const bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
+  const bool tm = typed && attr->srq_type == IBV_SRQT_TM;
   core::Event e;
   e.kind = core::EventKind::kCreateSrq;
   e.stack = stack;
   e.parent = Id(has_pd ? attr->pd : nullptr);
   e.recv_cq = xrc ? Id(attr->cq) : 0;
+  // A TM SRQ's tag operations complete on its CQ; its receives, on the
+  // receive CQs of its QPs (as a basic SRQ's).
+  e.qp_type = tm ? static_cast<uint32_t>(IBV_SRQT_TM) : 0u;
+  e.send_cq = tm ? Id(attr->cq) : 0;
   e.caps.max_recv_wr = attr->attr.max_wr;
   e.caps.max_recv_sge = attr->attr.max_sge;
   if (srq) e.obj = Assign(srq, {0, attr->attr.max_sge, 0, attr->attr.max_wr});
@@ -1073,6 +1135,7 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   s->alloc_mw = ctx->ops.alloc_mw;
   s->dealloc_mw = ctx->ops.dealloc_mw;
   s->bind_mw = ctx->ops.bind_mw;
+  s->post_srq_ops = HasOp(v, offsetof(verbs_context, post_srq_ops)) ? v->post_srq_ops : nullptr;
   s->ctx.store(ctx, std::memory_order_release);
   if (s->post_send) ctx->ops.post_send = PostSend;
   if (s->post_recv) ctx->ops.post_recv = PostRecv;
@@ -1086,6 +1149,7 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (s->alloc_mw) ctx->ops.alloc_mw = AllocMw;
   if (s->dealloc_mw) ctx->ops.dealloc_mw = DeallocMw;
   if (s->bind_mw) ctx->ops.bind_mw = BindMw;
+  if (s->post_srq_ops) v->post_srq_ops = PostSrqOps;
 }
 
 void ForgetCq(ibv_cq* cq) {
@@ -1114,6 +1178,7 @@ void UnwrapRealContext(ibv_context* ctx) {
     if (s->create_qp_ex) v->create_qp_ex = s->create_qp_ex;
     if (s->create_srq_ex) v->create_srq_ex = s->create_srq_ex;
     if (s->query_port) v->query_port = s->query_port;
+    if (s->post_srq_ops) v->post_srq_ops = s->post_srq_ops;
   }
   s->ctx.store(nullptr, std::memory_order_release);
 }
