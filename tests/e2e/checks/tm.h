@@ -9,10 +9,10 @@
 #ifndef RDMASAN_E2E_CHECKS_TM_H
 #define RDMASAN_E2E_CHECKS_TM_H
 
+#include "common.h" /* first: it defines _GNU_SOURCE */
+
 #include <endian.h>
 #include <infiniband/tm_types.h>
-
-#include "common.h"
 
 struct tm_rig {
   struct rig r; /* ctx, pd, lid; its QPs and CQs unused */
