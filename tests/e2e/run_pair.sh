@@ -100,9 +100,15 @@ fi
 # it needs neither ss nor netstat.
 listening() {
   if [[ $rdma_cm -eq 1 ]]; then
-    # softnic's rdma_cm port files: <dir>/rdmasan-<uid>.d/cm-<fabric>/p<ps>-<port>
-    compgen -G "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-$fabric/p*-$1" >/dev/null
-    return
+    # softnic's rdma_cm port files: <dir>/rdmasan-<uid>.d/cm-<fabric>/p<ps>-<port>.
+    # A port file exists from rdma_bind_addr on; its record (softnic/cm_wire.h,
+    # PortRecord) says listening (u32 1 at offset 12) only from rdma_listen
+    # on: a client that connects between the two is rejected.
+    local f
+    for f in "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-$fabric/p"*"-$1"; do
+      [[ -f $f && $(od -An -t u4 -j 12 -N 4 "$f" 2>/dev/null | tr -d ' ') == 1 ]] && return 0
+    done
+    return 1
   fi
   local hex
   hex=$(printf '%04X' "$1")
