@@ -50,11 +50,20 @@ bool AnySet(const void* p, size_t n) {
 
 // Folds one spec into the rule (`value` unmasked until the end).  0, or
 // EOPNOTSUPP / EINVAL.
-int AddSpec(const ibv_flow_spec* spec, uint32_t room, FlowKey* v, FlowKey* m, uint32_t* need) {
-  if (room < sizeof(spec->hdr)) return EINVAL;
-  const uint32_t type = spec->hdr.type;
-  const uint32_t size = spec->hdr.size;
-  if (size > room || size < sizeof(spec->hdr)) return EINVAL;
+// The program packs specs one after another, so one need not be aligned
+// for its type: it is copied into an aligned union before it is read.
+int AddSpec(const uint8_t* at, uint32_t room, FlowKey* v, FlowKey* m, uint32_t* need, uint32_t* used) {
+  decltype(ibv_flow_spec::hdr) hdr;
+  if (room < sizeof(hdr)) return EINVAL;
+  memcpy(&hdr, at, sizeof(hdr));
+  const uint32_t type = hdr.type;
+  const uint32_t size = hdr.size;
+  if (size > room || size < sizeof(hdr)) return EINVAL;
+  *used = size;
+  ibv_flow_spec copy;
+  memset(&copy, 0, sizeof(copy));
+  memcpy(&copy, at, std::min<size_t>(size, sizeof(copy)));
+  const ibv_flow_spec* spec = &copy;
   switch (type) {
     case IBV_FLOW_SPEC_ETH: {
       if (size != sizeof(ibv_flow_spec_eth)) return EINVAL;
@@ -189,13 +198,13 @@ ibv_flow* CreateFlow(ibv_qp* qp, ibv_flow_attr* attr) {
   uint32_t room = 0xffff;
   const auto* at = reinterpret_cast<const uint8_t*>(attr + 1);
   for (uint32_t i = 0; i < attr->num_of_specs; ++i) {
-    const auto* spec = reinterpret_cast<const ibv_flow_spec*>(at);
-    if (int e = AddSpec(spec, room, &v, &m, &need)) {
+    uint32_t used = 0;
+    if (int e = AddSpec(at, room, &v, &m, &need, &used)) {
       errno = e;
       return nullptr;
     }
-    room -= spec->hdr.size;
-    at += spec->hdr.size;
+    room -= used;
+    at += used;
   }
   if (attr->type != IBV_FLOW_ATTR_NORMAL && (attr->num_of_specs || AnySet(&m, sizeof(m)))) {
     errno = EINVAL;  // default and sniffer rules take every frame
