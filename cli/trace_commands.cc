@@ -109,7 +109,12 @@ std::string DumpLine(const core::Event& e) {
   if (e.bad_index != UINT32_MAX) absl::StrAppend(&out, " bad_index=", e.bad_index);
   for (const auto& w : e.send_wrs) {
     absl::StrAppend(&out, absl::StrFormat(" [wr_id=0x%x op=%d flags=0x%x", w.wr_id, w.opcode, w.send_flags));
-    if (w.opcode == IBV_WR_BIND_MW)
+    if (e.kind == core::EventKind::kPostSrqOps)  // an ibv_ops_wr (core/event.h)
+      absl::StrAppend(&out, absl::StrFormat(" handle=%d unexpected_cnt=%d", w.imm_data, w.rkey),
+                      w.opcode == IBV_WR_TAG_ADD ? absl::StrFormat(" tag=0x%x mask=0x%x recv_wr_id=0x%x",
+                                                                   w.compare_add, w.swap, w.remote_addr)
+                                                 : "");
+    else if (w.opcode == IBV_WR_BIND_MW)
       absl::StrAppend(&out, absl::StrFormat(" mw=%d mr=%d bind=0x%x+%d access=0x%x rkey=0x%x", w.bind.mw,
                                             w.bind.mr, w.bind.addr, w.bind.length, w.bind.access, w.rkey));
     else if (w.opcode == IBV_WR_LOCAL_INV || w.opcode == IBV_WR_SEND_WITH_INV)
