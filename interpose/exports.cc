@@ -96,8 +96,13 @@ struct ListRecord {
   ibv_device** ours;
   ibv_device** real;
 };
-std::mutex g_lists_mu;
-std::vector<ListRecord>* g_lists = new std::vector<ListRecord>();
+// Constant-initialized mutex and a list made on first use: another
+// library's constructor may ask for the device list before this one's ran.
+constinit std::mutex g_lists_mu;
+std::vector<ListRecord>& Lists() {
+  static auto* lists = new std::vector<ListRecord>();
+  return *lists;
+}
 
 // A call (of event kind `kind`) on a handle the program already destroyed:
 // an event that names the id the object had (as the call's object, or as
@@ -232,7 +237,7 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
     if (!real_list) {
       real_list = static_cast<ibv_device**>(calloc(1, sizeof(ibv_device*)));
       std::lock_guard<std::mutex> g(g_lists_mu);
-      g_lists->push_back({real_list, nullptr});
+      Lists().push_back({real_list, nullptr});
     }
     return real_list;
   }
@@ -249,7 +254,7 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   for (int i = 0; i < nreal; ++i) out[i + 1] = real_list[i];
   if (num_devices) *num_devices = nreal + 1;
   std::lock_guard<std::mutex> g(g_lists_mu);
-  g_lists->push_back({out, real_list});
+  Lists().push_back({out, real_list});
   return out;
 }
 
@@ -258,10 +263,11 @@ RDMASAN_EXPORT void ibv_free_device_list(ibv_device** list) {
   Reentry re;
   {
     std::lock_guard<std::mutex> g(g_lists_mu);
-    for (size_t i = 0; i < g_lists->size(); ++i) {
-      if ((*g_lists)[i].ours == list) {
-        ibv_device** r = (*g_lists)[i].real;
-        g_lists->erase(g_lists->begin() + i);
+    std::vector<ListRecord>& lists = Lists();
+    for (size_t i = 0; i < lists.size(); ++i) {
+      if (lists[i].ours == list) {
+        ibv_device** r = lists[i].real;
+        lists.erase(lists.begin() + i);
         if (r && real) real(r);
         free(list);
         return;
