@@ -26,16 +26,18 @@
 // campaign interrupted or re-run with a larger --runs resumes where it
 // stopped, and `--shard=K/N` campaigns over the same settings merge.
 //
+// This file: the runs (planned, spawned, stepped, analyzed) and the
+// findings (recorded, saved); the campaign's parts are declared in
+// fuzz_campaign.h, its command line in fuzz_args.h, the shrinking in
+// fuzz_shrink.cc, `merge` in fuzz_merge.cc.
+//
 // May not: interpret the shim's options beyond what it sets per run, run
 // anything but the given programs (under the shim) and their repro.sh, leave
 // children behind (each run is its own process group, killed at the end),
 // or write outside DIR (files created without following links).
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -47,319 +49,30 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <optional>
-#include <regex>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "cli/cli.h"
+#include "cli/fuzz_args.h"
+#include "cli/fuzz_campaign.h"
+#include "cli/fuzz_util.h"
 #include "core/decision.h"
 #include "core/file.h"
-#include "core/options.h"
-#include "core/status.h"
 
 namespace rdmasan::cli {
+namespace fuzz {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Json = nlohmann::json;
-
-constexpr int kExitUsage = 2;
-constexpr int kExitFindings = 66;
-constexpr char kCampaignFile[] = "campaign.json";
-constexpr char kRunsFile[] = "runs.txt";
-constexpr uint64_t kBaseline = ~uint64_t(0);
-constexpr char kUsage[] =
-    "usage: rdmasan fuzz [--runs=N] [--time=S] [--jobs=J] [--seed=S] [--shard=K/N] [--timeout=S]\n"
-    "                    [--strategy=random|pct|enumerate] [--depth=D] [--faults=SPEC] [--out=DIR]\n"
-    "                    [--shrink_time=S] [--name=value rdmasan options...]\n"
-    "                    -- program [args...] [--- client [args...]]\n"
-    "       rdmasan fuzz merge --out=DIR SHARD_DIR...\n"
-    "{port} in an argument becomes a TCP port free for the run (both sides of a pair get the same).\n";
-
-volatile sig_atomic_t g_interrupted = 0;
-void OnInterrupt(int) { g_interrupted = 1; }
-
-template <typename... Args>
-void Say(const absl::FormatSpec<Args...>& format, const Args&... args) {
-  std::fprintf(stderr, "rdmasan fuzz: %s\n", absl::StrFormat(format, args...).c_str());
-}
-
-uint64_t Mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// ------------------------------------------------------------ small files --
-
-bool ReadText(const std::string& path, std::string* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) out->append(buf, static_cast<size_t>(n));
-  close(fd);
-  return n == 0;
-}
-
-bool WriteText(const std::string& path, absl::string_view text, int perm = 0644) {
-  int fd = core::CreateForWrite(path, core::CreateMode::kTruncate, perm);
-  if (fd < 0) return false;
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  if (perm != 0644) fchmod(fd, perm);
-  close(fd);
-  return done == text.size();
-}
-
-bool AppendText(const std::string& path, absl::string_view text) {
-  int fd = core::CreateForWrite(path, core::CreateMode::kAppend);
-  if (fd < 0) return false;
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// mkdir, refusing a link in its place; true if it is a directory now.
-bool MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) == 0) return true;
-  return errno == EEXIST && IsDir(path);
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names.push_back(e->d_name);
-    closedir(d);
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// Empties a work directory of ours (plain files only).
-void ClearDir(const std::string& dir) {
-  for (const std::string& n : ListDir(dir)) unlink(absl::StrCat(dir, "/", n).c_str());
-}
-
-std::string Absolute(const std::string& path) {
-  char buf[PATH_MAX];
-  if (realpath(path.c_str(), buf) != nullptr) return buf;
-  return path;
-}
-
-std::string Basename(absl::string_view path) {
-  size_t slash = path.rfind('/');
-  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
-}
-
-// Whether something listens on TCP `port` (IPv4 or IPv6), from /proc.
-bool Listening(int port) {
-  const std::string hex = absl::StrFormat(":%04X", port);
-  for (const char* file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::string text;
-    if (!ReadText(file, &text)) continue;
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-      if (f.size() > 3 && f[3] == "0A" && absl::EndsWith(f[1], hex)) return true;
-    }
-  }
-  return false;
-}
-
-// Shell single-quoting; {port} becomes "$port".
-std::string ShellWord(absl::string_view arg) {
-  std::string out, quoted;
-  auto flush = [&] {
-    if (!quoted.empty()) absl::StrAppend(&out, "'", quoted, "'");
-    quoted.clear();
-  };
-  for (size_t i = 0; i < arg.size(); ++i) {
-    if (arg.substr(i, 6) == "{port}") {
-      flush();
-      out += "\"$port\"";
-      i += 5;
-    } else if (arg[i] == '\'') {
-      flush();
-      out += "\\'";
-    } else {
-      quoted += arg[i];
-    }
-  }
-  flush();
-  return out.empty() ? "''" : out;
-}
-
-std::string WithPort(const std::string& arg, int port) {
-  return absl::StrReplaceAll(arg, {{"{port}", absl::StrCat(port)}});
-}
-
-// ----------------------------------------------------------------- config --
-
-struct Config {
-  uint64_t runs = 0;  // 0: unset
-  double time = 0;    // seconds, 0: unset
-  int jobs = 1;
-  uint64_t seed = 1;
-  int shard_k = 0, shard_n = 1;
-  int timeout = 10;
-  std::string strategy = "random";
-  int depth = 3;
-  std::string faults;
-  std::string out = "rdmasan-fuzz";
-  int shrink_time = 60;
-  std::vector<std::string> options;  // rdmasan options for every run, "name=value"
-  bool user_reorder = false;
-  std::vector<std::vector<std::string>> roles;  // [0]: program (server); [1]: client
-  bool uses_port = false;
-};
-
-// Options the campaign sets itself for each run.
-bool CampaignOwned(absl::string_view name) {
-  return name == "schedule" || name == "decision_log" || name == "log_path" || name == "report_format" ||
-         name == "softnic_fabric" || name == "trace" || name == "hang_timeout" || name == "help";
-}
-
-bool ParseInt(absl::string_view v, int64_t lo, int64_t hi, int64_t* out) {
-  return absl::SimpleAtoi(v, out) && *out >= lo && *out <= hi;
-}
-
-absl::Status ParseFuzzArgs(int argc, char** argv, Config* c) {
-  int i = 0;
-  for (; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (!absl::StartsWith(arg, "--")) break;
-    absl::string_view body = arg.substr(2);
-    size_t eq = body.find('=');
-    absl::string_view name = body.substr(0, eq);
-    absl::string_view value = eq == absl::string_view::npos ? "" : body.substr(eq + 1);
-    auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrFormat("fuzz: option '%s': %s", arg, why));
-    };
-    int64_t n = 0;
-    if (name == "runs") {
-      if (!ParseInt(value, 1, int64_t(1) << 40, &n)) return bad("expected a number of runs >= 1");
-      c->runs = static_cast<uint64_t>(n);
-    } else if (name == "time") {
-      if (!absl::SimpleAtod(value, &c->time) || !(c->time > 0)) return bad("expected seconds > 0");
-    } else if (name == "jobs") {
-      if (!ParseInt(value, 1, 256, &n)) return bad("expected 1..256");
-      c->jobs = static_cast<int>(n);
-    } else if (name == "seed") {
-      if (!ParseInt(value, 0, INT64_MAX, &n)) return bad("expected a number >= 0");
-      c->seed = static_cast<uint64_t>(n);
-    } else if (name == "shard") {
-      std::vector<absl::string_view> kn = absl::StrSplit(value, '/');
-      int64_t k = 0, total = 0;
-      if (kn.size() != 2 || !ParseInt(kn[1], 1, 1 << 20, &total) || !ParseInt(kn[0], 0, total - 1, &k))
-        return bad("expected K/N with 0 <= K < N (shards count from 0, as a Kubernetes indexed Job does)");
-      c->shard_k = static_cast<int>(k);
-      c->shard_n = static_cast<int>(total);
-    } else if (name == "timeout") {
-      if (!ParseInt(value, 1, 86400, &n)) return bad("expected seconds, 1..86400");
-      c->timeout = static_cast<int>(n);
-    } else if (name == "strategy") {
-      if (value != "random" && value != "pct" && value != "enumerate")
-        return bad("expected random, pct or enumerate");
-      c->strategy = std::string(value);
-    } else if (name == "depth") {
-      if (!ParseInt(value, 1, 16, &n)) return bad("expected 1..16");
-      c->depth = static_cast<int>(n);
-    } else if (name == "faults") {
-      if (auto spec = core::ParseFaultSpec(value); !spec.ok()) return bad(spec.status().message());
-      c->faults = std::string(value);
-    } else if (name == "out") {
-      if (value.empty()) return bad("expected a directory");
-      c->out = std::string(value);
-    } else if (name == "shrink_time") {
-      if (!ParseInt(value, 0, 86400, &n)) return bad("expected seconds, 0..86400");
-      c->shrink_time = static_cast<int>(n);
-    } else {
-      if (CampaignOwned(name))
-        return bad("the campaign sets this option for each run itself (see `rdmasan fuzz --help`)");
-      CommandLine one;
-      char* single[] = {argv[i]};
-      RDMASAN_RETURN_IF_ERROR(ParseCommandLine(1, single, &one));
-      for (std::string& o : one.options) c->options.push_back(std::move(o));
-      if (name == "reorder") c->user_reorder = true;
-    }
-  }
-  if (c->strategy != "pct" && c->depth != 3)
-    for (int j = 0; j < i; ++j)
-      if (absl::StartsWith(argv[j], "--depth="))
-        return absl::InvalidArgumentError("fuzz: --depth applies to --strategy=pct only");
-  std::vector<std::string> role;
-  for (; i < argc; ++i) {
-    if (absl::string_view(argv[i]) == "---") {
-      c->roles.push_back(std::move(role));
-      role.clear();
-      continue;
-    }
-    role.push_back(argv[i]);
-    if (absl::StrContains(argv[i], "{port}")) c->uses_port = true;
-  }
-  c->roles.push_back(std::move(role));
-  if (c->roles.size() > 2) return absl::InvalidArgumentError("fuzz: at most one '---' (server --- client)");
-  for (const auto& r : c->roles)
-    if (r.empty()) return absl::InvalidArgumentError("fuzz: no program given");
-  return absl::OkStatus();
-}
-
-// Where `prog` would be executed from (execvp's search), or "".
-std::string FindProgram(const std::string& prog) {
-  if (prog.find('/') != std::string::npos) return access(prog.c_str(), X_OK) == 0 ? Absolute(prog) : "";
-  const char* path = getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-    std::string full = absl::StrCat(dir.empty() ? "." : dir, "/", prog);
-    struct stat st;
-    if (stat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(full.c_str(), X_OK) == 0) return prog;
-  }
-  return "";
-}
-
 // ---------------------------------------------------------------- reports --
-
-struct Finding {
-  std::string check;
-  std::string key;      // check id and top frames: the dedup key
-  std::string where;    // "file.c:12 in fn"
-  std::string message;  // the report's first line
-  std::string json;     // the report as the shim wrote it ("" if made up here)
-  int role = 0;
-};
 
 // "fn file.c:12" for a JSON frame.
 std::string FrameText(const Json& f) {
@@ -396,139 +109,9 @@ std::optional<Finding> FindingFromJson(const std::string& line, int role) {
   return f;
 }
 
-const char* SignalName(int sig) {
-  switch (sig) {
-    case SIGSEGV:
-      return "SIGSEGV";
-    case SIGBUS:
-      return "SIGBUS";
-    case SIGABRT:
-      return "SIGABRT";
-    case SIGFPE:
-      return "SIGFPE";
-    case SIGILL:
-      return "SIGILL";
-    case SIGKILL:
-      return "SIGKILL";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGTRAP:
-      return "SIGTRAP";
-    case SIGSYS:
-      return "SIGSYS";
-    case SIGINT:
-      return "SIGINT";
-    case SIGPIPE:
-      return "SIGPIPE";
-    default:
-      return "signal";
-  }
-}
+}  // namespace
 
 // ------------------------------------------------------------------- runs --
-
-// One planned run: the options that decide its schedule, per role.
-struct Plan {
-  uint64_t index = 0;
-  uint64_t seed = 0;
-  std::vector<std::vector<std::string>> decide;
-  std::string what;  // enumerate: the one fault
-};
-
-struct Proc {
-  pid_t pid = -1;
-  bool started = false, done = false;
-  int status = 0;
-  bool hang_killed = false;  // ended by us once the shim had reported a hang
-};
-
-// A run in flight.
-struct Exec {
-  Plan plan;
-  int slot = 0;
-  std::string work;
-  int port = 0;
-  bool text = false;         // text reports to the program's stderr (confirm runs)
-  std::string trace_prefix;  // confirm runs: record traces here
-  std::vector<Proc> procs;
-  Clock::time_point start, deadline;
-  bool term_sent = false, kill_sent = false;
-  Clock::time_point kill_at;
-  Clock::time_point next_look;  // for the shim's hang report in the logs
-  bool peer_failed = false;
-};
-
-struct RoleOutcome {
-  std::string status;   // "0", "1", "SIGSEGV", "timeout"
-  bool failed = false;  // exited non-zero, or died of a signal not ours
-  std::vector<Finding> findings;
-  std::string hang_discounted;
-};
-
-struct Outcome {
-  std::vector<RoleOutcome> roles;
-  double seconds = 0;
-  std::vector<Finding> findings() const {
-    std::vector<Finding> all;
-    for (const RoleOutcome& r : roles) all.insert(all.end(), r.findings.begin(), r.findings.end());
-    return all;
-  }
-};
-
-// A finding's directory, as saved.
-struct Saved {
-  int number = 0;
-  std::string dir;  // DIR/<n>-<check>
-  std::string key, check;
-};
-
-class Campaign {
- public:
-  explicit Campaign(Config c) : c_(std::move(c)) {}
-  int Main();
-
- private:
-  const char* RoleName(int r) const { return c_.roles.size() == 1 ? "" : (r == 0 ? "server" : "client"); }
-  std::string RolePrefix(int r) const { return c_.roles.size() == 1 ? "" : absl::StrCat(RoleName(r), "."); }
-  uint64_t RunSeed(uint64_t i) const { return Mix(c_.seed * 0x100000001b3ull + i) & 0x7fffffff; }
-  uint64_t RoleSeed(uint64_t seed, int r) const { return r == 0 ? seed : Mix(seed ^ 0xc1e47) & 0x7fffffff; }
-
-  bool Setup();
-  bool CheckCampaignFile();
-  Plan MakePlan(uint64_t i) const;
-  bool Enumerate();
-  int FreePort();
-  std::vector<std::string> RoleOptions(const Exec& e, int r) const;
-  void Spawn(Exec& e, int r);
-  void Start(Exec& e);
-  bool Step(Exec& e);
-  void KillAll(Exec& e);
-  Outcome Analyze(const Exec& e);
-  Outcome RunSync(Plan plan, bool text = false, const std::string& trace_prefix = "");
-  void Record(const Exec& e, const Outcome& o);
-  void SaveFinding(const Exec& e, const Finding& f, const Outcome& o);
-  void WriteRepro(const Saved& s, const std::string& header) const;
-  void Shrink(const Saved& s);
-  std::string Story(const std::vector<std::pair<int, std::string>>& lines) const;
-  void LoadState();
-  void Progress(bool force);
-  int Finish();
-
-  Config c_;
-  std::string dir_, work_, self_, token_;
-  // enumerate: (role, fault) per run index
-  std::vector<std::pair<int, std::string>> enumeration_;
-  absl::flat_hash_set<uint64_t> done_;
-  uint64_t runs_done_ = 0, runs_now_ = 0;
-  std::vector<Saved> saved_;
-  absl::flat_hash_map<std::string, int> keys_;
-  std::set<int> ports_in_use_;
-  Clock::time_point started_ = Clock::now();
-  Clock::time_point last_progress_ = started_;
-  bool tty_ = false;
-  bool progress_shown_ = false;
-  int setup_status_ = 1;
-};
 
 bool Campaign::Setup() {
   self_ = SelfExeForFuzz();
@@ -627,6 +210,8 @@ void Campaign::LoadState() {
   std::sort(saved_.begin(), saved_.end(), [](const Saved& a, const Saved& b) { return a.number < b.number; });
 }
 
+namespace {
+
 std::string RuleSettings(const core::FaultRule& r) {
   std::string s;
   if (!r.statuses.empty()) {
@@ -643,6 +228,8 @@ std::string RuleSettings(const core::FaultRule& r) {
   if (r.wr >= 0) absl::StrAppend(&s, ":wr=", r.wr);
   return s;
 }
+
+}  // namespace
 
 // The baseline run of `enumerate`: every named point reached, nothing
 // injected; then one run per (role, point, n-th hit).
@@ -1036,205 +623,6 @@ void Campaign::SaveFinding(const Exec& e, const Finding& f, const Outcome& o) {
   Say("%s", msg);
 }
 
-void Campaign::WriteRepro(const Saved& s, const std::string& what) const {
-  std::string sh =
-      absl::StrCat("#!/bin/sh\n# rdmasan fuzz: reproduces finding ", s.number, "-", s.check,
-                   " with one command, on a fresh softnic fabric:\n# it replays ", what,
-                   ".\n# Exit status: the program's, or rdmasan's exitcode (66) when it reports.\n",
-                   "here=$(cd \"$(dirname \"$0\")\" && pwd)\n", "fabric=repro-$$\n");
-  if (c_.uses_port) absl::StrAppend(&sh, "port=${RDMASAN_PORT:-$((20000 + $$ % 20000))}\n");
-  auto command = [&](int r) {
-    std::string cmd = ShellWord(self_) + " run";
-    for (const std::string& o : c_.options) absl::StrAppend(&cmd, " ", ShellWord("--" + o));
-    absl::StrAppend(&cmd, " \"--softnic_fabric=$fabric\"", " --hang_timeout=", std::max(1, c_.timeout / 2));
-    // A hung program reports and waits on: halting on the report ends it.
-    if (s.check == "hang") absl::StrAppend(&cmd, " --halt_on_error=1");
-    absl::StrAppend(&cmd, " \"--schedule=$here/", RolePrefix(r), "schedule.log\" --");
-    for (const std::string& a : c_.roles[r]) absl::StrAppend(&cmd, " ", ShellWord(a));
-    return cmd;
-  };
-  if (c_.roles.size() == 1) {
-    absl::StrAppend(&sh, "exec ", command(0), "\n");
-  } else {
-    absl::StrAppend(&sh, command(0), " &\nserver=$!\n");
-    if (c_.uses_port) {
-      absl::StrAppend(
-          &sh,
-          "hex=$(printf ':%04X' \"$port\")\n"
-          "i=0\n"
-          "while [ $i -lt 200 ] && kill -0 $server 2>/dev/null && ! awk -v p=\"$hex\" "
-          "'FNR > 1 && $4 == \"0A\" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' "
-          "/proc/net/tcp /proc/net/tcp6 2>/dev/null; do sleep 0.05; i=$((i + 1)); done\n");
-    } else {
-      absl::StrAppend(&sh, "sleep 0.3\n");
-    }
-    absl::StrAppend(&sh, command(1), "\nclient=$?\nwait $server\nserver=$?\n",
-                    "[ $server -ne 0 ] && exit $server\nexit $client\n");
-  }
-  WriteText(s.dir + "/repro.sh", sh, 0755);
-}
-
-// A sentence for one decision-log line, from its note.
-std::string StoryLine(absl::string_view line) {
-  size_t hash = line.find('#');
-  std::string note(absl::StripAsciiWhitespace(hash == absl::string_view::npos ? "" : line.substr(hash + 1)));
-  std::smatch m;
-  static const std::regex hold(R"(sched\.hold QP (\S+) (\S+) wr_id=(\S+) for (\d+) polls)");
-  static const std::regex pick(
-      R"(sched\.pick (?:\(pct\) )?QP (\S+) (\S+) wr_id=(\S+) released before (\d+) older)");
-  static const std::regex wc(R"(wc\.error (\S+) on QP (\S+) wr_id=(\S+))");
-  static const std::regex post(
-      R"((post_send|post_recv|post_srq_recv) fails with (\S+) at WR (\d+) of the chain(.*))");
-  if (std::regex_search(note, m, hold))
-    return absl::StrCat("hold the ", m[2].str(), " completion of wr_id ", m[3].str(), " on QP ", m[1].str(),
-                        " back for ", m[4].str(), m[4].str() == "1" ? " poll" : " polls");
-  if (std::regex_search(note, m, pick))
-    return absl::StrCat("release the ", m[2].str(), " completion of wr_id ", m[3].str(), " on QP ",
-                        m[1].str(), " before ", m[4].str(), " older one", m[4].str() == "1" ? "" : "s",
-                        " of other queues");
-  if (std::regex_search(note, m, wc))
-    return absl::StrCat("complete wr_id ", m[3].str(), " on QP ", m[2].str(), " with ", m[1].str(),
-                        " (the QP goes to ERR, its later WRs are flushed)");
-  if (std::regex_search(note, m, post))
-    return absl::StrCat("make ibv_", m[1].str(), " fail with ", m[2].str(), " at WR ", m[3].str(),
-                        " of the chain", m[4].str());
-  std::string head(absl::StripAsciiWhitespace(line.substr(0, hash)));
-  if (note.empty()) return absl::StrCat("decide ", head);
-  return absl::StrCat("inject: ", note);
-}
-
-std::string Campaign::Story(const std::vector<std::pair<int, std::string>>& lines) const {
-  std::string out;
-  int n = 0;
-  for (const auto& [r, line] : lines)
-    absl::StrAppend(&out, ++n, ". ", c_.roles.size() > 1 ? absl::StrCat(RoleName(r), ": ") : "",
-                    StoryLine(line), "\n");
-  return out;
-}
-
-// ddmin over the decisions of a finding's logs: the fewest that, replayed
-// with schedule=, still give the same finding (same dedup key).
-void Campaign::Shrink(const Saved& s) {
-  const auto deadline = Clock::now() + std::chrono::seconds(c_.shrink_time);
-  std::vector<std::string> headers(c_.roles.size());
-  std::vector<std::pair<int, std::string>> all;
-  for (size_t r = 0; r < c_.roles.size(); ++r) {
-    std::string text;
-    ReadText(absl::StrCat(s.dir, "/", RolePrefix(r), "decisions.log"), &text);
-    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-      if (absl::StartsWith(line, "#")) {
-        if (!absl::StartsWith(line, "# reached")) absl::StrAppend(&headers[r], line, "\n");
-      } else {
-        all.emplace_back(static_cast<int>(r), std::string(line));
-      }
-    }
-  }
-  const std::string sched_dir = absl::StrCat(work_, "/schedules");
-  MakeDir(sched_dir);
-  auto write_logs = [&](const std::vector<std::pair<int, std::string>>& subset, const std::string& where) {
-    for (size_t r = 0; r < c_.roles.size(); ++r) {
-      std::string text = headers[r];
-      for (const auto& [rr, line] : subset)
-        if (rr == static_cast<int>(r)) absl::StrAppend(&text, line, "\n");
-      WriteText(absl::StrCat(where, "/", RolePrefix(r), "schedule.log"), text);
-    }
-  };
-  int tests = 0;
-  auto test = [&](const std::vector<std::pair<int, std::string>>& subset) {
-    ++tests;
-    write_logs(subset, sched_dir);
-    Plan p;
-    p.index = 0;
-    for (size_t r = 0; r < c_.roles.size(); ++r)
-      p.decide.push_back({absl::StrCat("schedule=", sched_dir, "/", RolePrefix(r), "schedule.log")});
-    Outcome o = RunSync(p);
-    for (const Finding& f : o.findings())
-      if (f.key == s.key) return true;
-    return false;
-  };
-  std::vector<std::pair<int, std::string>> cur = all;
-  bool reproduced = false;
-  for (int i = 0; i < 3 && !reproduced && !g_interrupted; ++i) reproduced = test(cur);
-  std::string note;
-  if (!reproduced) {
-    note =
-        absl::StrCat("its ", all.size(),
-                     " decisions replayed did not give the finding again (3 tries): it depends on timing as "
-                     "well; repro.sh replays them all");
-  } else if (test({})) {
-    cur.clear();
-  } else {
-    // ddmin (Zeller and Hildebrandt): try halves, then complements, then
-    // finer partitions.
-    size_t n = 2;
-    while (cur.size() >= 2 && Clock::now() < deadline && !g_interrupted) {
-      const size_t chunk = (cur.size() + n - 1) / n;
-      bool reduced = false;
-      for (size_t start = 0; start < cur.size() && !reduced && Clock::now() < deadline; start += chunk) {
-        std::vector<std::pair<int, std::string>> part(cur.begin() + start,
-                                                      cur.begin() + std::min(cur.size(), start + chunk));
-        if (part.size() < cur.size() && test(part)) {
-          cur = part;
-          n = 2;
-          reduced = true;
-        }
-      }
-      for (size_t start = 0; start < cur.size() && !reduced && n > 2 && Clock::now() < deadline;
-           start += chunk) {
-        std::vector<std::pair<int, std::string>> comp(cur.begin(), cur.begin() + start);
-        comp.insert(comp.end(), cur.begin() + std::min(cur.size(), start + chunk), cur.end());
-        if (test(comp)) {
-          cur = comp;
-          n = std::max<size_t>(n - 1, 2);
-          reduced = true;
-        }
-      }
-      if (reduced) continue;
-      if (n >= cur.size()) break;
-      n = std::min(cur.size(), 2 * n);
-    }
-    if (Clock::now() >= deadline) note = absl::StrCat("--shrink_time=", c_.shrink_time, " s ran out");
-  }
-  write_logs(cur, s.dir);
-  std::string story =
-      cur.empty() && reproduced
-          ? "No decision is needed: the program fails this way in the natural order, with no fault.\n"
-          : Story(cur);
-  std::string found;
-  ReadText(s.dir + "/found.txt", &found);
-  std::vector<std::string> flines = absl::StrSplit(found, '\n');
-  absl::StrAppend(&story, "=> ", flines.size() > 1 ? flines[1] : s.check, "\n");
-  if (!note.empty()) absl::StrAppend(&story, "(", note, ")\n");
-  WriteText(s.dir + "/story.txt", story);
-  WriteRepro(s, reproduced ? absl::StrCat(c_.roles.size() > 1 ? "server.schedule.log and client.schedule.log"
-                                                              : "schedule.log",
-                                          ": ", cur.size(), " of the run's ", all.size(),
-                                          " decisions, shrunk by ddmin")
-                           : "the run's full decision log");
-  // Once more with text reports and a trace, as a user will see it.
-  Plan p;
-  p.index = 0;
-  for (size_t r = 0; r < c_.roles.size(); ++r)
-    p.decide.push_back({absl::StrCat("schedule=", s.dir, "/", RolePrefix(r), "schedule.log")});
-  RunSync(p, /*text=*/true, s.dir + "/");
-  std::string report;
-  for (size_t r = 0; r < c_.roles.size(); ++r) {
-    std::string out;
-    ReadText(absl::StrCat(work_, "/shrink/", RolePrefix(r), "out"), &out);
-    if (c_.roles.size() > 1) absl::StrAppend(&report, "== ", RoleName(r), " ==\n");
-    absl::StrAppend(&report, out);
-  }
-  WriteText(s.dir + "/report.txt", report);
-  const bool shown = absl::StrContains(report, absl::StrCat("rdmasan: ", s.check, ":"));
-  WriteText(s.dir + "/shrunk.txt",
-            absl::StrFormat("decisions %d of %d\nreplays %d\nreproduced %s\nreport %s\n", cur.size(),
-                            all.size(), tests, reproduced ? "yes" : "no", shown ? "yes" : "no"));
-  if (progress_shown_ && tty_) std::fputs("\r\033[K", stderr);
-  Say("%d-%s: %s to %zu decision%s (%d replays): %s/repro.sh\n%s", s.number, s.check,
-      reproduced ? "shrunk" : "not reproduced by replay; kept", cur.size(), cur.size() == 1 ? "" : "s", tests,
-      s.dir, story);
-}
-
 void Campaign::Progress(bool force) {
   const auto now = Clock::now();
   if (!force && now - last_progress_ < std::chrono::milliseconds(tty_ ? 250 : 10000)) return;
@@ -1330,142 +718,10 @@ int Campaign::Main() {
   return Finish();
 }
 
-// ------------------------------------------------------------------ merge --
-
-int Merge(int argc, char** argv) {
-  std::string out;
-  std::vector<std::string> sources;
-  for (int i = 0; i < argc; ++i) {
-    absl::string_view a = argv[i];
-    if (absl::ConsumePrefix(&a, "--out=")) {
-      out = std::string(a);
-    } else if (absl::StartsWith(a, "--")) {
-      std::fprintf(stderr, "rdmasan: fuzz merge: unknown option '%s'\n%s", argv[i], kUsage);
-      return kExitUsage;
-    } else {
-      sources.push_back(argv[i]);
-    }
-  }
-  if (out.empty() || sources.empty()) {
-    std::fprintf(stderr, "rdmasan: fuzz merge: needs --out=DIR and at least one campaign directory\n%s",
-                 kUsage);
-    return kExitUsage;
-  }
-  Json campaign;
-  for (const std::string& src : sources) {
-    std::string text;
-    if (!ReadText(absl::StrCat(src, "/", kCampaignFile), &text)) {
-      Say("merge: %s is not a campaign directory (no %s)", src, kCampaignFile);
-      return 1;
-    }
-    Json j = Json::parse(text, nullptr, false);
-    if (!j.is_object()) {
-      Say("merge: %s/%s is not a campaign file", src, kCampaignFile);
-      return 1;
-    }
-    j.erase("shard");
-    if (campaign.is_null()) {
-      campaign = j;
-    } else if (campaign != j) {
-      Say("merge: %s is another campaign than %s (settings differ)", src, sources[0]);
-      return 1;
-    }
-  }
-  if (!MakeDir(out)) {
-    Say("merge: cannot create %s: %s", out, strerror(errno));
-    return 1;
-  }
-  std::string existing;
-  if (ReadText(absl::StrCat(out, "/", kCampaignFile), &existing)) {
-    Json j = Json::parse(existing, nullptr, false);
-    if (j.is_object()) j.erase("shard");
-    if (j != campaign) {
-      Say("merge: %s holds another campaign", out);
-      return 1;
-    }
-  }
-  Json merged = campaign;
-  merged["shard"] = "merged";
-  WriteText(absl::StrCat(out, "/", kCampaignFile), merged.dump(2) + "\n");
-  // Runs: one line per run index.
-  std::map<uint64_t, std::string> runs;
-  std::vector<std::string> dirs = sources;
-  dirs.insert(dirs.begin(), out);
-  for (const std::string& d : dirs) {
-    std::string text;
-    if (!ReadText(absl::StrCat(d, "/", kRunsFile), &text)) continue;
-    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-      std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-      uint64_t i;
-      if (f.size() > 1 && f[0] == "run" && absl::SimpleAtoi(f[1], &i)) runs.emplace(i, std::string(line));
-    }
-  }
-  // Findings: each key once; numbers in the order met.
-  absl::flat_hash_map<std::string, int> keys;
-  std::vector<std::string> ids;
-  int number = 0;
-  auto copy_dir = [](const std::string& from, const std::string& to) {
-    if (!MakeDir(to)) return false;
-    for (const std::string& n : ListDir(from)) {
-      std::string text;
-      const std::string src = absl::StrCat(from, "/", n);
-      struct stat st;
-      if (lstat(src.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !ReadText(src, &text)) continue;
-      WriteText(absl::StrCat(to, "/", n), text, (st.st_mode & 0111) ? 0755 : 0644);
-    }
-    return true;
-  };
-  const std::string tmp = absl::StrCat(out, "/.merge");
-  if (!MakeDir(tmp)) {
-    Say("merge: cannot create %s: %s", tmp, strerror(errno));
-    return 1;
-  }
-  for (const std::string& d : dirs) {
-    for (const std::string& name : ListDir(d)) {
-      const std::string from = absl::StrCat(d, "/", name);
-      size_t dash = name.find('-');
-      int n = 0;
-      std::string key;
-      if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(0, dash), &n) ||
-          !ReadText(from + "/key.txt", &key))
-        continue;
-      key = std::string(absl::StripTrailingAsciiWhitespace(key));
-      if (keys.contains(key)) continue;
-      keys[key] = ++number;
-      const std::string id = absl::StrCat(number, "-", name.substr(dash + 1));
-      ids.push_back(id);
-      // Copy via a scratch name: the destination may be one of the sources.
-      copy_dir(from, absl::StrCat(tmp, "/", id));
-    }
-  }
-  // Replace the destination's findings with the merged set.
-  for (const std::string& name : ListDir(out)) {
-    size_t dash = name.find('-');
-    int n = 0;
-    if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(0, dash), &n)) continue;
-    const std::string d = absl::StrCat(out, "/", name);
-    ClearDir(d);
-    rmdir(d.c_str());
-  }
-  for (const std::string& id : ids) {
-    const std::string from = absl::StrCat(tmp, "/", id);
-    if (::rename(from.c_str(), absl::StrCat(out, "/", id).c_str()) != 0) {
-      Say("merge: cannot move %s: %s", from, strerror(errno));
-    }
-  }
-  rmdir(tmp.c_str());
-  // (The finding ids in each run's line are its shard's numbering.)
-  std::string runs_text;
-  for (const auto& [i, line] : runs) absl::StrAppend(&runs_text, line, "\n");
-  WriteText(absl::StrCat(out, "/", kRunsFile), runs_text);
-  std::printf("rdmasan fuzz: %zu runs, %zu unique finding%s%s%s\n", runs.size(), ids.size(),
-              ids.size() == 1 ? "" : "s", ids.empty() ? "" : ": ", absl::StrJoin(ids, ", ").c_str());
-  return ids.empty() ? 0 : kExitFindings;
-}
-
-}  // namespace
+}  // namespace fuzz
 
 int Fuzz(int argc, char** argv) {
+  using namespace fuzz;  // NOLINT: the campaign's own pieces
   if (argc >= 1 && absl::string_view(argv[0]) == "merge") return Merge(argc - 1, argv + 1);
   if (argc >= 1 && (absl::string_view(argv[0]) == "--help" || absl::string_view(argv[0]) == "-h")) {
     std::fputs(kUsage, stdout);
