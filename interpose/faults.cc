@@ -175,8 +175,11 @@ State* GetState() {
 
 // QPs by (context, number).
 std::mutex g_qps_mu;
-absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>* g_qps =
-    new absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>();
+using QpMap = absl::flat_hash_map<std::pair<const ibv_context*, uint32_t>, QpInfo>;
+QpMap& Qps() {  // made on first use, so it works before this library's initialisers
+  static auto* const qps = new QpMap();
+  return *qps;
+}
 
 }  // namespace
 
@@ -260,20 +263,20 @@ void NoteQp(ibv_qp* qp, ibv_srq* srq) {
   if (!qp) return;
   QpInfo info{qp, Id(qp), Id(srq), srq != nullptr, static_cast<uint32_t>(qp->qp_type)};
   std::lock_guard<std::mutex> l(g_qps_mu);
-  (*g_qps)[{qp->context, qp->qp_num}] = info;
+  Qps()[{qp->context, qp->qp_num}] = info;
 }
 
 void ForgetQpNum(ibv_qp* qp) {
   if (!qp) return;
   std::lock_guard<std::mutex> l(g_qps_mu);
-  auto it = g_qps->find({qp->context, qp->qp_num});
-  if (it != g_qps->end() && it->second.qp == qp) g_qps->erase(it);
+  auto it = Qps().find({qp->context, qp->qp_num});
+  if (it != Qps().end() && it->second.qp == qp) Qps().erase(it);
 }
 
 bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
   std::lock_guard<std::mutex> l(g_qps_mu);
-  auto it = g_qps->find({ctx, qp_num});
-  if (it == g_qps->end()) return false;
+  auto it = Qps().find({ctx, qp_num});
+  if (it == Qps().end()) return false;
   *out = it->second;
   return true;
 }

@@ -18,8 +18,11 @@ namespace {
 
 // Registered ranges (virtual addresses) -> count of MRs over them.
 std::mutex g_ranges_mu;
-std::map<uintptr_t, std::pair<uintptr_t, int>>* g_ranges =
-    new std::map<uintptr_t, std::pair<uintptr_t, int>>();
+using RangeMap = std::map<uintptr_t, std::pair<uintptr_t, int>>;
+RangeMap& Ranges() {  // made on first use, so it works before this library's initialisers
+  static auto* const ranges = new RangeMap();
+  return *ranges;
+}
 std::atomic<uintptr_t> g_lo{UINTPTR_MAX};
 std::atomic<uintptr_t> g_hi{0};
 // Bumped under g_ranges_mu by every change: each thread's cache of ranges
@@ -28,14 +31,14 @@ std::atomic<uint64_t> g_ranges_gen{1};
 
 void RecomputeBoundsLocked() {
   g_ranges_gen.fetch_add(1, std::memory_order_release);
-  if (g_ranges->empty()) {
+  if (Ranges().empty()) {
     g_lo.store(UINTPTR_MAX, std::memory_order_relaxed);
     g_hi.store(0, std::memory_order_relaxed);
     return;
   }
   uintptr_t hi = 0;
-  for (const auto& [start, v] : *g_ranges) hi = std::max(hi, v.first);
-  g_lo.store(g_ranges->begin()->first, std::memory_order_relaxed);
+  for (const auto& [start, v] : Ranges()) hi = std::max(hi, v.first);
+  g_lo.store(Ranges().begin()->first, std::memory_order_relaxed);
   g_hi.store(hi, std::memory_order_relaxed);
 }
 
@@ -47,7 +50,7 @@ bool MayOverlap(uintptr_t a, size_t n) {
 
 bool OverlapsRegistered(uintptr_t a, size_t n) {
   std::lock_guard<std::mutex> l(g_ranges_mu);
-  for (const auto& [start, v] : *g_ranges)
+  for (const auto& [start, v] : Ranges())
     if (a < v.first && start < a + n) return true;
   return false;
 }
@@ -113,7 +116,7 @@ void NoteRegistered(const void* addr, size_t length) {
   if (!addr || !length) return;
   std::lock_guard<std::mutex> l(g_ranges_mu);
   uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-  auto& v = (*g_ranges)[a];
+  auto& v = Ranges()[a];
   v.first = std::max(v.first, a + length);
   ++v.second;
   RecomputeBoundsLocked();
@@ -124,9 +127,9 @@ void ForgetFreedRanges(uintptr_t a, size_t n) {
   // reported) is no longer the program's to read: stop hashing it, or the
   // retirement hash would read freed (or unmapped) memory.
   std::lock_guard<std::mutex> l(g_ranges_mu);
-  for (auto it = g_ranges->begin(); it != g_ranges->end();) {
+  for (auto it = Ranges().begin(); it != Ranges().end();) {
     if (a < it->second.first && it->first < a + n)
-      it = g_ranges->erase(it);
+      it = Ranges().erase(it);
     else
       ++it;
   }
@@ -136,9 +139,9 @@ void ForgetFreedRanges(uintptr_t a, size_t n) {
 void NoteDeregistered(const void* addr, size_t length) {
   if (!addr || !length) return;
   std::lock_guard<std::mutex> l(g_ranges_mu);
-  auto it = g_ranges->find(reinterpret_cast<uintptr_t>(addr));
-  if (it == g_ranges->end()) return;
-  if (--it->second.second <= 0) g_ranges->erase(it);
+  auto it = Ranges().find(reinterpret_cast<uintptr_t>(addr));
+  if (it == Ranges().end()) return;
+  if (--it->second.second <= 0) Ranges().erase(it);
   RecomputeBoundsLocked();
 }
 
@@ -167,8 +170,8 @@ bool InsideRegistered(uint64_t addr, uint32_t length) {
     c.gen = gen;  // what is learnt below is at least this new
   }
   std::lock_guard<std::mutex> l(g_ranges_mu);
-  auto it = g_ranges->upper_bound(addr);
-  while (it != g_ranges->begin()) {
+  auto it = Ranges().upper_bound(addr);
+  while (it != Ranges().begin()) {
     --it;
     if (addr + length <= it->second.first) {
       if (addr < it->first) return false;

@@ -108,7 +108,13 @@ struct Global {
   Pct pct;
 };
 
-Global* g = new Global();
+// Made on first use: a verb can be called from another library's
+// constructor, before this library's initialisers ran.
+// Tests and fuzz targets replace it (ResetForTest, ResetForFuzz).
+Global*& G() {
+  static Global* global = new Global();
+  return global;
+}
 std::mutex g_create_mu;
 PtrTable g_states;
 
@@ -128,7 +134,7 @@ CqState* GetState(const void* cq) {
 
 uint64_t CqObj(const void* cq) { return Id(cq); }
 
-bool IsForced(const CqState& st, const Entry& e) { return e.age >= g->delay || e.seq < st.release_below; }
+bool IsForced(const CqState& st, const Entry& e) { return e.age >= G()->delay || e.seq < st.release_below; }
 
 // --------------------------------------------------------------- wc.error --
 
@@ -166,9 +172,9 @@ void Admit(CqState& st, const ibv_context* ctx, Entry e) {
   if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
     if (Failing(st, wc.qp_num)) {
       wc.status = IBV_WC_WR_FLUSH_ERR;
-    } else if (g->wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
+    } else if (G()->wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
       const uint32_t opcode = wc.opcode;
-      const uint64_t status = g->decider->Fault(
+      const uint64_t status = G()->decider->Fault(
           Point::kWcError, qi.id, wc.qp_num,
           [opcode](const core::FaultRule& r, core::Draws& d) { return DrawStatus(r, d, opcode); }, nullptr,
           wc.wr_id);
@@ -293,14 +299,14 @@ void PctInit(Pct& p) {
   p.depth = std::clamp(o.pct_depth, 1, 64);
   const uint64_t k = static_cast<uint64_t>(std::max(o.pct_steps, 1));
   for (int i = 1; i < p.depth; ++i)
-    p.change.push_back(1 + g->decider->source().RunDraw(kTagPctChange, i, 0, k));
+    p.change.push_back(1 + G()->decider->source().RunDraw(kTagPctChange, i, 0, k));
 }
 
 int64_t PctPriority(Pct& p, uint64_t ident) {
   auto it = p.prio.find(ident);
   if (it != p.prio.end()) return it->second;
-  const int64_t v = p.depth + static_cast<int64_t>(
-                                  g->decider->source().RunDraw(kTagPctPriority, ident, 0, uint64_t{1} << 40));
+  const int64_t v = p.depth + static_cast<int64_t>(G()->decider->source().RunDraw(kTagPctPriority, ident, 0,
+                                                                                  uint64_t{1} << 40));
   p.prio[ident] = v;
   return v;
 }
@@ -345,27 +351,27 @@ const char* Side(const Entry& e) {
 bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
   if (st.buf.empty()) return false;
   size_t at = 0;
-  if (!IsForced(st, st.buf.front()) && (g->mode != Mode::kNatural || g->replaying)) {
+  if (!IsForced(st, st.buf.front()) && (G()->mode != Mode::kNatural || G()->replaying)) {
     thread_local std::vector<uint32_t> elig;
     Eligible(st, &elig);
     if (elig.empty()) return false;  // every stream head held back
     at = elig[0];
-    if (g->mode == Mode::kPct && !g->replaying) {
-      std::lock_guard<std::mutex> l(g->pct.mu);
-      PctInit(g->pct);
+    if (G()->mode == Mode::kPct && !G()->replaying) {
+      std::lock_guard<std::mutex> l(G()->pct.mu);
+      PctInit(G()->pct);
       size_t best = 0;
       int64_t best_prio = INT64_MIN;
       for (size_t i = 0; i < elig.size(); ++i) {
-        const int64_t p = PctPriority(g->pct, st.buf[elig[i]].ident);
+        const int64_t p = PctPriority(G()->pct, st.buf[elig[i]].ident);
         if (p > best_prio) best_prio = p, best = i;
       }
-      const uint64_t step = ++g->pct.steps;
-      for (size_t i = 0; i < g->pct.change.size(); ++i)
-        if (g->pct.change[i] == step)
-          g->pct.prio[st.buf[elig[best]].ident] = g->pct.depth - 1 - static_cast<int64_t>(i);
+      const uint64_t step = ++G()->pct.steps;
+      for (size_t i = 0; i < G()->pct.change.size(); ++i)
+        if (G()->pct.change[i] == step)
+          G()->pct.prio[st.buf[elig[best]].ident] = G()->pct.depth - 1 - static_cast<int64_t>(i);
       if (elig.size() >= 2) {
         const Entry& c = st.buf[elig[best]];
-        const uint64_t o = g->decider->Schedule(
+        const uint64_t o = G()->decider->Schedule(
             Point::kSchedPick, cq_obj, [best](core::Draws&) { return best; },
             [&](uint64_t) {
               return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
@@ -375,7 +381,7 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
         at = elig[o < elig.size() ? o : 0];
       }
     } else if (elig.size() >= 2) {
-      const uint64_t o = g->decider->Schedule(
+      const uint64_t o = G()->decider->Schedule(
           Point::kSchedPick, cq_obj, [&](core::Draws& d) { return d.Below(elig.size()); },
           [&](uint64_t o) {
             const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
@@ -394,11 +400,11 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
 // on): outcome h > 0 holds it back until it stayed buffered through h polls
 // of its CQ (at most reorder_delay: the forced bound wins).
 void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
-  if (!(g->mode == Mode::kRandom || g->replaying)) return;
-  const uint64_t most = std::max<uint32_t>(g->delay, 1);
+  if (!(G()->mode == Mode::kRandom || G()->replaying)) return;
+  const uint64_t most = std::max<uint32_t>(G()->delay, 1);
   for (Entry& e : st.buf) {
     if (e.seq < first_seq || IsForced(st, e)) continue;
-    const uint64_t h = g->decider->Schedule(
+    const uint64_t h = G()->decider->Schedule(
         Point::kSchedHold, cq_obj,
         [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
         [&e](uint64_t h) {
@@ -406,7 +412,7 @@ void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
                                  e.wc.wr_id, static_cast<unsigned>(h));
         },
         e.wc.qp_num, e.wc.wr_id);
-    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, g->delay));
+    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, G()->delay));
   }
 }
 
@@ -500,13 +506,13 @@ bool ComputeOn() {
   const ReorderMode r = Reorder();
   const bool on = d && (r != ReorderMode::kOff || d->Active(Point::kWcError) || d->replaying());
   if (on) {
-    g->decider = d;
-    g->replaying = d->replaying();
-    g->wc_error = d->Active(Point::kWcError) || d->replaying();
-    g->mode = r == ReorderMode::kRandom ? Mode::kRandom
-              : r == ReorderMode::kPct  ? Mode::kPct
-                                        : Mode::kNatural;
-    g->delay = static_cast<uint32_t>(std::clamp(core::GlobalOptions().reorder_delay, 0, 1000000));
+    G()->decider = d;
+    G()->replaying = d->replaying();
+    G()->wc_error = d->Active(Point::kWcError) || d->replaying();
+    G()->mode = r == ReorderMode::kRandom ? Mode::kRandom
+                : r == ReorderMode::kPct  ? Mode::kPct
+                                          : Mode::kNatural;
+    G()->delay = static_cast<uint32_t>(std::clamp(core::GlobalOptions().reorder_delay, 0, 1000000));
   }
   g_on.store(on ? 2 : 1, std::memory_order_release);
   return on;
@@ -596,8 +602,8 @@ void ResetForTest() {
   // The old one stays allocated (a poll of another test thread may still
   // read it) and reachable, so that LeakSanitizer does not count it.
   static auto* const retired = new std::vector<Global*>;
-  retired->push_back(g);
-  g = new Global();
+  retired->push_back(G());
+  G() = new Global();
   g_on.store(0, std::memory_order_release);
 }
 
@@ -605,8 +611,8 @@ void ResetForFuzz() {
   Global* old;
   {
     std::lock_guard<std::mutex> l(g_create_mu);
-    old = g;
-    g = new Global();
+    old = G();
+    G() = new Global();
     g_on.store(0, std::memory_order_release);
   }
   delete old;  // no poll is in progress (faults.h: ResetDecisionsForFuzz)

@@ -32,23 +32,26 @@ namespace {
 
 struct Saved {
   std::atomic<ibv_context*> ctx{nullptr};
-  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
-  int (*post_recv)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
-  int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
-  int (*poll_cq)(ibv_cq*, int, ibv_wc*);
-  int (*req_notify_cq)(ibv_cq*, int);
-  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*);
-  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*);
-  ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*);
-  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t);
-  ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type);
-  int (*dealloc_mw)(ibv_mw*);
-  int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*);
-  int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**);
+  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**) = nullptr;
+  int (*post_recv)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
+  int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
+  int (*poll_cq)(ibv_cq*, int, ibv_wc*) = nullptr;
+  int (*req_notify_cq)(ibv_cq*, int) = nullptr;
+  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*) = nullptr;
+  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*) = nullptr;
+  ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*) = nullptr;
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t) = nullptr;
+  ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type) = nullptr;
+  int (*dealloc_mw)(ibv_mw*) = nullptr;
+  int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*) = nullptr;
+  int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**) = nullptr;
 };
 
+// Constant-initialized (a context opened from another library's
+// constructor is saved here before this library's initialisers run; a
+// dynamic initializer would then wipe it).
 constexpr int kSlots = 64;
-Saved g_saved[kSlots];
+constinit Saved g_saved[kSlots];
 std::mutex g_mu;  // writers only
 
 Saved* Find(const ibv_context* ctx) {
@@ -84,8 +87,11 @@ void HashSendPayloads(core::Event* e) {
 
 // CQs armed and not polled since: their empty polls matter to the
 // notify-without-poll check; every other empty poll is not an event.
-std::mutex g_armed_mu;  // std::mutex: visible to TSan
-absl::flat_hash_set<const ibv_cq*>* g_armed = new absl::flat_hash_set<const ibv_cq*>();
+std::mutex g_armed_mu;                         // std::mutex: visible to TSan
+absl::flat_hash_set<const ibv_cq*>& Armed() {  // made on first use
+  static auto* const armed = new absl::flat_hash_set<const ibv_cq*>();
+  return *armed;
+}
 std::atomic<int> g_armed_count{0};
 
 // Each thread's events of the busiest kinds, reused: their vectors keep
@@ -431,7 +437,7 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (got <= 0) {
     if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
     std::lock_guard<std::mutex> l(g_armed_mu);
-    if (!g_armed->erase(cq)) return got;
+    if (!Armed().erase(cq)) return got;
     g_armed_count.fetch_sub(1, std::memory_order_relaxed);
   }
   std::unique_ptr<core::Event> spare;
@@ -499,7 +505,7 @@ int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   if (!re.outer() || !Checking()) return rc;
   if (rc == 0) {
     std::lock_guard<std::mutex> l(g_armed_mu);
-    if (g_armed->insert(cq).second) g_armed_count.fetch_add(1, std::memory_order_relaxed);
+    if (Armed().insert(cq).second) g_armed_count.fetch_add(1, std::memory_order_relaxed);
   }
   core::Event e;
   e.kind = core::EventKind::kReqNotifyCq;
@@ -595,7 +601,7 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     bool armed;
     {
       std::lock_guard<std::mutex> l(g_armed_mu);
-      armed = g_armed->erase(ibv_cq_ex_to_cq(cq)) != 0;
+      armed = Armed().erase(ibv_cq_ex_to_cq(cq)) != 0;
       if (armed) g_armed_count.fetch_sub(1, std::memory_order_relaxed);
     }
     if (armed) EmitBatch(h, cq);
@@ -620,7 +626,7 @@ void EndPollEx(ibv_cq_ex* cq) {
   if (!re.outer()) return;
   {
     std::lock_guard<std::mutex> l(g_armed_mu);
-    if (g_armed->erase(ibv_cq_ex_to_cq(cq))) g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+    if (Armed().erase(ibv_cq_ex_to_cq(cq))) g_armed_count.fetch_sub(1, std::memory_order_relaxed);
   }
   EmitBatch(h, cq);
 }

@@ -53,16 +53,16 @@ namespace {
 // tell a vendor when they do not ask the device.)
 constexpr uint64_t kNodeGuidHost = (uint64_t{kVendorId} << 40) | 0x000000fffe5a0001ull;
 
-ibv_device g_device = [] {
-  ibv_device d{};
-  d.node_type = IBV_NODE_CA;
-  d.transport_type = IBV_TRANSPORT_IB;
-  snprintf(d.name, sizeof(d.name), "softnic0");
-  snprintf(d.dev_name, sizeof(d.dev_name), "uverbs-softnic0");
-  snprintf(d.dev_path, sizeof(d.dev_path), "/sys/class/infiniband_verbs/uverbs-softnic0");
-  snprintf(d.ibdev_path, sizeof(d.ibdev_path), "/sys/class/infiniband/softnic0");
-  return d;
-}();
+// Constant-initialized: the device list can be asked for from another
+// library's constructor, before this library's own have run.
+constinit ibv_device g_device = {
+    .node_type = IBV_NODE_CA,
+    .transport_type = IBV_TRANSPORT_IB,
+    .name = "softnic0",
+    .dev_name = "uverbs-softnic0",
+    .dev_path = "/sys/class/infiniband_verbs/uverbs-softnic0",
+    .ibdev_path = "/sys/class/infiniband/softnic0",
+};
 
 // This process's attachment to the fabric.  A child forked after its
 // parent attached gets one of its own on first use (a new slot, its own
