@@ -240,7 +240,10 @@ void HandleIfDefault(int sig) {
     return;
   struct sigaction sa = {};
   sa.sa_sigaction = OnFatalSignal;
-  sa.sa_flags = SA_SIGINFO;
+  // It never returns (the signal is raised again at the default), so the
+  // flag changes nothing here; a restarting handler is one softnic's waits
+  // need not end for (softnic/interrupt.h).
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   g_old_actions[sig] = old;
   if (sigaction(sig, &sa, nullptr) == 0) g_handled[sig].store(true, std::memory_order_relaxed);

@@ -38,6 +38,7 @@
 #include "core/options.h"
 #include "softnic/access.h"
 #include "softnic/cm_wire.h"
+#include "softnic/interrupt.h"
 #include "softnic/internal.h"
 #include "softnic/softnic.h"
 
@@ -979,8 +980,8 @@ ssize_t Cm::GetEvent(int fd, uint64_t response, size_t out_len) {
     }
     epoll_event ev;
     const int r = epoll_wait(fd, &ev, 1, -1);
-    if (r < 0 && errno != EINTR) return -1;
-    if (r < 0) return -1;  // interrupted, as the kernel's wait is
+    // Interrupted: as the kernel's wait is, unless every handler restarts.
+    if (r < 0 && (errno != EINTR || !RestartAfterSignal())) return -1;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <new>
 
 #include "softnic/access.h"
+#include "softnic/interrupt.h"
 #include "softnic/internal.h"
 
 namespace rdmasan::softnic {
@@ -257,7 +258,7 @@ int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
     // peers of the QPs whose completions this channel reports.
     pollfd pfd{ibch->fd, POLLIN, 0};
     int r = poll(&pfd, 1, 20);
-    if (r < 0 && errno != EINTR) return -1;
+    if (r < 0 && (errno != EINTR || !RestartAfterSignal())) return -1;  // EINTR as read(2) gives it
     if (r == 0) {
       std::vector<SnCq*> mine;
       {
