@@ -4,6 +4,7 @@
 // reported from the context of the signal.
 #include "interpose/watchdog.h"
 
+#include <dirent.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -60,14 +62,23 @@ struct Slot {
   std::atomic<const void*> streak_cq[kStreakCqs] = {};
   std::atomic<core::StackId> streak_stack{0};
   std::atomic<uint64_t> streak_since{0};
+  // The streak polled more CQs than streak_cq holds, or read a channel
+  // without blocking: what it waits on is not all known (no proof).
+  std::atomic<bool> streak_unknown{false};
   // A blocking wait in progress.
   std::atomic<int> wait{kNone};
   std::atomic<uint64_t> wait_obj{0};  // the channel's id (kCqEvent)
   std::atomic<core::StackId> wait_stack{0};
   std::atomic<uint64_t> wait_since{0};
+  // Verbs calls that are more than waiting: every event but an empty poll,
+  // an empty non-blocking CQ-event read or arming a CQ.  A proof of a hang
+  // needs a grace period with none.
+  std::atomic<uint64_t> calls{0};
   uint32_t tid = 0;
-  // The watchdog's: empty_polls when the program's progress last changed.
+  // The watchdog's: empty_polls when the program's progress last changed,
+  // and at its previous tick (whether the thread still polls).
   std::atomic<uint64_t> empty_at_stall{0};
+  uint64_t empty_at_tick = 0;
   Slot* next = nullptr;
 };
 
@@ -93,7 +104,11 @@ void Bump(std::atomic<T>& a) {
 
 void Progress(Slot* s) {
   Bump(s->progress);
-  if (s->streak_cqs.load(std::memory_order_relaxed)) s->streak_cqs.store(0, std::memory_order_relaxed);
+  if (s->streak_cqs.load(std::memory_order_relaxed)) {
+    s->streak_cqs.store(0, std::memory_order_relaxed);
+    if (s->streak_unknown.load(std::memory_order_relaxed))
+      s->streak_unknown.store(false, std::memory_order_relaxed);
+  }
 }
 
 int g_timeout_s = 0;                       // hang_timeout
@@ -203,9 +218,10 @@ std::string AfterInjections() {
   return absl::StrCat("; after ", absl::StrReplaceAll(lines, {{"\n", "; "}}));
 }
 
-// The hang report: `stalled_ns` without progress; `why` ends the first line.
-// Returns false if there was no thread waiting on a CQ.
-bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why) {
+// The hang report: `stalled_ns` without progress; `why` ends the first
+// line's head, `proven` (if not empty) follows the first waiter.  Returns
+// false if there was no thread waiting on a CQ.
+bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why, const std::string& proven = "") {
   const uint64_t now = NowNs();
   std::vector<checkers::CqOutstanding> books;
   if (with_books) books = Outstanding();
@@ -215,9 +231,14 @@ bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why) {
   core::Finding f;
   f.check = core::CheckId::kHang;
   const uint64_t secs = stalled_ns / 1000000000ull;
-  f.message = absl::StrFormat("no verbs progress for %d s while %s%s: %s%s", secs,
-                              Plural(waiters.size(), "thread waits", "threads wait"), why,
-                              Describe(waiters.front(), now), AfterInjections());
+  if (proven.empty())
+    f.message = absl::StrFormat("no verbs progress for %d s while %s%s: %s%s", secs,
+                                Plural(waiters.size(), "thread waits", "threads wait"), why,
+                                Describe(waiters.front(), now), AfterInjections());
+  else
+    f.message = absl::StrFormat("no verbs progress for %s while %s%s: %s; %s%s", Seconds(stalled_ns),
+                                Plural(waiters.size(), "thread waits", "threads wait"), why,
+                                Describe(waiters.front(), now), proven, AfterInjections());
   f.stack = waiters.front().stack;
   for (size_t i = 1; i < waiters.size(); ++i)
     f.related.push_back(
@@ -240,6 +261,140 @@ bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why) {
   return true;
 }
 
+// ---------------------------------------------------------------- proof --
+//
+// A hang the books prove, reported after kProofGraceNs rather than
+// hang_timeout: every thread of the program waits (polls CQs with no
+// completion, or blocks in ibv_get_cq_event), every CQ waited on -- all
+// the CQs of a channel waited on -- has nothing outstanding that can
+// complete on it (no send WR of a QP whose send CQ it is, no receive
+// posted to a QP or SRQ whose receive CQ it is: a posted receive can
+// complete whenever a peer sends, unsignaled sends in an error), and no
+// thread made a verbs call for the grace period.  Then nothing can ever
+// change: a completion needs a post first, and every thread that could
+// post waits.  Conservative where it cannot know: a thread the watchdog has
+// no slot for (it never called verbs), a thread waiting for async events
+// or outside verbs (a socket, a sleep, a lock), a streak over more CQs
+// than a slot names, a non-blocking channel read, a CQ the books do not
+// know (checking off), a traced run (the trace's flusher is a thread we
+// cannot tell from the program's): all left to hang_timeout.
+//
+// The grace: 250 ms, five ticks of 50 ms in each of which every waiter
+// must poll again (or still block).  Long enough for the scheduling noise
+// of a loaded machine (a thread descheduled between a verbs call and its
+// event, a poller preempted for a tick only restarts the window, never
+// proves), short enough that a campaign run that ends in such a hang costs
+// a few tenths of a second instead of hang_timeout.  A program that polls
+// a dead CQ with a deadline of its own is reported at 250 ms: what it
+// waits for can never come, whatever its deadline.
+constexpr uint64_t kProofGraceNs = 250000000ull;
+constexpr auto kProofTick = std::chrono::milliseconds(50);
+std::atomic<uint32_t> g_watch_tid{0};
+
+// What the program's threads wait on, when all of them wait.
+struct Waits {
+  std::vector<const void*> polled;    // CQs (ibv_cq*) polled empty
+  std::vector<core::ObjId> channels;  // completion channels blocked on
+};
+
+// The threads of this process now (/proc/self/task); empty if unreadable.
+std::vector<uint32_t> LiveTids() {
+  std::vector<uint32_t> tids;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return tids;
+  while (dirent* e = readdir(d)) {
+    uint32_t tid = 0;
+    if (e->d_name[0] != '.' && absl::SimpleAtoi(e->d_name, &tid)) tids.push_back(tid);
+  }
+  closedir(d);
+  return tids;
+}
+
+// Whether every live thread of the program (all but the watchdog) waits:
+// it has a slot (the newest of its tid) that blocks in ibv_get_cq_event,
+// or polls empty since the previous tick CQs the slot names all of.
+// Compares with the previous tick's empty_at_tick: call before
+// NoteTick().
+bool AllWait(Waits* w) {
+  const std::vector<uint32_t> tids = LiveTids();
+  if (tids.empty()) return false;
+  const uint32_t self = g_watch_tid.load(std::memory_order_relaxed);
+  for (uint32_t tid : tids) {
+    if (tid == self) continue;
+    Slot* s = g_slots.load(std::memory_order_acquire);
+    while (s && s->tid != tid) s = s->next;
+    if (!s) return false;  // never called verbs: may be about to
+    const int wait = s->wait.load(std::memory_order_acquire);
+    if (wait == kCqEvent) {
+      const core::ObjId ch = s->wait_obj.load(std::memory_order_relaxed);
+      if (!ch) return false;
+      w->channels.push_back(ch);
+      continue;
+    }
+    if (wait != kNone) return false;  // async events: what follows one is not known
+    const int n = s->streak_cqs.load(std::memory_order_acquire);
+    if (n <= 0 || n > Slot::kStreakCqs || s->streak_unknown.load(std::memory_order_relaxed) ||
+        s->empty_polls.load(std::memory_order_relaxed) == s->empty_at_tick)
+      return false;  // not polling now, or not only CQs it names
+    for (int i = 0; i < n; ++i) {
+      const void* cq = s->streak_cq[i].load(std::memory_order_relaxed);
+      if (!cq) return false;
+      w->polled.push_back(cq);
+    }
+  }
+  return !w->polled.empty() || !w->channels.empty();
+}
+
+void NoteTick() {
+  for (Slot* s = g_slots.load(std::memory_order_acquire); s; s = s->next)
+    s->empty_at_tick = s->empty_polls.load(std::memory_order_relaxed);
+}
+
+bool NothingOutstanding(const checkers::CqOutstanding& b) {
+  for (const auto& q : b.queues)
+    if (q.signaled_sends || q.unsignaled_sends || q.recvs) return false;
+  return true;
+}
+
+// Whether the books prove that nothing can complete on any CQ of `w`; if
+// so, *proven says why, for the report.
+bool Prove(const Waits& w, std::string* proven) {
+  const std::vector<checkers::CqOutstanding> books = Outstanding();
+  std::vector<core::ObjId> cqs;
+  auto add = [&](core::ObjId c) {
+    if (std::find(cqs.begin(), cqs.end(), c) == cqs.end()) cqs.push_back(c);
+  };
+  for (const void* p : w.polled) {
+    const core::ObjId id = Id(p);
+    if (!id) return false;
+    add(id);
+  }
+  for (core::ObjId ch : w.channels) {
+    bool any = false;
+    for (const auto& b : books)
+      if (b.channel == ch) {
+        add(b.cq);
+        any = true;
+      }
+    if (!any) return false;
+  }
+  for (core::ObjId c : cqs) {
+    auto it = std::find_if(books.begin(), books.end(), [c](const auto& b) { return b.cq == c; });
+    if (it == books.end() || !NothingOutstanding(*it)) return false;
+  }
+  std::sort(cqs.begin(), cqs.end());
+  std::vector<std::string> names;
+  for (core::ObjId c : cqs) names.push_back(absl::StrFormat("0x%x", c));
+  const bool one = cqs.size() == 1;
+  *proven = absl::StrFormat(
+      "proven by the books: CQ%s %s ha%s nothing outstanding that can complete on %s (no WR outstanding, no "
+      "receive posted, on any QP or SRQ bound to %s), every thread of the program waits on %s, and no thread "
+      "made a verbs call for %d ms",
+      one ? "" : "s", absl::StrJoin(names, ", "), one ? "s" : "ve", one ? "it" : "them", one ? "it" : "them",
+      one ? "it" : "them", kProofGraceNs / 1000000);
+  return true;
+}
+
 // ------------------------------------------------------------- watchdog --
 
 void WatchLoop() {
@@ -249,23 +404,55 @@ void WatchLoop() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  g_watch_tid.store(static_cast<uint32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
   const uint64_t timeout_ns = uint64_t(g_timeout_s) * 1000000000ull;
-  const auto tick = std::chrono::milliseconds(
+  const bool prove = core::GlobalOptions().trace.empty();
+  auto tick = std::chrono::milliseconds(
       g_timeout_s > 0 ? std::clamp<int64_t>(int64_t(g_timeout_s) * 1000 / 8, 10, 200) : 200);
+  if (prove) tick = std::min(tick, kProofTick);
+  auto sums = [](uint64_t* progress, uint64_t* calls) {
+    *progress = *calls = 0;
+    for (Slot* s = g_slots.load(std::memory_order_acquire); s; s = s->next) {
+      *progress += s->progress.load(std::memory_order_relaxed);
+      *calls += s->calls.load(std::memory_order_relaxed);
+    }
+  };
   uint64_t last_sum = ~uint64_t{0};
+  uint64_t proof_since = 0, proof_calls = 0;  // the grace period under way (0: none)
   for (;;) {
     std::this_thread::sleep_for(tick);
-    uint64_t sum = 0;
-    for (Slot* s = g_slots.load(std::memory_order_acquire); s; s = s->next)
-      sum += s->progress.load(std::memory_order_relaxed);
+    uint64_t sum = 0, calls = 0;
+    sums(&sum, &calls);
     const uint64_t now = NowNs();
     if (sum != last_sum) {
       last_sum = sum;
       for (Slot* s = g_slots.load(std::memory_order_acquire); s; s = s->next)
         s->empty_at_stall.store(s->empty_polls.load(std::memory_order_relaxed), std::memory_order_relaxed);
       g_last_progress.store(now, std::memory_order_release);
+      proof_since = 0;
+      NoteTick();
       continue;
     }
+    if (prove && !g_reported.load(std::memory_order_acquire)) {
+      Waits w;
+      if (!AllWait(&w)) {
+        proof_since = 0;
+      } else if (proof_since == 0 || calls != proof_calls) {
+        proof_since = now;
+        proof_calls = calls;
+      } else if (now - proof_since >= kProofGraceNs) {
+        std::string proven;
+        const bool dead = Prove(w, &proven);
+        uint64_t sum_after = 0, calls_after = 0;
+        sums(&sum_after, &calls_after);  // nothing moved while the books were read
+        if (dead && sum_after == sum && calls_after == calls)
+          ReportHang(NowNs() - g_last_progress.load(std::memory_order_acquire), /*with_books=*/true, "",
+                     proven);
+        else
+          proof_since = now;  // the books again after another grace
+      }
+    }
+    NoteTick();
     const uint64_t stalled = now - g_last_progress.load(std::memory_order_acquire);
     if (timeout_ns && stalled >= timeout_ns && !g_reported.load(std::memory_order_acquire))
       ReportHang(stalled, /*with_books=*/true, "");
@@ -294,6 +481,7 @@ void OnEvent(const core::Event& e) {
   Slot* s = MySlot();
   switch (e.kind) {
     case EventKind::kWaitCqEvent:
+      Bump(s->calls);
       s->wait_obj.store(e.obj, std::memory_order_relaxed);
       s->wait_stack.store(e.stack, std::memory_order_relaxed);
       s->wait_since.store(NowNs(), std::memory_order_relaxed);
@@ -302,30 +490,39 @@ void OnEvent(const core::Event& e) {
     case EventKind::kGetCqEvent:
       s->wait.store(kNone, std::memory_order_release);
       if (e.ret == 0) {
+        Bump(s->calls);
         Progress(s);
-      } else if (e.ret != 0 && s->streak_cqs.load(std::memory_order_relaxed) == 0) {
-        // A non-blocking channel read that found nothing: polling it.
-        s->streak_stack.store(e.stack, std::memory_order_relaxed);
-        s->streak_since.store(NowNs(), std::memory_order_relaxed);
-        s->streak_cq[0].store(nullptr, std::memory_order_relaxed);
-        s->streak_cqs.store(1, std::memory_order_release);
+      } else {
+        // A non-blocking channel read that found nothing: polling it (on
+        // a channel the streak does not name: no proof).
+        if (s->streak_cqs.load(std::memory_order_relaxed) == 0) {
+          s->streak_stack.store(e.stack, std::memory_order_relaxed);
+          s->streak_since.store(NowNs(), std::memory_order_relaxed);
+          s->streak_cq[0].store(nullptr, std::memory_order_relaxed);
+          s->streak_cqs.store(1, std::memory_order_release);
+        }
+        s->streak_unknown.store(true, std::memory_order_relaxed);
+        Bump(s->empty_polls);
       }
-      if (e.ret != 0) Bump(s->empty_polls);
       return;
     case EventKind::kPollCq:
-      if (!e.wcs.empty()) Progress(s);
+      if (!e.wcs.empty()) {
+        Bump(s->calls);
+        Progress(s);
+      }
       return;
     case EventKind::kReqNotifyCq:  // arming is no progress: a loop of arm + empty poll is a hang
-    case EventKind::kRetire:
-    case EventKind::kFreeRange:
+    case EventKind::kRetire:       // a poll's by-products: the poll was the call
+    case EventKind::kDecision:
+    case EventKind::kRemoteInv:
+    case EventKind::kWcReason:
+    case EventKind::kTmWc:
+    case EventKind::kFreeRange:  // libc, not verbs: nothing completes on a CQ by them
     case EventKind::kFork:
     case EventKind::kForkInit:
-    case EventKind::kDecision:
-    case EventKind::kRemoteInv:  // its poll was the progress
-    case EventKind::kWcReason:
-    case EventKind::kTmWc:  // likewise
       return;
     default:
+      Bump(s->calls);
       if (e.ret == 0) Progress(s);
       return;
   }
@@ -337,7 +534,11 @@ void OnEmptyPoll(const void* cq, uintptr_t pc, uintptr_t frame) {
   const int n = s->streak_cqs.load(std::memory_order_relaxed);
   for (int i = 0; i < n && i < Slot::kStreakCqs; ++i)
     if (s->streak_cq[i].load(std::memory_order_relaxed) == cq) return;
-  if (n >= Slot::kStreakCqs) return;
+  if (n >= Slot::kStreakCqs) {
+    if (!s->streak_unknown.load(std::memory_order_relaxed))
+      s->streak_unknown.store(true, std::memory_order_relaxed);
+    return;
+  }
   if (n == 0) {
     s->streak_stack.store(core::CaptureStackFrom(pc, frame), std::memory_order_relaxed);
     s->streak_since.store(NowNs(), std::memory_order_relaxed);

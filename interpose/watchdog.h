@@ -6,9 +6,13 @@
 // verb).  When there is none for S seconds while some thread polls empty
 // CQs or blocks in ibv_get_cq_event, it reports once, with each waiting
 // thread's stack and the books of the CQs they wait on (the outstanding WRs
-// that could still complete there, armed or not).  The same report is made
-// when the program is ended by SIGTERM, SIGINT, SIGALRM or SIGHUP while a
-// thread waits (see HangSignalsWanted()).  `crash`: a SIGSEGV, SIGBUS,
+// that could still complete there, armed or not).  It does not wait out
+// hang_timeout when the books prove the hang: every thread of the program
+// waits on CQs with no WR outstanding and no receive posted on any QP or
+// SRQ bound to them, and no thread made a verbs call for 250 ms (see
+// "proof" in watchdog.cc for what it leaves to the timeout).  The same
+// report is made when the program is ended by SIGTERM, SIGINT, SIGALRM or
+// SIGHUP while a thread waits (see HangSignalsWanted()).  `crash`: a SIGSEGV, SIGBUS,
 // SIGFPE, SIGILL or SIGABRT of the program is reported with the stack from
 // the signal's context; the process then dies of the signal as it would
 // have.  Both name the faults the harness injected before them.
@@ -19,8 +23,9 @@
 // slot (no shared cache line), and captures its stack once per streak of
 // empty polls and at each blocking wait.
 //
-// May not: change what a verb returns, block the program's threads, or
-// report a program that makes progress.  Signal-handler entry points
+// May not: change what a verb returns, block the program's threads,
+// report a program that makes progress, or report before hang_timeout a
+// hang the books do not prove (when unsure, the timeout decides).  Signal-handler entry points
 // (ReportCrash, ReportHangAtSignal) allocate and take locks: the caller
 // (interpose/hooks.cc) arms a timer that ends the process by the signal
 // if they cannot finish.

@@ -4,7 +4,7 @@
  * ends cleanly; under --faults=post_send:nth=1 the post fails and the
  * program polls a CQ on which nothing outstanding can complete. */
 // RUN-OPTS: --hang_timeout=1 --faults=post_send:nth=1
-// EXPECT: hang: no verbs progress for [0-9]+ s while 1 thread waits: .*; after injected post_send
+// EXPECT: hang: no verbs progress for [0-9.]+ s while 1 thread waits: .*; after injected post_send
 // EXPECT: nothing outstanding can ever complete on CQ 0x[0-9a-f]+
 // STATUS: 66
 #include "../checks/common.h"

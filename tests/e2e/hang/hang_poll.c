@@ -1,10 +1,10 @@
 /* hang: the program means to post a send and wait for its completion, but
  * the post is skipped (its condition is wrong); it polls a CQ on which
- * nothing outstanding can ever complete.  With hang_timeout=1 the watchdog
- * reports it while it polls; the program gives up after 6 s and exits,
- * with rdmasan's exit status for an Error finding. */
+ * nothing outstanding can ever complete.  The watchdog reports it while it
+ * polls (the books prove it: before hang_timeout=1); the program gives up
+ * after 6 s and exits, with rdmasan's exit status for an Error finding. */
 // RUN-OPTS: --hang_timeout=1
-// EXPECT: hang: no verbs progress for [0-9]+ s while 1 thread waits: thread [0-9]+ polls CQ 0x[0-9a-f]+ with
+// EXPECT: hang: no verbs progress for [0-9.]+ s while 1 thread waits: thread [0-9]+ polls CQ 0x[0-9a-f]+ with
 // EXPECT: nothing outstanding can ever complete on CQ 0x[0-9a-f]+
 // EXPECT: QP 0x[0-9a-f]+ \(qpn 0x[0-9a-f]+, RTS\): 0 signaled sends, 0 unsignaled sends, 0 receives outst
 // EXPECT: ^  CQ 0x[0-9a-f]+ created at:$

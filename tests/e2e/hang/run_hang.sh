@@ -21,6 +21,9 @@
 #   // SILENT         a control instead: no rdmasan report at all
 #   // SIGNAL: SIG S  send SIG to the program S seconds after its start
 #   // NO-DONE        the program does not get to print DONE (else it must)
+#   // WITHIN: S      the program ends within S seconds of its start (a
+#                    hang the books prove is reported well before
+#                    hang_timeout; with halt_on_error=1 that ends it)
 #   // RUN-OPTS: ...  (read by CMakeLists.txt) options for `rdmasan run`
 # (each marker a whole line, in column 0)
 set -uo pipefail
@@ -59,12 +62,14 @@ status_want=$(sed -n 's|^// STATUS: \([0-9]*\)$|\1|p' "$src" | head -1)
 signal=$(sed -n 's|^// SIGNAL: \([A-Z]*\) \([0-9.]*\)$|\1 \2|p' "$src" | head -1)
 need_done=1
 grep -qx '// NO-DONE' "$src" && need_done=0
+within=$(sed -n 's|^// WITHIN: \([0-9.]*\)$|\1|p' "$src" | head -1)
 
 log=$(mktemp "${TMPDIR:-/tmp}/run_hang.XXXXXX") || die "mktemp failed"
 trap 'rm -f "$log" "$log.decisions" "$log.again"' EXIT
 decisions=$log.decisions
 cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" "--decision_log=$decisions" -- "$prog")
 # `rdmasan run` execs the program: $! is the program itself.
+started=$(date +%s.%N)
 "${cmd[@]}" >"$log" 2>&1 </dev/null &
 pid=$!
 if [[ -n $signal ]]; then
@@ -86,11 +91,15 @@ fi
 guard=$!
 wait "$pid"
 status=$?
+elapsed=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
 kill "$guard" 2>/dev/null
 wait "$guard" 2>/dev/null
 
 failures=()
 [[ $status -eq $status_want ]] || failures+=("exit status $status, expected $status_want")
+if [[ -n $within ]] && ! awk -v e="$elapsed" -v w="$within" 'BEGIN { exit !(e < w) }'; then
+  failures+=("the program ended after ${elapsed} s, expected within $within s")
+fi
 if [[ $need_done -eq 1 ]] && ! grep -qx DONE "$log"; then failures+=("the program did not print DONE"); fi
 if [[ $silent -eq 1 ]]; then
   if grep -qE '^==[0-9]+==(ERROR|WARNING): rdmasan' "$log"; then
@@ -150,6 +159,6 @@ if [[ $silent -eq 0 ]] && grep -qv '^#' "$decisions" 2>/dev/null; then
   fi
   echo "run_hang: the decision log reproduces $id: $(grep -v '^#' "$decisions" | head -1)"
 fi
-echo "run_hang: PASS ($(basename "$prog"): ${id:-silent}, exit $status)"
+echo "run_hang: PASS ($(basename "$prog"): ${id:-silent}, exit $status, ${elapsed} s)"
 grep -E "^==[0-9]+==ERROR: rdmasan: |^SUMMARY: rdmasan:" "$log"
 exit 0
