@@ -146,6 +146,7 @@ void CheckFreeRegistered(CheckContext&);
 void CheckUseAfterDestroy(CheckContext&);
 void CheckRkeyNotBumped(CheckContext&);
 void CheckInvalidateInFlight(CheckContext&);
+void CheckReregInFlight(CheckContext&);
 
 // Deterministic choice among several candidates: hash-map iteration order
 // differs between engines (and so between a live run and its replay), so
@@ -163,6 +164,24 @@ core::ObjId LowestId(const Set& s) {
   for (core::ObjId id : s)
     if (best == 0 || id < best) best = id;
   return best;
+}
+
+// The outstanding work that uses the MR with this lkey (an MR's lkey names
+// it while it lives): non-inline send WRs and receives of every QP, an
+// SRQ's receives and tagged buffers, each counted once in *count.  Returns
+// the oldest one on the queue with the lowest id (*on: a QP or an SRQ; ids
+// are unique across both), so a replay names the same one; null if none.
+// (dereg-in-flight, rereg-in-flight.)
+const OutstandingWr* OldestUseOfLkey(const State& s, uint32_t lkey, uint64_t* count, core::ObjId* on);
+
+// Whether an ibv_rereg_mr event may have changed its MR: its flags ask for
+// a change, and the call did not fail before touching the MR.  After
+// IBV_REREG_MR_ERR_INPUT and ERR_DONT_FORK_NEW the "old MR is valid"
+// (ibv_rereg_mr(3)); after ERR_CMD it "shouldn't be used".
+inline bool ReregTouchesMr(const core::Event& e) {
+  constexpr uint32_t kChanges =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  return (e.count & kChanges) && e.ret != IBV_REREG_MR_ERR_INPUT && e.ret != IBV_REREG_MR_ERR_DONT_FORK_NEW;
 }
 
 // Small formatting helpers shared by the checks.

@@ -5,8 +5,7 @@
 namespace rdmasan::checkers {
 namespace {
 
-// The WRs of a queue that use the MR with this lkey (an MR's lkey names it
-// while it lives: a WR posted with it uses that MR).
+// The WRs of a queue that use the MR with this lkey.
 // (A Ring, or an SRQ's KeyedRing.)
 template <typename Queue>
 const OutstandingWr* Using(const Queue& q, uint32_t lkey, uint64_t* count) {
@@ -25,27 +24,32 @@ const OutstandingWr* Using(const Queue& q, uint32_t lkey, uint64_t* count) {
 
 }  // namespace
 
+const OutstandingWr* OldestUseOfLkey(const State& s, uint32_t lkey, uint64_t* count, core::ObjId* on) {
+  const OutstandingWr* first = nullptr;
+  *on = 0;
+  auto consider = [&](core::ObjId id, const auto& q) {
+    const OutstandingWr* w = Using(q, lkey, count);
+    if (w && (!first || id < *on)) first = w, *on = id;
+  };
+  for (const auto& [id, q] : s.qps()) {
+    consider(id, q.sq);
+    consider(id, q.rq);
+  }
+  for (const auto& [id, srq] : s.srqs()) {
+    consider(id, srq.rq);
+    consider(id, TagWrs(srq));
+  }
+  return first;
+}
+
 void CheckDeregInFlight(CheckContext& c) {
   if (c.e.kind != core::EventKind::kDeregMr) return;
   const MrState* mr = c.s.Mr(c.e.obj);
   if (!mr) return;
-  // Count every use; name the oldest one on the object with the lowest id
-  // (ids are unique across QPs and SRQs), so a replay names the same one.
+  // Count every use; name the oldest one on the object with the lowest id.
   uint64_t count = 0;
-  const OutstandingWr* first = nullptr;
   core::ObjId on = 0;
-  auto consider = [&](core::ObjId id, const auto& q) {
-    const OutstandingWr* w = Using(q, mr->lkey, &count);
-    if (w && (!first || id < on)) first = w, on = id;
-  };
-  for (const auto& [id, q] : c.s.qps()) {
-    consider(id, q.sq);
-    consider(id, q.rq);
-  }
-  for (const auto& [id, s] : c.s.srqs()) {
-    consider(id, s.rq);
-    consider(id, TagWrs(s));
-  }
+  const OutstandingWr* first = OldestUseOfLkey(c.s, mr->lkey, &count, &on);
   if (!count) return;
   c.Emit(core::CheckId::kDeregInFlight,
          absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered with %d outstanding WR(s), e.g. on %s", c.e.obj,

@@ -61,6 +61,8 @@ constexpr Entry kChecks[] = {
     {EventKind::kDeregMr, core::CheckId::kDeregInFlight, CheckDeregInFlight},
     {EventKind::kDeregMr, core::CheckId::kDestroyInUse, CheckDestroyInUse},
     {EventKind::kDeregMr, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
+    {EventKind::kReregMr, core::CheckId::kReregInFlight, CheckReregInFlight},
+    {EventKind::kReregMr, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kBindMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kDeallocMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
     {EventKind::kDestroyCq, core::CheckId::kDestroyInUse, CheckDestroyInUse},

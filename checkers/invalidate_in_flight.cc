@@ -1,11 +1,11 @@
 // invalidate-in-flight: between the post of a LOCAL_INV and the poll of its
 // completion the window is still valid at the NIC: the peer may still
 // read or write through its key.  Until then the window may not be bound
-// again or deallocated, and the memory it covered may not be deregistered
-// or freed (seed 000: "the INVALIDATE should be signaled and processing
-// should resume from its completion").  A remote invalidation
-// (SEND_WITH_INV) is complete when its receive completion is polled, so it
-// never leaves one in flight.
+// again or deallocated, and the memory it covered may not be deregistered,
+// re-registered (ibv_rereg_mr) or freed (seed 000: "the INVALIDATE should
+// be signaled and processing should resume from its completion").  A
+// remote invalidation (SEND_WITH_INV) is complete when its receive
+// completion is polled, so it never leaves one in flight.
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {
@@ -85,13 +85,17 @@ void CheckInvalidateInFlight(CheckContext& c) {
       if (f.inv) ReportInvalidateInFlight(c, f, absl::StrFormat("MW 0x%x deallocated", m->id), true);
       return;
     }
-    case core::EventKind::kDeregMr: {
+    case core::EventKind::kDeregMr:
+    case core::EventKind::kReregMr: {  // a rereg is a dereg and a reg (ibv_rereg_mr(3))
       const MrState* mr = c.s.Mr(e.obj);
-      if (!mr) return;
+      if (!mr || (e.kind == core::EventKind::kReregMr && !ReregTouchesMr(e))) return;
       InvalidationInFlight f = FindInvalidationInFlight(c.s, [&](const MwState& m) { return m.mr == e.obj; });
       if (f.mw)
-        ReportInvalidateInFlight(c, f, absl::StrFormat("MR 0x%x (lkey 0x%x) deregistered", e.obj, mr->lkey),
-                                 false);
+        ReportInvalidateInFlight(
+            c, f,
+            absl::StrFormat("MR 0x%x (lkey 0x%x) %s", e.obj, mr->lkey,
+                            e.kind == core::EventKind::kDeregMr ? "deregistered" : "re-registered"),
+            false);
       return;
     }
     case core::EventKind::kFreeRange: {

@@ -351,7 +351,7 @@ void State::ApplyDeallocMw(const Event& e) {
 
 void State::ApplyReregMr(const Event& e) {
   ++mr_generation_;
-  if (e.ret != 0) return;
+  if (!ReregApplied(e.ret)) return;
   auto it = mrs_.find(e.obj);
   if (it == mrs_.end()) return;
   MrState& m = it->second;

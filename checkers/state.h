@@ -54,6 +54,11 @@ struct MrState {
 // memory: no free or unmap of the program's touches it.
 inline bool IsDeviceMemory(const MrState& m) { return (m.access & IBV_ACCESS_ZERO_BASED) && m.addr == 0; }
 
+// Whether an ibv_rereg_mr that returned `ret` left its MR re-registered: on
+// success, and after IBV_REREG_MR_ERR_DO_FORK_OLD ("New MR is valid": only
+// restoring fork on the old range failed).
+inline bool ReregApplied(int32_t ret) { return ret == 0 || ret == IBV_REREG_MR_ERR_DO_FORK_OLD; }
+
 // The SGEs of an outstanding WR, contiguous: one in place (nearly every WR
 // has one, and copying it is a few stores), more on the heap, whose block
 // a reused queue slot keeps.
