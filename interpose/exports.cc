@@ -580,6 +580,7 @@ RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, s
   const auto stack = REG_STACK();
   void* const old_addr = mr->addr;
   const size_t old_length = mr->length;
+  const uint32_t old_lkey = mr->lkey;
   const int rc = IsSn(mr->context) ? sn::ReregMr(mr, flags, pd, addr, length, access)
                  : real            ? real(mr, flags, pd, addr, length, access)
                                    : IBV_REREG_MR_ERR_INPUT;
@@ -598,9 +599,13 @@ RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, s
     e.rkey = mr->rkey;
     Done(e, rc);
   }
-  // The memory the registration covers moved (free-registered watches it).
-  if (rc == 0 && id && (flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
-    ip::NoteDeregistered(old_addr, old_length);
+  // The memory the registration covers moved (free-registered watches it;
+  // after ERR_DO_FORK_OLD too: "New MR is valid").  The old range stays
+  // watched while WRs posted through the old registration are outstanding
+  // (rereg-in-flight was just reported; free-in-flight still applies to
+  // that memory), as after ibv_dereg_mr.
+  if ((rc == 0 || rc == IBV_REREG_MR_ERR_DO_FORK_OLD) && id && (flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+    if (!(re.outer() && ip::LkeyInFlight(old_lkey))) ip::NoteDeregistered(old_addr, old_length);
     ip::NoteRegistered(addr, length);
   }
   return rc;
