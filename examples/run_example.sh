@@ -54,7 +54,21 @@ fi
 
 out=$("$run_pair" "${pair_opts[@]}" --outdir "$outdir" --timeout "$timeout" --allow-findings \
         --expect "rdmasan: $check_mode:" "$name" "$port" "$@" 2>&1)
-echo "$out"
+# run_pair.sh judges a clean run: for a planted bug, a client that exits 66
+# (rdmasan's exit status for findings) or is stopped by the bug is what
+# is expected, and is said so in words.
+while IFS= read -r line; do
+  if [[ $line =~ ^run_pair:\ .*:\ FAIL:\ client:\ exit\ ([0-9]+)$ && ${BASH_REMATCH[1]} -lt 128 ]]; then
+    code=${BASH_REMATCH[1]}
+    if [[ $code -eq 66 ]]; then
+      echo "run_example: $name: client: exit 66: findings, as expected"
+    else
+      echo "run_example: $name: client: exit $code: stopped by the planted bug, as expected"
+    fi
+  else
+    printf '%s\n' "$line"
+  fi
+done <<<"$out"
 safe_name=${name//[^A-Za-z0-9_.-]/-}
 logs=("$outdir/$safe_name.server.log" "$outdir/$safe_name.client.log")
 

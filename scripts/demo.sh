@@ -37,7 +37,7 @@ fabric="demo-$$"
 
 status=0
 echo "==== rdmasan run -- ibv_devinfo -v"
-if ! "$rdmasan" run --softnic=on --softnic_fabric="$fabric" -- ibv_devinfo -v </dev/null; then
+if ! "$rdmasan" run --softnic_fabric="$fabric" -- ibv_devinfo -v </dev/null; then
   echo "demo: ibv_devinfo failed" >&2
   status=1
 fi

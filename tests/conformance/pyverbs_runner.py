@@ -115,7 +115,9 @@ def run_one(args, suite, index, test_id):
     result_file = os.path.join(log_dir, "result.jsonl")
     report_dir = os.path.join(log_dir, "rdmasan")
     os.makedirs(report_dir, exist_ok=True)
-    cmd = [args.rdmasan, "run", "--softnic=on", f"--softnic_port={args.port}",
+    # As users type it (softnic=auto), unless --softnic says otherwise.
+    mode = [f"--softnic={args.softnic}"] if args.softnic else []
+    cmd = [args.rdmasan, "run", *mode, f"--softnic_port={args.port}",
            f"--softnic_fabric=conf{os.getpid()}x{index}",
            f"--log_path={report_dir}/report", "--", PYTHON, os.path.join(HERE, "pyverbs_child.py"),
            suite, result_file, test_id]
@@ -221,6 +223,8 @@ def table(results, expected):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1] if __doc__ else None)
     ap.add_argument("--rdmasan", required=True, help="the rdmasan CLI")
+    ap.add_argument("--softnic", choices=("auto", "on", "off"),
+                    help="pass --softnic=MODE to rdmasan run (default: none, as users type it)")
     ap.add_argument("--port", choices=("ib", "roce"), default="ib",
                     help="softnic's port: InfiniBand or RoCE (softnic_port=)")
     ap.add_argument("--expected", help="expected outcomes (default: pyverbs_expected.txt for ib, "

@@ -32,7 +32,7 @@ fail() { echo "cross_user: FAIL: $*"; exit 1; }
 
 # Item 13: the squatter pre-creates the victim's predictable fabric file.
 as "$squatter" sh -c "umask 0; : > '$shm/rdmasan-$victim-$fabric'" || exit 2
-as "$victim" "$rdmasan" run --softnic=on --softnic_fabric="$fabric" -- ibv_devinfo >"$dir/devinfo.txt" 2>&1
+as "$victim" "$rdmasan" run --softnic_fabric="$fabric" -- ibv_devinfo >"$dir/devinfo.txt" 2>&1
 status=$?
 [[ $status -eq 0 ]] || fail "a squatted fabric name denied softnic (exit $status): $(cat "$dir/devinfo.txt")"
 grep -q "softnic0" "$dir/devinfo.txt" || fail "ibv_devinfo lists no softnic0: $(cat "$dir/devinfo.txt")"
@@ -59,7 +59,7 @@ victim_run() {
   opts=("$@")
   rm -f "$home/pid" "$home/go"
   (cd "$shared" && as "$victim" sh -c "echo \$\$ > '$home/pid'; while [ ! -e '$home/go' ]; do sleep 0.05; done;
-    exec \"\$0\" \"\$@\"" "$rdmasan" run --softnic=on --softnic_fabric="$fabric" "${opts[@]}" -- "$prog") \
+    exec \"\$0\" \"\$@\"" "$rdmasan" run --softnic_fabric="$fabric" "${opts[@]}" -- "$prog") \
     >"$dir/run.txt" 2>&1 &
   local runner=$!
   for _ in $(seq 1 100); do [[ -s $home/pid ]] && break; sleep 0.05; done

@@ -47,7 +47,7 @@ for f in "$rdmasan" "$lib" "$root/share/rdmasan/suppressions/perftest.supp" \
   [[ -n $f && -f $f ]] || fail "missing from the installed tree: ${f:-lib*/rdmasan/librdmasan.so}"
 done
 # The installed command preloads the installed shim, not the build tree's.
-preload=$(env -u RDMASAN_LIB "$rdmasan" run --softnic=on --softnic_fabric="install-$mode-$$" -- \
+preload=$(env -u RDMASAN_LIB "$rdmasan" run --softnic_fabric="install-$mode-$$" -- \
             sh -c 'echo "$LD_PRELOAD"' 2>&1) || fail "rdmasan run -- sh: $preload"
 [[ $preload == *"$root/"*librdmasan.so* && $preload != *"$build/librdmasan.so"* ]] ||
   fail "rdmasan run preloads '$preload', not the installed $lib"
@@ -66,7 +66,7 @@ if command -v groff >/dev/null; then
   [[ -z $warnings ]] || fail "groff warns about rdmasan.1: $warnings"
 fi
 
-out=$(cd "$work" && env -u RDMASAN_LIB timeout 60 "$rdmasan" run --softnic=on \
+out=$(cd "$work" && env -u RDMASAN_LIB timeout 60 "$rdmasan" run \
         --softnic_fabric="install-$mode-$$" -- ibv_devinfo 2>&1) || fail "rdmasan run -- ibv_devinfo: $out"
 grep -Eq 'hca_id:[[:space:]]+softnic0' <<<"$out" || fail "ibv_devinfo under the installed rdmasan: $out"
 if grep -Eq '==[0-9]+==(ERROR|WARNING): rdmasan' <<<"$out"; then fail "findings: $out"; fi

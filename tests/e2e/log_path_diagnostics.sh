@@ -7,7 +7,7 @@
 set -uo pipefail
 rdmasan=$1 out=$2 prog=$3
 rm -rf "$out" && mkdir -p "$out/trace-is-a-folder" || exit 2
-"$rdmasan" run --softnic=on --softnic_fabric=log-path-diag-$$ --log_path="$out/log" \
+"$rdmasan" run --softnic_fabric=log-path-diag-$$ --log_path="$out/log" \
   --trace="$out/trace-is-a-folder" -- "$prog" >"$out/stdout" 2>"$out/stderr"
 status=$?
 fail() { echo "FAIL: $*"; for f in "$out"/stderr "$out"/log.*; do [[ -e $f ]] && { echo "--- $f"; cat "$f"; }; done; exit 1; }

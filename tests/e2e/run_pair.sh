@@ -24,7 +24,8 @@
 #   --quiet          print the logs only when the pair fails
 #
 # What it does: picks a softnic fabric private to this run
-# (softnic_fabric=e2e-NAME-<pid>, softnic=on), refuses a PORT already in
+# (softnic_fabric=e2e-NAME-<pid>; the softnic mode is the default, auto,
+# as users run it, unless --opt softnic=on says), refuses a PORT already in
 # use, starts the server, waits (bounded) until something listens on PORT
 # while the server is alive, runs the client, then waits for the server
 # (killing it 5 s after a failed client).  Passes only if both exit 0, every
@@ -93,7 +94,7 @@ client_log="$outdir/$safe_name.client.log"
 prefix=()
 if [[ $use_rdmasan -eq 1 ]]; then
   [[ -x $rdmasan ]] || die "rdmasan not found at $rdmasan (build first, or pass --rdmasan)"
-  prefix=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${extra_opts[@]}" --)
+  prefix=("$rdmasan" run "--softnic_fabric=$fabric" "${extra_opts[@]}" --)
 fi
 
 # True if some socket listens on TCP port $1 (IPv4 or IPv6).  Reads /proc so

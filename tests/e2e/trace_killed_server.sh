@@ -19,12 +19,12 @@ listening() {
                     END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-"$rdmasan" run --softnic=on --softnic_fabric="$fabric" --trace="$trace" \
+"$rdmasan" run --softnic_fabric="$fabric" --trace="$trace" \
   -- ib_send_bw -d softnic0 -p "$port" -F -n 100000000 >"$out/killed_server.log" 2>&1 </dev/null &
 server=$!
 for _ in $(seq 1 100); do listening "$port" && break; sleep 0.1; done
 listening "$port" || { kill -9 "$server"; fail "server never listened"; }
-"$rdmasan" run --softnic=on --softnic_fabric="$fabric" \
+"$rdmasan" run --softnic_fabric="$fabric" \
   -- ib_send_bw -d softnic0 -p "$port" -F -n 100000000 127.0.0.1 >"$out/killed_client.log" 2>&1 </dev/null &
 client=$!
 sleep 1.5

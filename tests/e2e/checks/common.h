@@ -1,7 +1,7 @@
 /* common.h: setup shared by the per-check programs in tests/e2e/checks.
  *
- * Each program opens the first device (softnic0 under `rdmasan run
- * --softnic=on`), makes one PD, one CQ per QP and two RC QPs connected to
+ * Each program opens the first device (softnic0 under `rdmasan run`, on a
+ * machine without an RDMA device), makes one PD, one CQ per QP and two RC QPs connected to
  * each other in the same process.  The call a test is about is never made
  * here: it stays in the test's own .c file, on a line marked
  * `// CHECK: <check-id>`, so the report's frame and SUMMARY can be matched
@@ -63,7 +63,7 @@ struct rig {
 static inline struct ibv_context *rig_open_first_device(void) {
   int n = 0;
   struct ibv_device **list = ibv_get_device_list(&n);
-  if (!list || n == 0) DIE("no RDMA device (run under rdmasan run --softnic=on)");
+  if (!list || n == 0) DIE("no RDMA device (run under rdmasan run)");
   struct ibv_context *ctx = ibv_open_device(list[0]);
   if (!ctx) DIE("ibv_open_device(%s): %s", ibv_get_device_name(list[0]), strerror(errno));
   ibv_free_device_list(list);

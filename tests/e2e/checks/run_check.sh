@@ -101,7 +101,7 @@ trap 'rm -f "$log" "$trace" "$trace.incomplete" "$replay_log"' EXIT
 
 # The live run records its trace; `rdmasan replay` of it must report the
 # same findings (same ids, messages, stacks, SUMMARY lines) and exit alike.
-cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "--trace=$trace" "${opts[@]}" -- "$prog")
+cmd=("$rdmasan" run "--softnic_fabric=$fabric" "--trace=$trace" "${opts[@]}" -- "$prog")
 timeout -k 5 "$limit" "${cmd[@]}" >"$log" 2>&1 </dev/null
 status=$?
 

@@ -19,7 +19,7 @@ fail() { echo "run_determinism: FAIL: $*"; exit 1; }
 norm() { sed -E 's/==[0-9]+==/==PID==/g; s/0x[0-9a-f]{6,}/0xADDR/g; s/decisions \([^)]*\)/decisions (SOURCE)/' "$1"; }
 run() {  # run NAME OPTIONS...: output in $tmp/NAME.out, log in $tmp/NAME.log
   local name=$1; shift
-  "$rdmasan" run --softnic=on --softnic_fabric=inproc "--decision_log=$tmp/$name.log" "$@" -- "$prog" \
+  "$rdmasan" run --softnic_fabric=inproc "--decision_log=$tmp/$name.log" "$@" -- "$prog" \
     >"$tmp/$name.out" 2>&1
   echo $? >>"$tmp/$name.out"
 }

@@ -44,13 +44,13 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL($case): $*"; for f in "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-run() { "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$@"; }
+run() { "$rdmasan" run "--softnic_fabric=$fabric" -- "$@"; }
 
 # Starts fabric_hold in the background as $tmp/<tag>.out, holding on until
 # $tmp/go_<tag> exists; sets $<tag> to its pid (the program's own: rdmasan
 # run execs it) and waits for READY.
 hold() {
-  "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$bin/fabric_hold" "$tmp/go_$1" >"$tmp/$1.out" 2>&1 &
+  "$rdmasan" run "--softnic_fabric=$fabric" -- "$bin/fabric_hold" "$tmp/go_$1" >"$tmp/$1.out" 2>&1 &
   pids+=($!)
   eval "$1=$!"
   for _ in $(seq 1 500); do
@@ -83,7 +83,7 @@ in_small_tmpfs() {
 
 case $case in
   small_shm_cq)
-    in_small_tmpfs 64m timeout 60 "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$bin/big_cq" \
+    in_small_tmpfs 64m timeout 60 "$rdmasan" run "--softnic_fabric=$fabric" -- "$bin/big_cq" \
       >"$tmp/run.out" 2>&1
     status=$?
     [[ $status == 77 ]] && { echo "SKIP: no mount namespace"; exit 77; }
@@ -91,7 +91,7 @@ case $case in
     grep -q '^ENOMEM after [1-9]' "$tmp/run.out" || fail "no ENOMEM"
     ;;
   full_shm_devices)
-    FILL=1 in_small_tmpfs 8m timeout 60 "$rdmasan" devices --softnic=on "--softnic_fabric=$fabric" \
+    FILL=1 in_small_tmpfs 8m timeout 60 "$rdmasan" devices "--softnic_fabric=$fabric" \
       >"$tmp/run.out" 2>&1
     status=$?
     [[ $status == 77 ]] && { echo "SKIP: no mount namespace"; exit 77; }
@@ -100,7 +100,7 @@ case $case in
     grep -q 'Cannot allocate memory' "$tmp/run.out" || fail "ibv_open_device did not fail with ENOMEM"
     ;;
   fork_child_exit)
-    timeout 60 "$rdmasan" run --softnic=on "--softnic_fabric=$fabric" -- "$bin/fork_child_exit" "$file" \
+    timeout 60 "$rdmasan" run "--softnic_fabric=$fabric" -- "$bin/fork_child_exit" "$file" \
       >"$tmp/run.out" 2>&1
     status=$?
     child=$(sed -n 's/^CHILD \([0-9]*\)$/\1/p' "$tmp/run.out")
@@ -131,7 +131,7 @@ case $case in
     wait "$a" 2>/dev/null
     # Nobody is left to remove it; the next softnic user of this user does,
     # whatever fabric it uses.
-    "$rdmasan" devices --softnic=on "--softnic_fabric=$fabric-next" >"$tmp/next.out" 2>&1 ||
+    "$rdmasan" devices "--softnic_fabric=$fabric-next" >"$tmp/next.out" 2>&1 ||
       fail "rdmasan devices failed"
     file_gone "after the last process was SIGKILLed and another softnic run ended"
     [[ -e "$dir/rdmasan-$(id -u)-$fabric-next" ]] && fail "rdmasan devices left its own fabric file"

@@ -3,6 +3,8 @@
 # `rdmasan run`, one report per rank (log_path), as a user runs a job.
 #
 # usage: run_mpi.sh RDMASAN OUTDIR NAME PROGRAM [args...]
+# RUN_MPI_OPTS: extra `rdmasan run` options (e.g. --softnic=on); none by
+# default, as users type it.
 # Passes when mpirun exits 0, rank 0 printed its PASS line, and no rank's
 # report has an rdmasan error or warning.
 set -uo pipefail
@@ -17,7 +19,7 @@ extra=()
 [[ $(id -u) -eq 0 ]] && extra+=(--allow-run-as-root)
 timeout -k 5 120 mpirun "${extra[@]}" --oversubscribe -np 2 --mca pml ucx --mca btl ^openib,uct \
   -x UCX_TLS -x UCX_NET_DEVICES \
-  "$rdmasan" run --softnic=on --softnic_fabric="$fabric" --log_path="$logs/rank" -- "$@" \
+  "$rdmasan" run ${RUN_MPI_OPTS:-} --softnic_fabric="$fabric" --log_path="$logs/rank" -- "$@" \
   >"$logs/mpirun.log" 2>&1 </dev/null
 status=$?
 cat "$logs/mpirun.log"
