@@ -6,13 +6,16 @@
 // softnic fabric and its own TCP port ({port} in the arguments), deciding
 // completion orders and faults by the chosen strategy: `random` (the
 // per-queue streams merged at random with bounded holds, --faults rules as
-// written, BUGGIFY-style when they give no probability), `pct` (PCT
+// written, BUGGIFY-style when they give no probability; with no --faults,
+// every 4th run orders only and the others BUGGIFY faults everywhere, see
+// fuzz_args.h), `pct` (PCT
 // priorities of depth --depth), or `enumerate` (a baseline run counts how
 // often each fault point is reached; then run i injects exactly one fault,
 // the n-th hit of one point, as the kernel's fail-nth does).  Findings are
 // the runs' ERROR reports (read as JSON lines from the runs' logs), `crash`
 // (the shim's report, or a death by signal) and `hang` (the shim's
-// watchdog, or the per-run --timeout).  A program that exits non-zero after
+// watchdog: a wait the books prove endless a quarter second in, else at
+// hang_timeout = --timeout/2; or the per-run --timeout).  A program that exits non-zero after
 // an injected fault is behaving: its status is recorded, never a finding;
 // in the pair form a hang of one side after the other side failed is the
 // failure's consequence, not a finding.  Findings are deduplicated by
@@ -154,7 +157,7 @@ bool Campaign::CheckCampaignFile() {
   j["strategy"] = c_.strategy;
   j["seed"] = c_.seed;
   j["depth"] = c_.strategy == "pct" ? c_.depth : 0;
-  j["faults"] = c_.faults;
+  j["faults"] = DescribeFaults(c_);
   j["options"] = c_.options;
   j["programs"] = c_.roles;
   const std::string path = absl::StrCat(dir_, "/", kCampaignFile);
@@ -236,8 +239,8 @@ std::string RuleSettings(const core::FaultRule& r) {
 bool Campaign::Enumerate() {
   auto spec = core::ParseFaultSpec(c_.faults);
   std::vector<std::string> names;
-  if (c_.faults.empty()) {
-    names.push_back("*:p=0");
+  if (!c_.faults_given) {
+    names.push_back("*:p=0");  // every point
   } else {
     for (const core::FaultRule& r : spec->rules) names.push_back(r.name + ":p=0");
   }
@@ -268,7 +271,7 @@ bool Campaign::Enumerate() {
             rule = &fr;
             break;
           }
-      if (!c_.faults.empty() && !rule) continue;
+      if (c_.faults_given && !rule) continue;
       const std::string settings = rule ? RuleSettings(*rule) : "";
       for (uint64_t k = 1; k <= n; ++k)
         enumeration_.emplace_back(static_cast<int>(r),
@@ -299,7 +302,8 @@ Plan Campaign::MakePlan(uint64_t i) const {
     }
     if (!c_.user_reorder) d.push_back(c_.strategy == "pct" ? "reorder=pct" : "reorder=random");
     if (c_.strategy == "pct") d.push_back(absl::StrCat("pct_depth=", c_.depth));
-    if (!c_.faults.empty()) d.push_back(absl::StrCat("faults=", c_.faults));
+    if (const std::string faults = RunFaults(c_, i); !faults.empty())
+      d.push_back(absl::StrCat("faults=", faults));
   }
   return p;
 }
@@ -408,10 +412,12 @@ bool Campaign::Step(Exec& e) {
                        (c_.uses_port ? Listening(e.port) : now - e.start > std::chrono::milliseconds(300));
     if (ready || now - e.start > std::chrono::seconds(std::min(c_.timeout, 20)) / 2) Spawn(e, 1);
   }
-  // Once the shim has reported a hang (hang_timeout), the run has said
-  // what it will say: end it rather than wait for --timeout.
-  if (!e.text && now >= e.next_look && now - e.start >= std::chrono::seconds(std::max(1, c_.timeout / 2))) {
-    e.next_look = now + std::chrono::milliseconds(100);
+  // Once the shim has reported a hang, the run has said what it will say:
+  // end it rather than wait for --timeout.  Looked for from the start: a
+  // hang the books prove is reported a quarter second into the wait, not
+  // at hang_timeout.
+  if (!e.text && now >= e.next_look) {
+    e.next_look = now + std::chrono::milliseconds(50);
     for (size_t r = 0; r < e.procs.size(); ++r) {
       Proc& p = e.procs[r];
       if (!p.started || p.done || p.hang_killed) continue;

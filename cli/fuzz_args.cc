@@ -78,6 +78,11 @@ absl::Status ParseFuzzArgs(int argc, char** argv, Config* c) {
       if (!ParseInt(value, 1, 16, &n)) return bad("expected 1..16");
       c->depth = static_cast<int>(n);
     } else if (name == "faults") {
+      c->faults_given = true;
+      if (value == "none" || value.empty()) {
+        c->faults.clear();
+        continue;
+      }
       if (auto spec = core::ParseFaultSpec(value); !spec.ok()) return bad(spec.status().message());
       c->faults = std::string(value);
     } else if (name == "out") {
@@ -115,6 +120,16 @@ absl::Status ParseFuzzArgs(int argc, char** argv, Config* c) {
   for (const auto& r : c->roles)
     if (r.empty()) return absl::InvalidArgumentError("fuzz: no program given");
   return absl::OkStatus();
+}
+
+std::string RunFaults(const Config& c, uint64_t index) {
+  if (c.faults_given) return c.faults;
+  return index % kOrderOnlyEvery == 0 ? "" : kDefaultFaults;
+}
+
+std::string DescribeFaults(const Config& c) {
+  if (c.faults_given) return c.faults;
+  return absl::StrCat("default: run i % ", kOrderOnlyEvery, " == 0 orders only, the others ", kDefaultFaults);
 }
 
 std::string FindProgram(const std::string& prog) {

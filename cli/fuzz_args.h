@@ -24,7 +24,10 @@ inline constexpr char kUsage[] =
     "                    [--shrink_time=S] [--name=value rdmasan options...]\n"
     "                    -- program [args...] [--- client [args...]]\n"
     "       rdmasan fuzz merge --out=DIR SHARD_DIR...\n"
-    "{port} in an argument becomes a TCP port free for the run (both sides of a pair get the same).\n";
+    "{port} in an argument becomes a TCP port free for the run (both sides of a pair get the same).\n"
+    "With no --faults, every 4th run (0, 4, 8, ...) varies completion orders only and each other run\n"
+    "also injects faults BUGGIFY-style (--faults='*:enable=0.25': each fault point active for the run\n"
+    "with probability 1/4, an active point failing 5% of its hits); --faults=none: orders only.\n";
 
 struct Config {
   uint64_t runs = 0;  // 0: unset
@@ -35,7 +38,8 @@ struct Config {
   int timeout = 10;
   std::string strategy = "random";
   int depth = 3;
-  std::string faults;
+  std::string faults;         // the --faults spec ("" with --faults=none or --faults=)
+  bool faults_given = false;  // --faults was given: every run gets `faults` as written
   std::string out = "rdmasan-fuzz";
   int shrink_time = 60;
   std::vector<std::string> options;  // rdmasan options for every run, "name=value"
@@ -45,6 +49,21 @@ struct Config {
 };
 
 absl::Status ParseFuzzArgs(int argc, char** argv, Config* c);
+
+// The campaign's faults when --faults is not given (measured on the
+// planted programs of tests/e2e/fuzz, see README "Fuzzing campaigns"):
+// every kOrderOnlyEvery-th run (0, 4, 8, ...) is a run of an order-only
+// campaign, so order bugs are found as soon as without faults; the others
+// get kDefaultFaults, BUGGIFY-style: each fault point active for the run
+// with probability 1/4 (the rule's enable=), an active point failing 5% of
+// its hits, so most fault runs fail a few points many times and leave the
+// rest of the program alone.
+inline constexpr uint64_t kOrderOnlyEvery = 4;
+inline constexpr char kDefaultFaults[] = "*:enable=0.25";
+// The --faults spec of run `index` ("" for none).
+std::string RunFaults(const Config& c, uint64_t index);
+// What the campaign injects, as campaign.json says it.
+std::string DescribeFaults(const Config& c);
 
 // Where `prog` would be executed from (execvp's search), or "".
 std::string FindProgram(const std::string& prog);
