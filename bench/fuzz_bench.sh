@@ -7,9 +7,12 @@
 #     shell loop: the campaign's own cost per run (fabric, logs, watchdog,
 #     bookkeeping) shows as a ratio under 1 at --jobs=1;
 #   - runs to first find: for each planted program of tests/e2e/fuzz and
-#     each strategy, over SEEDS campaign seeds, the index (1-based) of the
-#     first run that found the planted bug, read from the campaign's
-#     runs.txt ("-" when RUNS runs did not find it).
+#     each strategy (and the default campaign, no --faults), over SEEDS
+#     campaign seeds, the index (1-based) of the first run that found the
+#     planted bug, read from the campaign's runs.txt ("-" when RUNS runs
+#     did not find it);
+#   - hangs the books prove: runs/s of a campaign whose runs nearly all
+#     hang (post_error_hang, --faults=post_send:p=0.2, --timeout=10).
 # Shrinking is off (--shrink_time=0): only the search is measured.
 #
 # usage: bench/fuzz_bench.sh
@@ -76,11 +79,31 @@ first_find() {
   done
   printf 'fuzz_bench: %-34s %-26s found by %d/%d seeds, first at run:%s\n' "$name" "$id" "$found" "$total" "$line"
 }
-first_find order_dependent.random buffer-modified-in-flight campaign_order_dependent --strategy=random
-first_find order_dependent.pct buffer-modified-in-flight campaign_order_dependent --strategy=pct
+first_find order_dependent.random buffer-modified-in-flight campaign_order_dependent --strategy=random --faults=none
+first_find order_dependent.pct buffer-modified-in-flight campaign_order_dependent --strategy=pct --faults=none
 first_find error_path.random dereg-in-flight campaign_error_path --faults=wc.error
 first_find error_path.enumerate dereg-in-flight campaign_error_path --strategy=enumerate --faults=wc.error
 first_find reg_fail_crash.random crash campaign_reg_fail_crash --faults=reg_mr
 first_find reg_fail_crash.enumerate crash campaign_reg_fail_crash --strategy=enumerate --faults=reg_mr
 first_find post_error_hang.random hang campaign_post_error_hang --faults=post_send
 first_find post_error_hang.enumerate hang campaign_post_error_hang --strategy=enumerate --faults=post_send
+# The default campaign (no --faults): every 4th run orders only, the others
+# BUGGIFY faults everywhere.
+first_find order_dependent.default buffer-modified-in-flight campaign_order_dependent
+first_find order_dependent.pct.default buffer-modified-in-flight campaign_order_dependent --strategy=pct
+first_find error_path.default dereg-in-flight campaign_error_path
+first_find reg_fail_crash.default crash campaign_reg_fail_crash
+first_find post_error_hang.default hang campaign_post_error_hang
+
+# --- hangs the books prove -----------------------------------------------------
+# Nearly every run ignores a failed post and polls forever: each run ends at
+# the proven hang's report (a quarter second into the wait), not at
+# hang_timeout (--timeout/2 = 5 s).  The search only (until "shrinking").
+t0=$(now)
+"$rdmasan" fuzz --runs=20 --seed=1 --timeout=10 --shrink_time=0 --faults=post_send:p=0.2 \
+  --out="$out/hang-rate" -- "$build/campaign_post_error_hang" 2>&1 >/dev/null |
+  while IFS= read -r l; do [[ $l == *shrinking* ]] && now >"$out/hang-rate.t1"; done
+[[ -f $out/hang-rate.t1 ]] || now >"$out/hang-rate.t1"
+hung=$(awk '$1 == "run" && $6 == "hang"' "$out/hang-rate/runs.txt" | wc -l)
+echo "fuzz_bench: rdmasan fuzz --runs=20 --timeout=10 --faults=post_send:p=0.2 -- post_error_hang:" \
+     "$(rate 20 "$t0" "$(cat "$out/hang-rate.t1")") runs/s ($hung of 20 runs hang)"

@@ -277,7 +277,12 @@ bool ReportHang(uint64_t stalled_ns, bool with_books, const char* why, const std
 // or outside verbs (a socket, a sleep, a lock), a streak over more CQs
 // than a slot names, a non-blocking channel read, a CQ the books do not
 // know (checking off), a traced run (the trace's flusher is a thread we
-// cannot tell from the program's): all left to hang_timeout.
+// cannot tell from the program's): all left to hang_timeout.  What the
+// books cannot see: a thread that polls only dead CQs while it really waits
+// for something else between its polls (a flag a peer writes with RDMA
+// WRITE, a file descriptor, a clock) is reported at the grace, as it was at
+// hang_timeout before; telling a peer in this process from one outside it
+// would need the QPs' destinations, which the events do not carry.
 //
 // The grace: 250 ms, five ticks of 50 ms in each of which every waiter
 // must poll again (or still block).  Long enough for the scheduling noise
