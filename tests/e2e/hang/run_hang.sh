@@ -67,7 +67,7 @@ within=$(sed -n 's|^// WITHIN: \([0-9.]*\)$|\1|p' "$src" | head -1)
 log=$(mktemp "${TMPDIR:-/tmp}/run_hang.XXXXXX") || die "mktemp failed"
 trap 'rm -f "$log" "$log.decisions" "$log.again"' EXIT
 decisions=$log.decisions
-cmd=("$rdmasan" run --softnic=on "--softnic_fabric=$fabric" "${opts[@]}" "--decision_log=$decisions" -- "$prog")
+cmd=("$rdmasan" run "--softnic_fabric=$fabric" "${opts[@]}" "--decision_log=$decisions" -- "$prog")
 # `rdmasan run` execs the program: $! is the program itself.
 started=$(date +%s.%N)
 "${cmd[@]}" >"$log" 2>&1 </dev/null &
@@ -148,7 +148,7 @@ fi
 if [[ $silent -eq 0 ]] && grep -qv '^#' "$decisions" 2>/dev/null; then
   again=()
   for o in "${opts[@]}"; do [[ $o == --faults=* ]] || again+=("$o"); done
-  timeout -k 5 40 "$rdmasan" run --softnic=on "--softnic_fabric=$fabric-again" "${again[@]}" \
+  timeout -k 5 40 "$rdmasan" run "--softnic_fabric=$fabric-again" "${again[@]}" \
     "--schedule=$decisions" -- "$prog" >"$log.again" 2>&1 </dev/null
   again_status=$?
   if [[ $again_status -ne $status ]] || [[ $(grep -cE "^==[0-9]+==ERROR: rdmasan: $id: " "$log.again") -ne 1 ]]; then
