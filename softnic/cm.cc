@@ -38,8 +38,8 @@
 #include "core/options.h"
 #include "softnic/access.h"
 #include "softnic/cm_wire.h"
-#include "softnic/interrupt.h"
 #include "softnic/internal.h"
+#include "softnic/interrupt.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic::cm {

@@ -19,8 +19,8 @@
 #include <new>
 
 #include "softnic/access.h"
-#include "softnic/interrupt.h"
 #include "softnic/internal.h"
+#include "softnic/interrupt.h"
 
 namespace rdmasan::softnic {
 

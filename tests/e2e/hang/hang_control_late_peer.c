@@ -65,7 +65,10 @@ static int peer(int to, int from, int go) {
   for (int i = 0; i < 2 && read(go, &c, 1) == 1; ++i) {
     sleep(1);
     struct ibv_sge sge = rig_sge(mr, msg, sizeof msg);
-    struct ibv_send_wr wr = {.wr_id = (uint64_t)i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+    struct ibv_send_wr wr = {.wr_id = (uint64_t)i,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED},
                        *bad;
     if (ibv_post_send(qp, &wr, &bad)) DIE("peer: post_send failed");

@@ -5,7 +5,7 @@
  * complete: reported a quarter second in, not at hang_timeout=10. */
 // RUN-OPTS: --hang_timeout=10 --halt_on_error=1
 // EXPECT: hang: no verbs progress for [0-9.]+ s while 2 threads wait: thread [0-9]+
-// EXPECT: proven by the books: CQs 0x[0-9a-f]+, 0x[0-9a-f]+ have nothing outstanding that can complete on them
+// EXPECT: proven by the books: CQs 0x[0-9a-f]+, 0x[0-9a-f]+ have nothing outstanding that can complete
 // EXPECT: blocks in ibv_get_cq_event on channel 0x[0-9a-f]+ \(CQ 0x[0-9a-f]+, CQ 0x[0-9a-f]+\)
 // EXPECT: polls CQ 0x[0-9a-f]+ with no completion
 // WITHIN: 3

@@ -3,7 +3,7 @@
  * The watchdog reports it (the books prove it: before hang_timeout=1), and
  * halt_on_error=1 ends the program with rdmasan's exit status. */
 // RUN-OPTS: --hang_timeout=1 --halt_on_error=1
-// EXPECT: hang: no verbs progress for [0-9.]+ s while 1 thread waits: thread [0-9]+ blocks in ibv_get_cq_event
+// EXPECT: hang: no verbs progress for [0-9.]+ s while 1 thread waits: thread [0-9]+ blocks in ibv_get_cq
 // EXPECT: on channel 0x[0-9a-f]+ \(CQ 0x[0-9a-f]+, CQ 0x[0-9a-f]+\) for
 // EXPECT: CQ 0x[0-9a-f]+, armed: nothing outstanding can ever complete on CQ 0x[0-9a-f]+
 // EXPECT: CQ 0x[0-9a-f]+, not armed: nothing outstanding can ever complete on CQ 0x[0-9a-f]+
