@@ -115,13 +115,8 @@ const std::string& Tree() {
   std::call_once(once, [] {
     g_root = new std::string();
     std::string base;
-    // The softnic folder of this user (softnic/fabric.cc makes it private).
-    const char* d = getenv("RDMASAN_SOFTNIC_DIR");
-    base = absl::StrCat(d && *d ? d : "/dev/shm", "/rdmasan-", getuid(), ".d");
-    mkdir(base.c_str(), 0700);
-    struct stat st;
-    if (lstat(base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
-      return;
+    // The softnic folder of this user, private to it.
+    if (!sn::UserPrivateDir(&base)) return;
     SweepTrees(base);
     char tmpl[4096];
     snprintf(tmpl, sizeof(tmpl), "%s/sys-%d-XXXXXX", base.c_str(), static_cast<int>(getpid()));

@@ -30,6 +30,7 @@
 #include "core/biased_lock.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "softnic/softnic.h"
 #include "traces/trace.h"
 
 namespace rdmasan::interpose {
@@ -227,6 +228,7 @@ void OnFatalSignal(int sig, siginfo_t* info, void* ucontext) {
     else
       w->CloseFromSignalHandler();
   }
+  softnic::CleanUpAtFatalSignal();  // the fabric file, if this process is its last user
   RestoreDisposition(sig);
   errno = saved_errno;
   raise(sig);

@@ -40,6 +40,7 @@
 #include "softnic/cm_wire.h"
 #include "softnic/internal.h"
 #include "softnic/interrupt.h"
+#include "softnic/leftovers.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic::cm {
@@ -1466,10 +1467,8 @@ int Open(int flags) {
   }
   {
     std::lock_guard<std::mutex> l(s.mu);
-    if (!s.swept) {
-      SweepFolder(folder);
-      s.swept = true;
-    }
+    if (!s.swept) SweepCmFolder(folder);
+    s.swept = true;
     s.folder = folder;
   }
   Chan c;

@@ -26,9 +26,10 @@
 // fabric carries it to every process.
 //
 // Names a peer must find live in a per-user private folder (softnic's
-// <dir>/rdmasan-<uid>.d, one subfolder per fabric): each channel's inbox
-// socket, and one file per bound port (p<ps>-<port>, created O_EXCL, held
-// with flock so a dead owner's file is recognised and replaced).  Every
+// user directory, user_dir.h; one subfolder cm-<fabric> per fabric): each
+// channel's inbox socket, and one file per bound port (p<ps>-<port>,
+// created O_EXCL, held with flock so a dead owner's file is recognised and
+// replaced).  What dead processes leave there is swept (leftovers.h).  Every
 // message read from an inbox and every port file is validated before use.
 // All addresses of this host (loopback, the interfaces' own) are softnic0's;
 // a port is one per port space, whatever the address it is bound to.

@@ -254,25 +254,4 @@ PortRecord MakePortRecord(uint32_t handle, bool listening, const std::string& in
   return r;
 }
 
-void SweepFolder(const std::string& folder) {
-  DIR* d = opendir(folder.c_str());
-  if (!d) return;
-  while (const dirent* e = readdir(d)) {
-    const char* n = e->d_name;
-    if (n[0] >= '1' && n[0] <= '9') {
-      const long pid = strtol(n, nullptr, 10);
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) unlinkat(dirfd(d), n, 0);
-    } else if (n[0] == 'p') {
-      const int fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0) continue;
-      struct stat st;
-      if (fstat(fd, &st) == 0 && IsPrivate(st, S_IFREG) &&
-          st.st_size >= static_cast<off_t>(sizeof(PortRecord)) && flock(fd, LOCK_EX | LOCK_NB) == 0)
-        unlinkat(dirfd(d), n, 0);
-      close(fd);
-    }
-  }
-  closedir(d);
-}
-
 }  // namespace rdmasan::softnic::cm

@@ -103,9 +103,8 @@ void ReleasePort(const std::string& folder, uint16_t ps, uint16_t port, int fd);
 // The record of a port held by a live process; false if none.
 bool LookupPort(const std::string& folder, uint16_t ps, uint16_t port, PortRecord* rec);
 
-// Removes inboxes of processes that no longer exist and port files nobody
-// holds.
-void SweepFolder(const std::string& folder);
+// Inboxes nobody has bound and port files nobody holds are swept by
+// leftovers.h's SweepCmFolder.
 
 }  // namespace rdmasan::softnic::cm
 

@@ -1,6 +1,5 @@
 #include "softnic/fabric.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/report.h"
 #include "core/spin_lock.h"
+#include "softnic/leftovers.h"
+#include "softnic/user_dir.h"
 
 namespace rdmasan::softnic {
 namespace {
@@ -93,26 +94,9 @@ namespace {
 
 uint64_t HeaderBytes() { return RoundUp(sizeof(ShmHeader), kPage); }
 
-// A file or directory only this user can reach: ours, of the expected
-// type, nothing for group or others.
-bool Private(const struct stat& st, mode_t type) {
-  return (st.st_mode & S_IFMT) == type && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
-}
-
-// errno values of MapFabricFile that mean "this name is not ours".
-bool Squatted(int e) { return e == EPERM || e == EACCES || e == ELOOP; }
-
-// Why `path` is not ours, in words, for the message that says so.
-std::string WhyNotOurs(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return strerror(errno);
-  if (S_ISLNK(st.st_mode)) return "a symbolic link";
-  if (st.st_uid != geteuid()) return absl::StrCat("owned by uid ", st.st_uid);
-  if ((st.st_mode & S_IFMT) != S_IFREG && (st.st_mode & S_IFMT) != S_IFDIR) return "not a regular file";
-  char mode[8];
-  snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  return absl::StrCat("mode ", mode, ", open to other users");
-}
+// errno values of MapFabricFile that mean "this name is not a private
+// file of ours".
+bool NotOurs(int e) { return e == EPERM || e == EACCES || e == ELOOP || e == EISDIR; }
 
 // Reserves the backing store of [off, off + len) of the fabric file, so
 // that touching those pages can never raise SIGBUS on a full tmpfs.
@@ -129,7 +113,7 @@ int Reserve(int fd, uint64_t off, uint64_t len) {
 // Opens (creating if needed) and maps the fabric file at `path`, waiting
 // for its first user to initialize it.  Returns the header and the open fd,
 // or nullptr with errno set and nothing left open or mapped: EPERM, EACCES
-// or ELOOP when the path is not this user's private file (Squatted), ENOMEM
+// ELOOP or EISDIR when the path is not this user's private file (NotOurs), ENOMEM
 // when the file system has no room for the tables.
 ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
   for (int attempt = 0;; ++attempt) {
@@ -139,7 +123,7 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
     if (fd < 0) return nullptr;
     // Ownership first: someone else's file could hold a lock forever.
     struct stat st;
-    if (fstat(fd, &st) != 0 || !Private(st, S_IFREG)) {
+    if (fstat(fd, &st) != 0 || !IsPrivate(st, S_IFREG)) {
       close(fd);
       errno = EPERM;
       return nullptr;
@@ -198,88 +182,24 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
   }
 }
 
-// The directory fabric files live in: RDMASAN_SOFTNIC_DIR, else /dev/shm.
-std::string FabricDir() {
-  const char* d = getenv("RDMASAN_SOFTNIC_DIR");
-  return d && *d ? d : "/dev/shm";
-}
-
-// The per-user directory `dir`/rdmasan-<uid>.d, created 0700 if missing;
-// false (with a message) unless it is a directory only this user reaches.
-bool PrivateDir(const std::string& dir, std::string* out) {
-  *out = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
-  if (mkdir(out->c_str(), 0700) != 0 && errno != EEXIST) {
-    core::Diag(absl::StrCat("softnic: cannot create ", *out, ": ", strerror(errno)));
-    return false;
-  }
-  int fd = open(out->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  bool ok = fd >= 0 && fstat(fd, &st) == 0 && Private(st, S_IFDIR);
-  if (fd >= 0) close(fd);
-  if (!ok)
-    core::Diag(absl::StrCat("softnic: ", *out, " is not this user's private directory (", WhyNotOurs(*out),
-                            "); softnic is unavailable: remove it, or set RDMASAN_SOFTNIC_DIR to a directory "
-                            "only you can write"));
-  return ok;
-}
-
-// Removes the fabric files of this user in `dir` (names starting with
-// `prefix`) that no process holds any more: their last user was SIGKILLed
-// or ended with _exit before it could remove them.  A file nobody holds
-// takes LOCK_EX at once; an attacher racing with the removal finds it
-// unlinked (st_nlink 0) and opens afresh, as after a last detach.
-void SweepStale(const std::string& dir, const std::string& prefix) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
-  const int dfd = dirfd(d);
-  while (const dirent* e = readdir(d)) {
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0 || e->d_name[0] == '.') continue;
-    int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat st, named;
-    if (fstat(fd, &st) == 0 && Private(st, S_IFREG) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-        fstatat(dfd, e->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
-        named.st_ino == st.st_ino)
-      unlinkat(dfd, e->d_name, 0);
-    close(fd);
-  }
-  closedir(d);
-}
-
-// Sweeps the fabric directory and, if it exists and is ours, the per-user
-// directory.
-void SweepStaleFabrics() {
-  const std::string dir = FabricDir();
-  SweepStale(dir, absl::StrCat("rdmasan-", getuid(), "-"));
-  const std::string private_dir = absl::StrCat(dir, "/rdmasan-", getuid(), ".d");
-  struct stat st;
-  if (lstat(private_dir.c_str(), &st) == 0 && Private(st, S_IFDIR)) SweepStale(private_dir, "");
-}
-
 }  // namespace
 
-// Another user may have created the fabric's name first (it is
-// predictable); the file is then not used, whatever it holds: the fabric
-// moves to the per-user directory, which every process of this user picks
-// the same way, so they still meet.
+// The user directory is this user's alone (user_dir.h), so whatever holds
+// the fabric's name there is this user's own doing: said, not worked
+// around.
 ShmHeader* Fabric::MapNamed(uint64_t total) {
-  const std::string dir = FabricDir();
-  path_ = absl::StrCat(dir, "/rdmasan-", getuid(), "-", name_);
-  ShmHeader* h = MapFabricFile(path_, total, &fd_);
-  if (h || !Squatted(errno)) return h;
-  const std::string why = WhyNotOurs(path_);
-  std::string private_dir;
-  if (!PrivateDir(dir, &private_dir)) {
+  if (!UserPrivateDir(&dir_)) {
     errno = EPERM;
     return nullptr;
   }
-  std::string fallback = absl::StrCat(private_dir, "/", name_);
-  core::Diag(absl::StrCat("softnic: fabric file ", path_, " is not this user's (", why, "); using ", fallback,
-                          " instead"));
-  path_ = std::move(fallback);
-  h = MapFabricFile(path_, total, &fd_);
-  if (!h && Squatted(errno))
-    core::Diag(absl::StrCat("softnic: fabric file ", path_, " is not this user's (", WhyNotOurs(path_), ")"));
+  path_ = absl::StrCat(dir_, "/", kFabricFilePrefix, name_);
+  ShmHeader* h = MapFabricFile(path_, total, &fd_);
+  if (!h && NotOurs(errno)) {
+    const int e = errno;
+    core::Diag(absl::StrCat("softnic: fabric file ", path_, " is not this user's private file (",
+                            WhyNotOurs(path_, S_IFREG), "); remove it"));
+    errno = e;
+  }
   return h;
 }
 
@@ -315,7 +235,11 @@ Fabric* Fabric::Attach(const std::string& name) {
     }
   }
   f->base_ = reinterpret_cast<uint8_t*>(f->hdr_);
-  if (!f->inproc_) SweepStaleFabrics();  // ours is held (LOCK_SH): it stays
+  if (!f->inproc_) {
+    f->leftover_handle_ = RememberFabricFile(f->fd_, f->path_);
+    CleanUpAtTermination();
+    SweepLeftovers(f->dir_);  // ours is held (LOCK_SH): it stays
+  }
   // No PR_SET_PTRACER here: AllowPeerOf sets it when a QP of ours first
   // faces another process.
 
@@ -578,7 +502,7 @@ void Fabric::Detach() {
   ReleaseProcLocked(self_);
   Unlock();
   RemoveFileIfLast();
-  if (!inproc_) SweepStaleFabrics();
+  if (!inproc_) SweepStaleFabrics(dir_);
 }
 
 void Fabric::RemoveFileIfLast() {
@@ -594,11 +518,14 @@ void Fabric::RemoveFileIfLast() {
   if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && fstat(fd_, &mine) == 0 && lstat(path_.c_str(), &named) == 0 &&
       mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
     unlink(path_.c_str());
+  ForgetFabricFile(leftover_handle_);
+  leftover_handle_ = -1;
   close(fd_);
   fd_ = -1;
 }
 
 Fabric::~Fabric() {
+  ForgetFabricFile(leftover_handle_);
   if (hdr_) munmap(hdr_, map_size_);
   if (fd_ >= 0) close(fd_);
 }
@@ -610,9 +537,5 @@ std::string Fabric::ChannelAddr(uint32_t slot, uint32_t gen) const {
 std::string Fabric::AsyncAddr(uint32_t slot, uint32_t gen) const {
   return absl::StrCat("rdmasan-", getuid(), "-", name_, "-as-", slot, "-", gen);
 }
-
-// For the connection manager's names (cm_wire.cc): the same private folder.
-bool UserPrivateDir(std::string* out) { return PrivateDir(FabricDir(), out); }
-bool IsPrivate(const struct stat& st, mode_t type) { return Private(st, type); }
 
 }  // namespace rdmasan::softnic

@@ -1,9 +1,9 @@
 // softnic/fabric: the shared-memory "wire" that softnic processes meet on.
 //
-// A fabric is one file, <dir>/rdmasan-<uid>-<name> (dir: the environment
-// variable RDMASAN_SOFTNIC_DIR, else /dev/shm; name: the softnic_fabric
-// option), holding fixed tables of every object a *remote* process must
-// see: processes, QPs (state, receive queue), CQs (completion rings), SRQs,
+// A fabric is one file, <user dir>/fabric-<name> (the user directory:
+// user_dir.h, private to the user; name: the softnic_fabric option),
+// holding fixed tables of every object a *remote* process must see:
+// processes, QPs (state, receive queue), CQs (completion rings), SRQs,
 // MRs (keys, ranges, access), completion channels, async endpoints and
 // multicast attachments.
 // The requester executes a work request itself, under the fabric lock: it
@@ -11,20 +11,18 @@
 // peer's memory with process_vm_writev/readv (or memcpy when the peer is
 // itself), so no progress thread exists.
 //
-// The file: created 0600 with O_NOFOLLOW, and used only if it is a regular
-// file of this user that nobody else may open (a name is predictable, so
-// another user may have created it first).  Otherwise the fabric moves to
-// the per-user directory <dir>/rdmasan-<uid>.d (created 0700, used only if
-// it is this user's and private) with a message saying so; if that is
-// taken too, softnic is unavailable (EPERM) with a message naming it.  Its
-// size is 4 GiB, sparse: the tables and every heap block are reserved with
-// posix_fallocate before their first touch, so a full file system gives
-// ENOMEM, never SIGBUS.  Every user holds a shared flock on it; the last one
-// to leave (Detach, or RemoveFileIfLast before an _exit) takes it
-// exclusively and removes the file.  A file whose last user was SIGKILLed
-// is removed by the next attach or detach of any fabric of the user (no
-// process holds its lock).  A forked child leaves its parent's slot,
-// objects and file alone.
+// The file: created 0600 with O_NOFOLLOW in the user directory, where
+// nobody else can create a name, and used only if it is a regular file of
+// this user that nobody else may open.  Its size is 4 GiB, sparse: the
+// tables and every heap block are reserved with posix_fallocate before
+// their first touch, so a full file system gives ENOMEM, never SIGBUS.
+// Every user holds a shared flock on it; the last one to leave (Detach, or
+// RemoveFileIfLast before an _exit, or a fatal signal: leftovers.h) takes
+// it exclusively and removes the file.  A file whose last user was
+// SIGKILLed is removed by the next attach or detach of any fabric of the
+// user (no process holds its lock), with the rdma_cm names dead processes
+// left (leftovers.h).  A forked child leaves its parent's slot, objects
+// and file alone.
 //
 // Every process of the user can write the segment, so nothing read from it
 // is trusted: ring offsets, slot counts, strides, indices and slot numbers
@@ -535,8 +533,7 @@ class Fabric {
 
  private:
   Fabric() = default;
-  // Maps the named fabric file (path_, fd_), moving to the per-user
-  // directory when another user holds the name.
+  // Maps the named fabric file (dir_, path_, fd_) in the user directory.
   ShmHeader* MapNamed(uint64_t total);
   void ReleaseProcLocked(uint32_t proc);
 
@@ -544,12 +541,14 @@ class Fabric {
   uint8_t* base_ = nullptr;
   size_t map_size_ = 0;
   int fd_ = -1;
+  int leftover_handle_ = -1;  // RememberFabricFile's
   uint32_t self_ = 0;
   pid_t owner_pid_ = 0;  // the attaching process (a forked child is not it)
   long ptracer_ = 0;
   bool detached_ = false;
   bool inproc_ = false;
   std::string name_;
+  std::string dir_;  // the user directory
   std::string path_;
 };
 

@@ -29,6 +29,7 @@
 
 #include "softnic/access.h"
 #include "softnic/fabric.h"
+#include "softnic/user_dir.h"
 
 namespace rdmasan::softnic {
 
@@ -204,11 +205,6 @@ struct Process {
 // Attaches on first use; nullptr with errno set if the fabric is unusable.
 Process* GetProcess();
 
-// The user's private softnic folder (<dir>/rdmasan-<uid>.d), created if
-// missing; false, with a message, if it is not this user's alone.
-bool UserPrivateDir(std::string* out);
-// Whether `st` is of `type`, this user's, and reachable by nobody else.
-bool IsPrivate(const struct stat& st, mode_t type);
 // softnic0's port (port.cc).  PortGid: GID `index` (all zero for an
 // empty entry); PortGidEntry: false for an empty one, else its GID,
 // ibv_gid_type and interface; PortGidIndex: the index of `gid` of `type`,

@@ -172,6 +172,13 @@ void UnimportMr(ibv_mr* mr);
 // The fabric this process attached to (for diagnostics and tests).
 std::string FabricName();
 
+// The directory softnic keeps this user's files in (user_dir.h), created
+// if missing; false, with a message, if none can be had.
+bool UserPrivateDir(std::string* out);
+// For a fatal-signal handler, async-signal-safe: removes this process's
+// fabric file if it is its last user, as its exit would (leftovers.h).
+void CleanUpAtFatalSignal();
+
 }  // namespace rdmasan::softnic
 
 #endif  // RDMASAN_SOFTNIC_SOFTNIC_H_
