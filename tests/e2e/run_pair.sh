@@ -101,12 +101,16 @@ fi
 # it needs neither ss nor netstat.
 listening() {
   if [[ $rdma_cm -eq 1 ]]; then
-    # softnic's rdma_cm port files: <dir>/rdmasan-<uid>.d/cm-<fabric>/p<ps>-<port>.
+    # softnic's rdma_cm port files: <user dir>/cm-<fabric>/p<ps>-<port>, the
+    # user directory one of softnic/user_dir.h's places.
     # A port file exists from rdma_bind_addr on; its record (softnic/cm_wire.h,
     # PortRecord) says listening (u32 1 at offset 12) only from rdma_listen
     # on: a client that connects between the two is rejected.
     local f
-    for f in "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$(id -u).d/cm-$fabric/p"*"-$1"; do
+    local u
+    u=$(id -u)
+    for f in "${RDMASAN_SOFTNIC_DIR:-/dev/shm}/rdmasan-$u".*/cm-"$fabric"/p*-"$1" \
+      "${XDG_RUNTIME_DIR:-/nonexistent}/rdmasan/cm-$fabric/p"*"-$1" "/run/user/$u/rdmasan/cm-$fabric/p"*"-$1"; do
       [[ -f $f && $(od -An -t u4 -j 12 -N 4 "$f" 2>/dev/null | tr -d ' ') == 1 ]] && return 0
     done
     return 1

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/options.h"
+#include "softnic/softnic.h"
 
 namespace rdmasan::softnic::cm {
 namespace {
@@ -304,9 +305,8 @@ TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
   const std::string fabric = core::GlobalOptions().softnic_fabric == "inproc"
                                  ? "inproc-" + std::to_string(getpid())
                                  : core::GlobalOptions().softnic_fabric;
-  const char* dir = getenv("RDMASAN_SOFTNIC_DIR");
-  const std::string base =
-      std::string(dir && *dir ? dir : "/dev/shm") + "/rdmasan-" + std::to_string(getuid()) + ".d";
+  std::string base;
+  ASSERT_TRUE(UserPrivateDir(&base));
   std::string folder;
   if (DIR* d = opendir(base.c_str())) {
     while (const dirent* e = readdir(d)) {

@@ -17,7 +17,14 @@
 #                    ENOMEM from ibv_create_cq, not SIGBUS
 #   full_shm_devices (item 8) with a full /dev/shm, `rdmasan devices` fails
 #                    with a message, not a signal
-# Each run uses a fabric of its own (fabric-<case>-<pid>).  The tmpfs cases
+#   sigterm          (issue 29 item 11) a process ended by SIGTERM removes
+#                    the file, as an exit does, and still dies of SIGTERM
+#   killed_cm        (issue 29 item 11) an rdma_cm server (rping -s) is
+#                    SIGKILLed; the next softnic run of the user removes its
+#                    rdma_cm folder
+# Each run uses a fabric of its own (fabric-<case>-<pid>) and, unless
+# RDMASAN_SOFTNIC_DIR is set, a runtime directory of its own
+# (XDG_RUNTIME_DIR, softnic/user_dir.h), where softnic keeps its files.  The tmpfs cases
 # need a mount namespace (root, or unprivileged user namespaces): without
 # one they exit 77 (skipped).  Exit 0: pass.
 set -uo pipefail
@@ -33,14 +40,22 @@ done
 [[ -x $rdmasan && -d $bin && -n $case ]] || { echo "usage: $0 --rdmasan R --bin DIR CASE" >&2; exit 2; }
 
 fabric="fabric-$case-$$"
-dir=${RDMASAN_SOFTNIC_DIR:-/dev/shm}
-file="$dir/rdmasan-$(id -u)-$fabric"
+runtime=""
+if [[ -n ${RDMASAN_SOFTNIC_DIR:-} ]]; then
+  udir="$RDMASAN_SOFTNIC_DIR/rdmasan-$(id -u).d"
+else
+  runtime=$(mktemp -d /dev/shm/rdmasan-runtime-XXXXXX) || exit 2
+  export XDG_RUNTIME_DIR=$runtime
+  udir="$runtime/rdmasan"
+fi
+file="$udir/fabric-$fabric"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp"
   rm -f "$file" "$file-next"
+  [[ -z $runtime ]] || rm -rf "$runtime"
 }
 trap cleanup EXIT
 fail() { echo "FAIL($case): $*"; for f in "$tmp"/*.out; do [[ -f $f ]] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
@@ -71,7 +86,7 @@ in_small_tmpfs() {
   local size=$1; shift
   local script='mount -t tmpfs -o "size=$0,mode=1777" none /dev/shm || exit 77
     if [ -n "${FILL:-}" ]; then dd if=/dev/zero of=/dev/shm/filler bs=1M >/dev/null 2>&1; fi
-    unset RDMASAN_SOFTNIC_DIR; exec "$@"'
+    unset RDMASAN_SOFTNIC_DIR XDG_RUNTIME_DIR; exec "$@"'
   if unshare -m true 2>/dev/null; then
     unshare -m sh -c "$script" "$size" "$@"
   elif unshare -rm true 2>/dev/null; then
@@ -134,7 +149,7 @@ case $case in
     "$rdmasan" devices "--softnic_fabric=$fabric-next" >"$tmp/next.out" 2>&1 ||
       fail "rdmasan devices failed"
     file_gone "after the last process was SIGKILLed and another softnic run ended"
-    [[ -e "$dir/rdmasan-$(id -u)-$fabric-next" ]] && fail "rdmasan devices left its own fabric file"
+    [[ -e "$file-next" ]] && fail "rdmasan devices left its own fabric file"
     ;;
   exit_together)
     for round in 1 2 3 4 5; do
@@ -146,6 +161,32 @@ case $case in
       wait "$b" || fail "round $round: b failed"
       file_gone "round $round: both processes exited together"
     done
+    ;;
+  sigterm)
+    hold a
+    [[ -e $file ]] || fail "no fabric file $file while a process holds it"
+    kill -TERM "$a"
+    wait "$a"
+    status=$?
+    [[ $status == 143 ]] || fail "exit status $status, want 143 (killed by SIGTERM)"
+    file_gone "after SIGTERM, with no other softnic run since"
+    ;;
+  killed_cm)
+    port=$((20000 + $$ % 20000))
+    folder="$udir/cm-$fabric"
+    "$rdmasan" run "--softnic_fabric=$fabric" -- rping -s -a 127.0.0.1 -p "$port" >"$tmp/a.out" 2>&1 &
+    a=$!
+    pids+=("$a")
+    for _ in $(seq 1 500); do
+      compgen -G "$folder/p*-$port" >/dev/null && break
+      sleep 0.02
+    done
+    compgen -G "$folder/p*-$port" >/dev/null || fail "rping -s never bound port $port in $folder"
+    kill -9 "$a"
+    wait "$a" 2>/dev/null
+    [[ -d $folder ]] || fail "no rdma_cm folder $folder after the SIGKILL"
+    "$rdmasan" devices "--softnic_fabric=$fabric-next" >"$tmp/next.out" 2>&1 || fail "rdmasan devices failed"
+    [[ -e $folder ]] && fail "the SIGKILLed server's rdma_cm folder is left behind: $(ls -la "$folder")"
     ;;
   *) echo "unknown case $case" >&2; exit 2 ;;
 esac
