@@ -109,7 +109,9 @@ void SweepCmFolder(const std::string& folder) {
     const char* n = e->d_name;
     struct stat st;
     if (n[0] >= '1' && n[0] <= '9') {  // an inbox: <pid>.<seq>.<hex>
-      if (fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 && IsPrivate(st, S_IFSOCK) &&
+      // Bound under the umask (the private folder keeps others out): its
+      // own mode says nothing.
+      if (fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == geteuid() &&
           !SocketBound(absl::StrCat(folder, "/", n)))
         UnlinkIfSame(dfd, n, st);
     } else if (n[0] == 'p') {  // a port file: p<ps>-<port>
