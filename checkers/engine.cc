@@ -93,6 +93,22 @@ constexpr Entry kChecks[] = {
     {EventKind::kAllocPd, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
     {EventKind::kCreateCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
     {EventKind::kCreateCompChannel, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kOpenDevice, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kDestroyCompChannel, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kCreateSrq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kModifySrq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kCreateQp, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kModifyQp, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kCreateAh, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kRegMr, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kReregMr, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kAllocMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kDeallocMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kBindMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kAckCqEvents, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kResizeCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kGetCqEvent, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
+    {EventKind::kPostSrqOps, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
 };
 
 constexpr size_t kNumEntries = sizeof(kChecks) / sizeof(kChecks[0]);

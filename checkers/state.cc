@@ -751,37 +751,22 @@ bool State::LkeyInFlight(uint32_t lkey) const {
 }
 
 void State::NoteDestroyed(const Event& e) {
-  DestroyedObj d;
-  d.destroyed = e.stack;
   auto created = [](const auto* books) { return books ? books->stack : StackId{0}; };
+  DestroyedObj d;
+  // clang-format off
   switch (e.kind) {
-    case EventKind::kDestroyQp:
-      d = {"QP", created(Qp(e.obj)), e.stack};
-      break;
-    case EventKind::kDestroyCq:
-      d = {"CQ", created(Cq(e.obj)), e.stack};
-      break;
-    case EventKind::kDestroySrq:
-      d = {"SRQ", created(Srq(e.obj)), e.stack};
-      break;
-    case EventKind::kDestroyAh:
-      d = {"AH", created(Ah(e.obj)), e.stack};
-      break;
-    case EventKind::kDeallocPd:
-      d = {"PD", created(Pd(e.obj)), e.stack};
-      break;
-    case EventKind::kDeregMr:
-      d = {"MR", created(Mr(e.obj)), e.stack};
-      break;
-    case EventKind::kDeallocMw:
-      d = {"MW", created(Mw(e.obj)), e.stack};
-      break;
-    case EventKind::kCloseDevice:
-      d = {"device context", 0, e.stack};
-      break;
-    default:
-      return;
+    case EventKind::kDestroyQp: d = {"QP", created(Qp(e.obj)), e.stack}; break;
+    case EventKind::kDestroyCq: d = {"CQ", created(Cq(e.obj)), e.stack}; break;
+    case EventKind::kDestroySrq: d = {"SRQ", created(Srq(e.obj)), e.stack}; break;
+    case EventKind::kDestroyAh: d = {"AH", created(Ah(e.obj)), e.stack}; break;
+    case EventKind::kDeallocPd: d = {"PD", created(Pd(e.obj)), e.stack}; break;
+    case EventKind::kDeregMr: d = {"MR", created(Mr(e.obj)), e.stack}; break;
+    case EventKind::kDeallocMw: d = {"MW", created(Mw(e.obj)), e.stack}; break;
+    case EventKind::kCloseDevice: d = {"device context", 0, e.stack}; break;
+    case EventKind::kDestroyCompChannel: d = {"completion channel", 0, e.stack}; break;
+    default: return;
   }
+  // clang-format on
   if (!e.obj || !destroyed_.emplace(e.obj, d).second) return;
   destroyed_order_.push_back(e.obj);
   if (destroyed_order_.size() > kMaxDestroyed) {

@@ -1,10 +1,15 @@
 // use-after-destroy: no verb is called on a handle after its successful
-// destroy (ibv_destroy_qp/cq/srq/ah, ibv_dealloc_pd, ibv_dereg_mr,
-// ibv_close_device): a second destroy, a post to a destroyed QP or SRQ, a
-// poll or arm of a destroyed CQ, or an object created on a closed device.
-// The interposer recognizes the stale handle, refuses the call (EINVAL, the
-// provider is not called with freed memory) and names the object by the id
-// it had; this check reports it with the stack of its destruction.
+// destroy (ibv_destroy_qp/cq/srq/ah, ibv_dealloc_pd/mw, ibv_dereg_mr,
+// ibv_destroy_comp_channel, ibv_close_device): a second destroy, a post to
+// a destroyed QP or SRQ, a poll or arm of a destroyed CQ, an object made
+// on a deallocated PD or a closed device, a query or modify of a destroyed
+// object, a UD send through a destroyed AH, a call on an object of a
+// closed device (checkers/use_after_destroy.h lists every verb).  The
+// interposer recognizes the stale handle, refuses the call (EINVAL, the
+// provider is not called with freed memory) and names the object by the
+// id it had; this check reports it with the stack of its destruction.
+#include "checkers/use_after_destroy.h"
+
 #include <errno.h>
 
 #include "checkers/check.h"
@@ -13,15 +18,16 @@ namespace rdmasan::checkers {
 namespace {
 
 [[gnu::noinline, gnu::cold]] void ReportUseAfterDestroy(CheckContext& c, core::ObjId id,
-                                                        const DestroyedObj& d, bool as_parent) {
+                                                        const DestroyedObj& d, const char* prep) {
   const char* gone = std::string(d.what) == "device context" ? "closed" : "destroyed";
   std::vector<core::RelatedStack> related = {
       {core::StackKind::kDestroyed, absl::StrFormat("%s %s at", d.what, gone), d.destroyed}};
   if (d.created)
     related.push_back({core::StackKind::kCreated, absl::StrFormat("%s created at", d.what), d.created});
+  const char* verb = UadVerbName(c.e.attr_mask);
   c.Emit(core::CheckId::kUseAfterDestroy,
-         absl::StrFormat("ibv_%s %s %s 0x%x, which was already %s", core::EventKindName(c.e.kind),
-                         as_parent ? "on" : "of", d.what, id, gone),
+         absl::StrFormat("ibv_%s %s %s 0x%x, which was already %s",
+                         verb ? verb : core::EventKindName(c.e.kind), prep, d.what, id, gone),
          std::move(related));
 }
 
@@ -29,14 +35,24 @@ namespace {
 
 void CheckUseAfterDestroy(CheckContext& c) {
   const auto& e = c.e;
-  // Creation verbs name the destroyed object as their parent.
-  const bool create = e.kind == core::EventKind::kAllocPd || e.kind == core::EventKind::kCreateCq ||
-                      e.kind == core::EventKind::kCreateCompChannel;
-  const core::ObjId id = create ? e.parent : e.obj;
   // The interposer refuses every such call with EINVAL before the provider
   // sees it; only its events name a destroyed object.
-  if (!id || e.ret == 0 || e.err != EINVAL) return;
-  if (const DestroyedObj* d = c.s.Destroyed(id)) ReportUseAfterDestroy(c, id, *d, create);
+  if (e.ret == 0 || e.err != EINVAL) return;
+  // The handle the call acts on, the one it would create under, then the
+  // others it names.
+  const std::pair<core::ObjId, const char*> named[] = {{e.obj, "of"},       {e.parent, "on"},
+                                                       {e.send_cq, "with"}, {e.recv_cq, "with"},
+                                                       {e.srq, "with"},     {e.channel, "with"}};
+  for (const auto& [id, prep] : named)
+    if (id)
+      if (const DestroyedObj* d = c.s.Destroyed(id)) return ReportUseAfterDestroy(c, id, *d, prep);
+  for (const core::SendWr& w : e.send_wrs) {
+    if (w.ah)
+      if (const DestroyedObj* d = c.s.Destroyed(w.ah)) return ReportUseAfterDestroy(c, w.ah, *d, "through");
+    if (w.bind.mw)
+      if (const DestroyedObj* d = c.s.Destroyed(w.bind.mw))
+        return ReportUseAfterDestroy(c, w.bind.mw, *d, "of");
+  }
 }
 
 }  // namespace rdmasan::checkers

@@ -21,6 +21,38 @@ Record g_records[kSlots];
 size_t g_next = 0;  // the slot the next record takes (oldest first)
 std::mutex g_mu;    // writers
 
+// A filter over the recorded handles (one bit per hash of an address, set
+// while a record of that hash may exist): a live handle is told apart with
+// one load instead of a scan of kSlots.  Rebuilt by the writer after each
+// change; a bit of a present record is never cleared, even for a moment
+// (each word is stored once, with its final value).
+constexpr size_t kFilterWords = 1024;  // 65536 bits for at most 256 handles
+constinit std::atomic<uint64_t> g_filter[kFilterWords] = {};
+
+size_t FilterBit(const void* obj) {
+  uint64_t x = reinterpret_cast<uintptr_t>(obj) >> 4;
+  x *= 0x9e3779b97f4a7c15ull;
+  return static_cast<size_t>(x >> 48);  // 16 bits
+}
+
+bool MaybeRecorded(const void* obj) {
+  const size_t b = FilterBit(obj);
+  return (g_filter[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1;
+}
+
+// Under g_mu.
+void RebuildFilter() {
+  uint64_t words[kFilterWords] = {};
+  for (const Record& r : g_records)
+    if (const void* o = r.obj.load(std::memory_order_relaxed)) {
+      const size_t b = FilterBit(o);
+      words[b / 64] |= uint64_t{1} << (b % 64);
+    }
+  for (size_t i = 0; i < kFilterWords; ++i)
+    if (g_filter[i].load(std::memory_order_relaxed) != words[i])
+      g_filter[i].store(words[i], std::memory_order_release);
+}
+
 thread_local const void* t_hold = nullptr;
 thread_local void* t_held = nullptr;
 
@@ -54,12 +86,16 @@ RDMASAN_TLS_ACCESSOR HoldFrees::~HoldFrees() {
   FreeBlock(b);  // not claimed: the destroy failed, or nothing was recorded
 }
 
-RDMASAN_TLS_ACCESSOR void NoteDestroyed(const void* obj, core::ObjId id) {
+RDMASAN_TLS_ACCESSOR bool NoteDestroyed(const void* obj, core::ObjId id) {
   void* block = t_held;
   t_held = nullptr;
+  // An object without an id (checking=false, or made inside libibverbs) is
+  // remembered only while its block is held: no new object can take its
+  // address before the record goes.
+  if (obj && !id && block) id = kUnknownObj;
   if (!obj || !id) {
     FreeBlock(block);
-    return;
+    return false;
   }
   void* evicted;
   {
@@ -70,15 +106,20 @@ RDMASAN_TLS_ACCESSOR void NoteDestroyed(const void* obj, core::ObjId id) {
     r.obj.store(nullptr, std::memory_order_release);
     r.id.store(id, std::memory_order_release);
     r.block = block;
+    // Set the new bit before the record is visible.
+    const size_t b = FilterBit(obj);
+    g_filter[b / 64].fetch_or(uint64_t{1} << (b % 64), std::memory_order_release);
     r.obj.store(obj, std::memory_order_release);
+    if (evicted) RebuildFilter();
     if (g_destroyed_count.load(std::memory_order_relaxed) < kSlots)
       g_destroyed_count.fetch_add(1, std::memory_order_relaxed);
   }
   FreeBlock(evicted);
+  return block != nullptr;
 }
 
 core::ObjId DestroyedId(const void* obj) {
-  if (!obj || g_destroyed_count.load(std::memory_order_relaxed) == 0) return 0;
+  if (!obj || g_destroyed_count.load(std::memory_order_relaxed) == 0 || !MaybeRecorded(obj)) return 0;
   for (Record& r : g_records) {
     if (r.obj.load(std::memory_order_acquire) != obj) continue;
     const core::ObjId id = r.id.load(std::memory_order_acquire);
@@ -89,15 +130,17 @@ core::ObjId DestroyedId(const void* obj) {
 }
 
 void ForgetDestroyed(const void* obj) {
-  if (!obj || g_destroyed_count.load(std::memory_order_relaxed) == 0) return;
+  if (!obj || g_destroyed_count.load(std::memory_order_relaxed) == 0 || !MaybeRecorded(obj)) return;
   std::lock_guard<std::mutex> l(g_mu);
+  bool dropped = false;
   for (Record& r : g_records)
     if (r.obj.load(std::memory_order_relaxed) == obj) {
       // Its block, if any, is still held: a new object cannot live in it,
       // so only a block-less record (memory the provider did not free
       // through the heap) is dropped here.
-      if (!r.block) r.obj.store(nullptr, std::memory_order_release);
+      if (!r.block) r.obj.store(nullptr, std::memory_order_release), dropped = true;
     }
+  if (dropped) RebuildFilter();
 }
 
 }  // namespace rdmasan::interpose

@@ -13,8 +13,8 @@
 // freed for real; a handle older than that is no longer recognized.
 //
 // May not: allocate (the quarantine runs inside free), or hold a lock
-// while calling the real free.  Lookups are lock-free (a scan of kSlots
-// atomics, made only when a handle is not a live object).
+// while calling the real free.  Lookups are lock-free (a filter word, then
+// a scan of kSlots atomics only for a handle the filter cannot clear).
 #ifndef RDMASAN_INTERPOSE_DESTROYED_H_
 #define RDMASAN_INTERPOSE_DESTROYED_H_
 
@@ -30,10 +30,19 @@ namespace rdmasan::interpose {
 extern std::atomic<size_t> g_destroyed_count;
 inline bool AnyDestroyed() { return g_destroyed_count.load(std::memory_order_relaxed) != 0; }
 
+// The id recorded for a destroyed object the shim gave no id (checking
+// off, or made inside libibverbs): refused, never reported.
+constexpr core::ObjId kUnknownObj = ~core::ObjId{0};
+
 // Records that `obj`, which had id `id`, was destroyed successfully (after
-// the provider's destroy returned 0).  Takes the block HoldFrees kept.
-void NoteDestroyed(const void* obj, core::ObjId id);
-// The id a destroyed handle had, or 0 (not destroyed, or forgotten).
+// the provider's destroy returned 0).  Takes the block HoldFrees kept;
+// true if there was one (the handle's memory is then the shim's until the
+// record is evicted: a dead context's ops may be rewritten in it).  An
+// object without id is recorded (as kUnknownObj) only with a held block.
+bool NoteDestroyed(const void* obj, core::ObjId id);
+// The id a destroyed handle had (kUnknownObj for one without an id), or 0
+// (not destroyed, or forgotten).  A live handle costs one load of a filter
+// after any destroy; only a possible match scans the records.
 core::ObjId DestroyedId(const void* obj);
 // Drops obj's record: a new object lives at that address now.
 void ForgetDestroyed(const void* obj);

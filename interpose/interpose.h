@@ -40,10 +40,19 @@ namespace rdmasan::interpose {
 // ibv_wr_* batch is one event as the application built it.
 void WrapContext(ibv_context* ctx, bool softnic);
 void WrapRealContext(ibv_context* ctx);
-// Drops the qp_ex shadow of a QP before it is destroyed.
+// Drops the qp_ex shadow of a QP after it is destroyed (kept a while: a
+// thread may still be inside one of its hooks).
 void ForgetQp(ibv_qp* qp);
+// Before a destroy of `qp` (dying) or after one that failed (not): an
+// ibv_wr_* batch another thread has open on it ends first, a later one is
+// refused at ibv_wr_start.
+void QuiesceQpEx(ibv_qp* qp, bool dying);
 // Forgets a real context before it is closed (restores its pointers).
 void UnwrapRealContext(ibv_context* ctx);
+// After a successful close whose block the shim holds (interpose/destroyed.h):
+// the closed context's data-path ops lead to wrappers that refuse every
+// call through it (use-after-destroy), as the exports refuse its handles.
+void RefuseOnClosedContext(ibv_context* ctx);
 // Drops what the shim keeps for a CQ (its extended-poll hooks) before it is
 // destroyed.
 void ForgetCq(ibv_cq* cq);

@@ -1,4 +1,10 @@
 // Data-path pointer swapping for real provider contexts (see interpose.h).
+// This file: contexts, posts, polls, the extended CQ; wrap_qp_ex.cc,
+// wrap_mw.cc and wrap_create.cc have the rest (wrap_internal.h).  A call
+// that reaches a wrapper through a dead handle, a closed context's ops or
+// (UD) a destroyed AH is refused with EINVAL (use-after-destroy), checking
+// on or off; until the program destroys something that costs one load per
+// post or poll, after it a filter lookup of the handle.
 //
 // The provider's original pointers are kept in a small fixed table keyed by
 // context address: lookups are lock-free (a linear probe over atomics), so
@@ -9,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
@@ -22,51 +29,28 @@
 #include "interpose/ptr_table.h"
 #include "interpose/sched.h"
 #include "interpose/watchdog.h"
+#include "interpose/wrap_internal.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::interpose {
 
 thread_local int Reentry::depth_ = 0;
 
+namespace wrap {
 namespace {
-
-struct Saved {
-  std::atomic<ibv_context*> ctx{nullptr};
-  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**) = nullptr;
-  int (*post_recv)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
-  int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
-  int (*poll_cq)(ibv_cq*, int, ibv_wc*) = nullptr;
-  int (*req_notify_cq)(ibv_cq*, int) = nullptr;
-  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*) = nullptr;
-  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*) = nullptr;
-  ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*) = nullptr;
-  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t) = nullptr;
-  ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type) = nullptr;
-  int (*dealloc_mw)(ibv_mw*) = nullptr;
-  int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*) = nullptr;
-  int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**) = nullptr;
-};
 
 // Constant-initialized (a context opened from another library's
 // constructor is saved here before this library's initialisers run; a
 // dynamic initializer would then wipe it).
 constexpr int kSlots = 64;
 constinit Saved g_saved[kSlots];
-std::mutex g_mu;  // writers only
+
+}  // namespace
 
 Saved* Find(const ibv_context* ctx) {
   for (int i = 0; i < kSlots; ++i)
     if (g_saved[i].ctx.load(std::memory_order_acquire) == ctx) return &g_saved[i];
   return nullptr;
-}
-
-Counters g_counters;
-
-// Diagnostic counts of wrapped calls that were checked: a relaxed load and
-// store, not a locked add (concurrent bumps may lose a count; nothing
-// depends on exact totals under threads).  Pass-through counts nothing.
-inline void Bump(std::atomic<uint64_t>& c) {
-  c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 // Opcodes whose local SGEs are read by the NIC (the payload sent).
@@ -84,6 +68,26 @@ void HashSendPayloads(core::Event* e) {
     for (auto& g : w.sges) g.hash = HashPayload(g.addr, g.length);
   }
 }
+
+}  // namespace wrap
+
+namespace {
+
+using wrap::AllocMw;
+using wrap::BindMw;
+using wrap::Bump;
+using wrap::CreateQpEx;
+using wrap::CreateSrqEx;
+using wrap::DeallocMw;
+using wrap::Find;
+using wrap::HashSendPayloads;
+using wrap::HookQpEx;
+using wrap::Saved;
+
+std::mutex g_mu;  // writers only
+using wrap::g_saved;
+
+Counters g_counters;
 
 // CQs armed and not polled since: their empty polls matter to the
 // notify-without-poll check; every other empty poll is not an event.
@@ -118,31 +122,100 @@ inline core::Event& FreshEvent(core::Event& reused, std::unique_ptr<core::Event>
   return e;
 }
 
-// A data-path call on a destroyed QP, SRQ or CQ (its block held back by
-// the destroy, interpose/destroyed.h): an event naming the id it had, for
-// use-after-destroy, and the call refused; the provider is not called.
-// `fill` completes the event (the WR chain of a post).  False for a live
-// or unknown object (one lookup in the thread's cache of objects).
-template <typename Fill>
-[[gnu::noinline]] bool RefusedAsDestroyed(const void* obj, core::EventKind kind, uintptr_t pc,
-                                          uintptr_t frame, Fill fill) {
-  const core::ObjId old = DestroyedId(obj);
+// A post to a dead QP or SRQ, or to one of a closed context, or (UD) a
+// WR through a destroyed AH: refused whole (*bad is the first WR, none is
+// posted), with an event naming the dead object (checking on).  Reached
+// only when the context has no saved pointers or something was destroyed.
+template <typename Wr>
+void FillChain(core::Event& e, const void* wr) {
+  e.bad_index = 0;
+  if constexpr (std::is_same_v<Wr, ibv_send_wr>)
+    CopySendChain(static_cast<const ibv_send_wr*>(wr), nullptr, &e, false, 0);
+  else
+    CopyRecvChain(static_cast<const ibv_recv_wr*>(wr), static_cast<const ibv_recv_wr*>(wr), &e, 0);
+}
+template <typename Wr>
+[[gnu::noinline]] bool RefusedPost(const void* obj, const ibv_context* ctx, core::EventKind kind, Wr* wr,
+                                   Wr** bad, uintptr_t pc, uintptr_t frame) {
+  if (wrap::RefuseDeadCall(obj, ctx, kind, checkers::UadVerb::kByKind, EINVAL, pc, frame, FillChain<Wr>,
+                           wr)) {
+    *bad = wr;
+    return true;
+  }
+  if constexpr (std::is_same_v<Wr, ibv_send_wr>) {
+    if (static_cast<const ibv_qp*>(obj)->qp_type != IBV_QPT_UD) return false;
+    uint32_t i = 0;
+    for (const ibv_send_wr* w = wr; w && i < 4096; w = w->next, ++i) {
+      const ibv_ah* ah = w->wr.ud.ah;
+      const core::ObjId old = DestroyedId(ah);
+      if (!old) continue;
+      if (Checking() && old != kUnknownObj) {
+        core::Event e;
+        e.kind = kind;
+        e.ret = EINVAL;
+        e.err = EINVAL;
+        e.bad_index = 0;
+        e.stack = core::CaptureStackFrom(pc, frame);
+        core::SendWr& s = e.send_wrs.emplace_back();
+        s.wr_id = w->wr_id;
+        s.opcode = w->opcode;
+        s.ah = old;
+        Emit(e);
+      }
+      errno = EINVAL;
+      *bad = wr;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void wrap::RetireLater(void* p, void (*del)(void*)) {
+  static constinit std::mutex mu;
+  static constinit std::pair<void*, void (*)(void*)> ring[kRetiredHooks] = {};
+  static constinit size_t next = 0;
+  std::pair<void*, void (*)(void*)> evicted;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    evicted = ring[next];
+    ring[next] = {p, del};
+    next = (next + 1) % kRetiredHooks;
+  }
+  if (evicted.first) evicted.second(evicted.first);
+}
+
+bool wrap::IsDead(const void* obj, const ibv_context* ctx) {
+  // A record names only an address no live object has (a new object at a
+  // recorded address drops the record, interpose/destroyed.h): the filter
+  // alone answers for a live handle, with no lookup of its id.
+  return DestroyedId(obj) || DestroyedId(ctx);
+}
+
+bool wrap::RefuseDeadCall(const void* obj, const ibv_context* ctx, core::EventKind kind,
+                          checkers::UadVerb verb, int32_t ev_ret, uintptr_t pc, uintptr_t frame,
+                          void (*fill)(core::Event&, const void*), const void* arg) {
+  core::ObjId old = DestroyedId(obj);  // no id lookup: see IsDead
+  const bool on_context = !old;
+  if (!old) old = DestroyedId(ctx);
   if (!old) return false;
-  core::Event e;
-  e.kind = kind;
-  e.obj = old;
-  e.ret = kind == core::EventKind::kPollCq ? -1 : EINVAL;
-  e.err = EINVAL;
-  e.stack = core::CaptureStackFrom(pc, frame);
-  fill(e);
-  Emit(e);
+  if (Checking() && old != kUnknownObj) {
+    core::Event e;
+    e.kind = kind;
+    (on_context ? e.parent : e.obj) = old;
+    if (fill) fill(e, arg);
+    e.attr_mask = static_cast<uint32_t>(verb);
+    e.ret = ev_ret;
+    e.err = EINVAL;
+    e.stack = core::CaptureStackFrom(pc, frame);
+    Emit(e);
+  }
   errno = EINVAL;
   return true;
 }
-#define RDMASAN_REFUSE_DESTROYED(obj, kind, fill)                                          \
-  (AnyDestroyed() && Id(obj) == 0 &&                                                       \
-   RefusedAsDestroyed(obj, kind, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), \
-                      reinterpret_cast<uintptr_t>(__builtin_frame_address(0)), fill))
+
+namespace {
 
 // The index of `bad` among the first `n` WRs of a chain (its last
 // occurrence: in a cyclic chain the provider refuses the WR only after it
@@ -201,22 +274,17 @@ int PostOrFault(core::Point p, Obj* obj, uint32_t qp_num, Wr* wr, Wr** bad, Post
 
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Saved* s = Find(qp->context);
-  if (!s) {
-    *bad = wr;
-    return ENODEV;
+  if (!s || __builtin_expect(AnyDestroyed(), 0)) {
+    if (RefusedPost(qp, qp->context, core::EventKind::kPostSend, wr, bad, RDMASAN_WRAPPER_PC,
+                    RDMASAN_WRAPPER_FRAME))
+      return EINVAL;
+    if (!s) return *bad = wr, ENODEV;
   }
   if (__builtin_expect(AnyAsyncActive(), 0) && Reentry::Depth() == 0) MaybeInjectAsync(qp);
   if (!Checking()) return PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, s->post_send);
   Bump(g_counters.post_send);
   Reentry re;
   if (!re.outer()) return s->post_send(qp, wr, bad);
-  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostSend, [&](core::Event& e) {
-        e.bad_index = 0;
-        CopySendChain(wr, nullptr, &e, false, 0);
-      })) {
-    *bad = wr;
-    return EINVAL;
-  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
@@ -253,19 +321,16 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
 
 int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Saved* s = Find(qp->context);
-  if (!s) {
-    *bad = wr;
-    return ENODEV;
+  if (!s || __builtin_expect(AnyDestroyed(), 0)) {
+    if (RefusedPost(qp, qp->context, core::EventKind::kPostRecv, wr, bad, RDMASAN_WRAPPER_PC,
+                    RDMASAN_WRAPPER_FRAME))
+      return EINVAL;
+    if (!s) return *bad = wr, ENODEV;
   }
   if (!Checking()) return PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, s->post_recv);
   Bump(g_counters.post_recv);
   Reentry re;
   if (!re.outer()) return s->post_recv(qp, wr, bad);
-  if (RDMASAN_REFUSE_DESTROYED(qp, core::EventKind::kPostRecv,
-                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
-    *bad = wr;
-    return EINVAL;
-  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
                         PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, s->post_recv), stack);
@@ -273,6 +338,10 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Saved* s = Find(srq->context);
+  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
+      RefusedPost(srq, srq->context, core::EventKind::kPostSrqRecv, wr, bad, RDMASAN_WRAPPER_PC,
+                  RDMASAN_WRAPPER_FRAME))
+    return EINVAL;
   Bump(g_counters.post_srq_recv);
   if (!s || !s->post_srq_recv) {
     *bad = wr;
@@ -281,11 +350,6 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Reentry re;
   if (!re.outer()) return s->post_srq_recv(srq, wr, bad);
   if (!Checking()) return PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv);
-  if (RDMASAN_REFUSE_DESTROYED(srq, core::EventKind::kPostSrqRecv,
-                               [&](core::Event& e) { CopyRecvChain(wr, wr, &e, 0); })) {
-    *bad = wr;
-    return EINVAL;
-  }
   core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad,
                         PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, s->post_srq_recv), stack);
@@ -299,6 +363,10 @@ constexpr uint32_t kMaxTagSges = 64;
 // ran: a TAG_ADD's handle is what the provider wrote into the WR.
 int PostSrqOps(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad) {
   Saved* s = Find(srq->context);
+  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
+      wrap::RefuseDeadCall(srq, srq->context, core::EventKind::kPostSrqOps, checkers::UadVerb::kByKind,
+                           EINVAL, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return *bad = wr, EINVAL;
   if (!s || !s->post_srq_ops) {
     *bad = wr;
     return s ? EOPNOTSUPP : ENODEV;
@@ -422,13 +490,14 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
 
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* s = Find(cq->context);
+  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
+      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kPollCq, checkers::UadVerb::kByKind, -1,
+                           RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return -1;
   if (!s) return -1;
   if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
   Bump(g_counters.poll_cq);
   Reentry re;
-  if (re.outer() &&
-      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kPollCq, [&](core::Event& e) { e.count = n; }))
-    return -1;
   int got = ProviderPoll(s->poll_cq, cq, n, wc);
   if (!re.outer()) return got;
   if (got == 0 && watchdog::Enabled())
@@ -493,12 +562,12 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
 int ReqNotifyCq(ibv_cq* cq, int solicited_only) {
   Saved* s = Find(cq->context);
   Bump(g_counters.req_notify_cq);
+  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
+      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kReqNotifyCq, checkers::UadVerb::kByKind, EINVAL,
+                           RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return EINVAL;
   if (!s) return ENODEV;
   Reentry re;
-  if (re.outer() && Checking() &&
-      RDMASAN_REFUSE_DESTROYED(cq, core::EventKind::kReqNotifyCq,
-                               [&](core::Event& e) { e.count = solicited_only; }))
-    return EINVAL;
   int rc = s->req_notify_cq(cq, solicited_only);
   // Arming is a release point: the next poll returns what the scheduler held.
   if (rc == 0 && sched::On()) sched::Armed(cq);
@@ -582,6 +651,10 @@ void EmitBatch(CqExHooks* h, ibv_cq_ex* cq) {
 
 int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   CqExHooks* h = HooksOf(cq);
+  if ((!h || __builtin_expect(AnyDestroyed(), 0)) &&
+      wrap::RefuseDeadCall(ibv_cq_ex_to_cq(cq), cq->context, core::EventKind::kPollCq,
+                           checkers::UadVerb::kStartPoll, -1, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return EINVAL;
   if (!h) return ENOENT;
   int rc = h->start_poll(cq, attr);
   if (!Checking()) return rc;
@@ -611,6 +684,9 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 
 int NextPollEx(ibv_cq_ex* cq) {
   CqExHooks* h = HooksOf(cq);
+  if (!h && wrap::RefuseDeadCall(ibv_cq_ex_to_cq(cq), cq->context, core::EventKind::kPollCq,
+                                 checkers::UadVerb::kNextPoll, -1, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return EINVAL;
   if (!h) return ENOENT;
   int rc = h->next_poll(cq);
   if (rc == 0 && Checking()) RecordCurrent(h, cq);
@@ -656,6 +732,9 @@ void HookCqEx(ibv_cq_ex* cq) {
 ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   Saved* s = Find(ctx);
   Bump(g_counters.create_cq_ex);
+  if (!s && wrap::RefuseDeadCall(nullptr, ctx, core::EventKind::kCreateCq, checkers::UadVerb::kCreateCqEx, -1,
+                                 RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+    return nullptr;
   if (!s || !s->create_cq_ex) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -695,404 +774,11 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   return cq;
 }
 
-// ---------------------------------------------------- ibv_qp_ex shadows --
-// A provider's ibv_wr_* calls build its batch on their own terms (a real
-// one writes WQEs directly; softnic refuses a WR past max_send_wr or an
-// inline payload past its limit, and fails the whole batch at complete):
-// on every provider each setter is wrapped to build a copy of the batch as
-// the application built it, which becomes one kPostSend event at
-// ibv_wr_complete, with the stack of that call and the payload hashes taken
-// there, before the provider rings the doorbell.  Every entry holds the
-// re-entry guard: what the provider does inside (softnic posts the batch
-// through ops.post_send) is not the application's call.  One batch per QP
-// at a time, as the API requires.
-struct WrHooks {
-  ibv_qp_ex orig;  // the provider's function pointers
-  core::Event batch;
-  bool open = false;
-};
-PtrTable g_qp_ex;
-
-WrHooks* WrHooksOf(ibv_qp_ex* q) { return reinterpret_cast<WrHooks*>(g_qp_ex.Get(q)); }
-
-core::SendWr* NewShadowWr(WrHooks* h, ibv_qp_ex* q, uint32_t opcode) {
-  if (!h->open) return nullptr;
-  core::SendWr w;
-  w.wr_id = q->wr_id;
-  w.opcode = opcode;
-  w.send_flags = q->wr_flags;
-  h->batch.send_wrs.push_back(std::move(w));
-  return &h->batch.send_wrs.back();
-}
-
-core::SendWr* LastShadowWr(WrHooks* h) {
-  return h->open && !h->batch.send_wrs.empty() ? &h->batch.send_wrs.back() : nullptr;
-}
-
-void ShStart(ibv_qp_ex* q) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_start(q);
-  h->batch = core::Event();
-  h->batch.kind = core::EventKind::kPostSend;
-  h->batch.obj = Id(&q->qp_base);
-  h->open = Checking() && re.outer();
-}
-
-void ShSend(ibv_qp_ex* q) {
-  Reentry re;
-  if (WrHooks* h = WrHooksOf(q)) h->orig.wr_send(q), NewShadowWr(h, q, IBV_WR_SEND);
-}
-void ShSendImm(ibv_qp_ex* q, __be32 imm) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_send_imm(q, imm);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_IMM)) w->imm_data = imm;
-}
-void ShRdma(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint32_t op) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  if (op == IBV_WR_RDMA_WRITE)
-    h->orig.wr_rdma_write(q, rkey, addr);
-  else
-    h->orig.wr_rdma_read(q, rkey, addr);
-  if (core::SendWr* w = NewShadowWr(h, q, op)) w->remote_addr = addr, w->rkey = rkey;
-}
-void ShWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_WRITE); }
-void ShRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) { ShRdma(q, rkey, addr, IBV_WR_RDMA_READ); }
-void ShWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_rdma_write_imm(q, rkey, addr, imm);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_RDMA_WRITE_WITH_IMM))
-    w->remote_addr = addr, w->rkey = rkey, w->imm_data = imm;
-}
-void ShCas(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_atomic_cmp_swp(q, rkey, addr, compare, swap);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_CMP_AND_SWP))
-    w->remote_addr = addr, w->rkey = rkey, w->compare_add = compare, w->swap = swap;
-}
-void ShFaa(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_atomic_fetch_add(q, rkey, addr, add);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_FETCH_AND_ADD))
-    w->remote_addr = addr, w->rkey = rkey, w->compare_add = add;
-}
-// The 8-byte value is copied into the WQE at the call (as inline data is),
-// so the WR has no SGE: no key, no buffer the checks must follow.
-void ShAtomicWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* value) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_atomic_write(q, rkey, addr, value);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_ATOMIC_WRITE)) w->remote_addr = addr, w->rkey = rkey;
-}
-void ShSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_set_sge(q, lkey, addr, length);
-  if (core::SendWr* w = LastShadowWr(h)) {
-    w->sges.assign(1, core::Sge{addr, length, lkey, 0, 0});
-    w->num_sge = 1;
-  }
-}
-void ShSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_set_sge_list(q, n, list);
-  if (core::SendWr* w = LastShadowWr(h)) {
-    w->sges.clear();
-    // None of a list longer than the QP allows: it is refused, and the
-    // list may be shorter than n.
-    const size_t readable = n <= Limits(&q->qp_base).max_send_sge ? std::min<size_t>(n, kMaxCopiedSges) : 0;
-    for (size_t i = 0; list && i < readable; ++i)
-      w->sges.push_back({list[i].addr, list[i].length, list[i].lkey, 0, 0});
-    w->num_sge = static_cast<int32_t>(n);
-  }
-}
-void ShSetInline(ibv_qp_ex* q, void* addr, size_t length) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_set_inline_data(q, addr, length);
-  if (core::SendWr* w = LastShadowWr(h)) {
-    w->send_flags |= IBV_SEND_INLINE;
-    w->sges.assign(1, core::Sge{reinterpret_cast<uint64_t>(addr), static_cast<uint32_t>(length), 0, 0, 0});
-    w->num_sge = 1;
-  }
-}
-void ShSetInlineList(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_set_inline_data_list(q, n, bufs);
-  if (core::SendWr* w = LastShadowWr(h)) {
-    w->send_flags |= IBV_SEND_INLINE;
-    w->sges.clear();
-    for (size_t i = 0; bufs && i < n && i < 1024; ++i)
-      w->sges.push_back(
-          {reinterpret_cast<uint64_t>(bufs[i].addr), static_cast<uint32_t>(bufs[i].length), 0, 0, 0});
-    w->num_sge = static_cast<int32_t>(n);
-  }
-}
-void ShSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_set_ud_addr(q, ah, qpn, qkey);
-  if (core::SendWr* w = LastShadowWr(h)) w->ah = Id(ah), w->remote_qpn = qpn;
-}
-void ShBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_bind_mw(q, mw, rkey, info);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_BIND_MW)) {
-    w->rkey = rkey;
-    if (info) w->bind = {Id(mw), Id(info->mr), info->addr, info->length, info->mw_access_flags};
-  }
-}
-void ShLocalInv(ibv_qp_ex* q, uint32_t rkey) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_local_inv(q, rkey);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_LOCAL_INV)) w->imm_data = rkey;
-}
-void ShSendInv(ibv_qp_ex* q, uint32_t rkey) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_send_inv(q, rkey);
-  if (core::SendWr* w = NewShadowWr(h, q, IBV_WR_SEND_WITH_INV)) w->imm_data = rkey;
-}
-// ibv_wr_complete posts the batch all or nothing: an injected failure
-// aborts the batch at the provider and returns the errno.
-int CompleteOrFault(WrHooks* h, ibv_qp_ex* q, uint32_t n) {
-  if (__builtin_expect(!FaultActive(core::Point::kPostSend), 1) || n == 0 || !h->orig.wr_abort)
-    return h->orig.wr_complete(q);
-  uint32_t k = 0;
-  const int err = PostFault(core::Point::kPostSend, Id(&q->qp_base), q->qp_base.qp_num, n, &k);
-  if (!err) return h->orig.wr_complete(q);
-  h->orig.wr_abort(q);
-  return err;
-}
-
-int ShComplete(ibv_qp_ex* q) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return EINVAL;
-  if (!h->open) return CompleteOrFault(h, q, 1);
-  h->open = false;
-  h->batch.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  HashSendPayloads(&h->batch);
-  int rc = CompleteOrFault(h, q, static_cast<uint32_t>(h->batch.send_wrs.size()));
-  h->batch.ret = rc;
-  h->batch.err = rc;
-  if (rc) h->batch.bad_index = 0;  // wr_complete posts all or nothing
-  Emit(h->batch);
-  h->batch = core::Event();
-  return rc;
-}
-void ShAbort(ibv_qp_ex* q) {
-  Reentry re;
-  WrHooks* h = WrHooksOf(q);
-  if (!h) return;
-  h->orig.wr_abort(q);
-  h->open = false;
-  h->batch = core::Event();
-}
-
-// Hooks a provider's qp_ex; every setter the provider offers is shadowed
-// (those it leaves null stay null, so the inline verbs fail as before).
-void HookQpEx(ibv_qp_ex* q) {
-  if (!q || !q->wr_start || !q->wr_complete) return;
-  auto* h = new WrHooks{*q, core::Event(), false};
-  if (!g_qp_ex.Put(q, reinterpret_cast<uint64_t>(h))) {
-    delete h;
-    return;
-  }
-  q->wr_start = ShStart;
-  q->wr_complete = ShComplete;
-  if (q->wr_abort) q->wr_abort = ShAbort;
-  if (q->wr_send) q->wr_send = ShSend;
-  if (q->wr_send_imm) q->wr_send_imm = ShSendImm;
-  if (q->wr_rdma_write) q->wr_rdma_write = ShWrite;
-  if (q->wr_rdma_write_imm) q->wr_rdma_write_imm = ShWriteImm;
-  if (q->wr_rdma_read) q->wr_rdma_read = ShRead;
-  if (q->wr_atomic_cmp_swp) q->wr_atomic_cmp_swp = ShCas;
-  if (q->wr_atomic_fetch_add) q->wr_atomic_fetch_add = ShFaa;
-  if (q->wr_atomic_write) q->wr_atomic_write = ShAtomicWrite;
-  if (q->wr_set_sge) q->wr_set_sge = ShSetSge;
-  if (q->wr_set_sge_list) q->wr_set_sge_list = ShSetSgeList;
-  if (q->wr_set_inline_data) q->wr_set_inline_data = ShSetInline;
-  if (q->wr_set_inline_data_list) q->wr_set_inline_data_list = ShSetInlineList;
-  if (q->wr_set_ud_addr) q->wr_set_ud_addr = ShSetUdAddr;
-  if (q->wr_bind_mw) q->wr_bind_mw = ShBindMw;
-  if (q->wr_local_inv) q->wr_local_inv = ShLocalInv;
-  if (q->wr_send_inv) q->wr_send_inv = ShSendInv;
-}
-
-ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  Saved* s = Find(ctx);
-  Bump(g_counters.create_qp_ex);
-  if (!s || !s->create_qp_ex) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
-  Reentry re;
-  if (!re.outer()) return s->create_qp_ex(ctx, attr);
-  const int err = FaultActive(core::Point::kCreateQp) ? CallFault(core::Point::kCreateQp, Id(attr->pd)) : 0;
-  if (!Checking()) {
-    ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
-    if (qp) NoteQp(qp, attr->srq);  // for wc.error and the scheduler's streams
-    return qp;
-  }
-  core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
-  OnCreateQp(qp, attr->pd, attr->cap, attr->send_cq, attr->recv_cq, attr->srq, attr->qp_type,
-             attr->sq_sig_all, stack);
-  if (qp) NoteQp(qp, attr->srq);  // after OnCreateQp: with its id
-  // A QP created with send_ops_flags is an ibv_qp_ex (ibv_qp_to_qp_ex gives
-  // the same address: qp_base is its first member).
-  if (qp && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) HookQpEx(reinterpret_cast<ibv_qp_ex*>(qp));
-  return qp;
-}
-
-// ibv_create_srq_ex (inline: a basic SRQ with only PD and TYPE goes to
-// the exported ibv_create_srq instead).  An XRC SRQ's receives complete on
-// its own CQ: the event names it in recv_cq.
-ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
-  Saved* s = Find(ctx);
-  if (!s || !s->create_srq_ex) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
-  Reentry re;
-  if (!re.outer()) return s->create_srq_ex(ctx, attr);
-  const bool has_pd = attr->comp_mask & IBV_SRQ_INIT_ATTR_PD;
-  const int err = FaultActive(core::Point::kCreateSrq)
-                      ? CallFault(core::Point::kCreateSrq, Id(has_pd ? attr->pd : nullptr))
-                      : 0;
-  if (!Checking()) return err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
-  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  ibv_srq* srq = err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
-  const int saved = errno;
-  const bool typed = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && (attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ);
-  const bool xrc = typed && attr->srq_type == IBV_SRQT_XRC;
-  const bool tm = typed && attr->srq_type == IBV_SRQT_TM;
-  core::Event e;
-  e.kind = core::EventKind::kCreateSrq;
-  e.stack = stack;
-  e.parent = Id(has_pd ? attr->pd : nullptr);
-  e.recv_cq = xrc ? Id(attr->cq) : 0;
-  // A TM SRQ's tag operations complete on its CQ; its receives, on the
-  // receive CQs of its QPs (as a basic SRQ's).
-  e.qp_type = tm ? static_cast<uint32_t>(IBV_SRQT_TM) : 0u;
-  e.send_cq = tm ? Id(attr->cq) : 0;
-  e.caps.max_recv_wr = attr->attr.max_wr;
-  e.caps.max_recv_sge = attr->attr.max_sge;
-  if (srq) e.obj = Assign(srq, {0, attr->attr.max_sge, 0, attr->attr.max_wr});
-  e.ret = srq ? 0 : -1;
-  e.err = srq ? 0 : saved;
-  Emit(e);
-  errno = saved;
-  return srq;
-}
-
 int QueryPort(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   Saved* s = Find(ctx);
   Bump(g_counters.query_port);
   if (!s || !s->query_port) return EOPNOTSUPP;
   return s->query_port(ctx, port, attr, len);
-}
-
-// ------------------------------------------------------ memory windows --
-// ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw are inline in verbs.h and
-// dispatch through the context's ops: wrapped like the data path, for
-// real providers and softnic alike.
-ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
-  Saved* s = Find(pd->context);
-  if (!s || !s->alloc_mw) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
-  Reentry re;
-  if (!re.outer() || !Checking()) return s->alloc_mw(pd, type);
-  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
-  ibv_mw* mw = s->alloc_mw(pd, type);
-  const int err = errno;
-  core::Event e;
-  e.kind = core::EventKind::kAllocMw;
-  e.stack = stack;
-  e.parent = Id(pd);
-  e.count = type;
-  if (mw) {
-    e.obj = Assign(mw);
-    e.rkey = mw->rkey;
-  }
-  e.ret = mw ? 0 : -1;
-  e.err = mw ? 0 : err;
-  Emit(e);
-  errno = err;
-  return mw;
-}
-
-int DeallocMw(ibv_mw* mw) {
-  Saved* s = Find(mw->context);
-  if (!s || !s->dealloc_mw) return EOPNOTSUPP;
-  Reentry re;
-  if (!re.outer() || !Checking()) {
-    const int rc = s->dealloc_mw(mw);
-    if (!rc && re.outer()) Forget(mw);
-    return rc;
-  }
-  core::Event e;
-  e.kind = core::EventKind::kDeallocMw;
-  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  e.obj = Id(mw);
-  e.rkey = mw->rkey;
-  const int rc = s->dealloc_mw(mw);
-  e.ret = rc;
-  e.err = rc;
-  Emit(e);
-  if (!rc) Forget(mw);
-  return rc;
-}
-
-int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
-  Saved* s = Find(mw->context);
-  if (!s || !s->bind_mw) return EOPNOTSUPP;
-  Reentry re;
-  if (!re.outer() || !Checking()) return s->bind_mw(qp, mw, bind);
-  core::Event e;
-  e.kind = core::EventKind::kBindMw;
-  e.stack = RDMASAN_CAPTURE_CALLER_STACK();
-  e.obj = Id(qp);
-  const int rc = s->bind_mw(qp, mw, bind);
-  core::SendWr& w = e.send_wrs.emplace_back();
-  w.wr_id = bind->wr_id;
-  w.opcode = IBV_WR_BIND_MW;
-  w.send_flags = bind->send_flags;
-  w.rkey = mw->rkey;  // the key the verb gave the window
-  const ibv_mw_bind_info& b = bind->bind_info;
-  w.bind = {Id(mw), Id(b.mr), b.addr, b.length, b.mw_access_flags};
-  e.ret = rc;
-  e.err = rc;
-  e.bad_index = rc ? 0 : UINT32_MAX;
-  Emit(e);
-  return rc;
 }
 
 bool HasOp(verbs_context* v, size_t offset) {
@@ -1108,13 +794,6 @@ Counters& GetCounters() { return g_counters; }
 bool IsWrapped(const ibv_context* ctx) { return Find(ctx) != nullptr; }
 
 void WrapRealContext(ibv_context* ctx) { WrapContext(ctx, /*softnic=*/false); }
-
-void ForgetQp(ibv_qp* qp) {
-  auto* h = reinterpret_cast<WrHooks*>(g_qp_ex.Get(qp));
-  if (!h) return;
-  g_qp_ex.Erase(qp);
-  delete h;
-}
 
 void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (!ctx) return;
@@ -1158,12 +837,30 @@ void WrapContext(ibv_context* ctx, bool /*softnic: wrapped alike*/) {
   if (s->post_srq_ops) v->post_srq_ops = PostSrqOps;
 }
 
+void RefuseOnClosedContext(ibv_context* ctx) {
+  // The block is the shim's now (held back at the close): no provider
+  // reads these pointers again, and no Saved slot names it.
+  ctx->ops.post_send = PostSend;
+  ctx->ops.post_recv = PostRecv;
+  ctx->ops.post_srq_recv = PostSrqRecv;
+  ctx->ops.poll_cq = PollCq;
+  ctx->ops.req_notify_cq = ReqNotifyCq;
+  ctx->ops.alloc_mw = AllocMw;
+  ctx->ops.dealloc_mw = DeallocMw;
+  ctx->ops.bind_mw = BindMw;
+  verbs_context* v = verbs_get_ctx(ctx);
+  if (HasOp(v, offsetof(verbs_context, create_cq_ex))) v->create_cq_ex = CreateCqEx;
+  if (HasOp(v, offsetof(verbs_context, create_qp_ex))) v->create_qp_ex = CreateQpEx;
+  if (HasOp(v, offsetof(verbs_context, create_srq_ex))) v->create_srq_ex = CreateSrqEx;
+  if (HasOp(v, offsetof(verbs_context, post_srq_ops))) v->post_srq_ops = PostSrqOps;
+}
+
 void ForgetCq(ibv_cq* cq) {
   if (sched::On()) sched::ForgetCq(cq);
   auto* h = reinterpret_cast<CqExHooks*>(g_cq_ex.Get(cq));
   if (!h) return;
   g_cq_ex.Erase(cq);
-  delete h;
+  wrap::RetireLater(h, [](void* p) { delete static_cast<CqExHooks*>(p); });
 }
 
 void UnwrapRealContext(ibv_context* ctx) {

@@ -454,6 +454,11 @@ int DestroyQp(ibv_qp* ibqp) {
   }
   {
     std::lock_guard<std::mutex> g(p->mu);
+    // A post in progress on another thread (a program bug) ends before the
+    // QP goes; one that comes later finds it in RESET, its fabric slot no
+    // longer its own, and is refused before it reads the send ring (the
+    // shim holds the QP's block back, interpose/destroyed.h).
+    std::lock_guard<std::mutex> sq(qp->sq_mu);
     FabricLock lock(p->fab);
     DetachAllMcastLocked(p, qp->slot);
     DetachAllFlowsLocked(p, qp->slot);
@@ -463,6 +468,8 @@ int DestroyQp(ibv_qp* ibqp) {
     qp->shm->in_use = 0;
     qp->shm->qpn = 0;
     p->qps[qp->slot] = nullptr;
+    static ShmQp dead_qp{};  // state 0: IBV_QPS_RESET
+    qp->shm = &dead_qp;
   }
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);

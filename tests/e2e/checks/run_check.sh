@@ -193,8 +193,9 @@ else
 fi
 
 # Replay (unless the program was meant to stop halfway: its trace is a
-# prefix and may end before the report).
-if [[ $stops -eq 0 ]]; then
+# prefix and may end before the report; or ran with --checking=false,
+# which records no trace).
+if [[ $stops -eq 0 && " ${opts[*]} " != *" --checking=false "* ]]; then
   replay_opts=()
   for o in "${opts[@]}"; do
     case $o in --checks=*|--suppressions=*|--buffer_check=*) replay_opts+=("$o") ;; esac

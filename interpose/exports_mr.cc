@@ -1,0 +1,238 @@
+// The exported PD and MR verbs (interpose/exports_internal.h): alloc and
+// dealloc, the registration entry points, rereg, import and unimport.
+// Every one that takes a PD or an MR refuses a dead one (use-after-destroy).
+#include "interpose/domains.h"
+#include "interpose/exports_internal.h"
+
+namespace {
+
+ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, ibv_mr* mr, void* addr,
+                   size_t length, uint64_t iova, unsigned access) {
+  if (!Watch(re)) return mr;
+  Event e = Ev(EventKind::kRegMr, stack);
+  e.parent = ip::Id(pd);
+  e.addr = reinterpret_cast<uintptr_t>(addr);
+  e.length = length;
+  e.iova = iova;
+  e.access = access;
+  if (mr) {
+    e.obj = ip::Assign(mr);
+    e.lkey = mr->lkey;
+    e.rkey = mr->rkey;
+    ip::NoteRegistered(addr, length);
+  }
+  Done(e, mr ? 0 : -1);
+  return mr;
+}
+
+}  // namespace
+
+// --------------------------------------------------------------- PD / MR --
+
+RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  REAL(ibv_alloc_pd, "IBVERBS_1.1");
+  Reentry re;
+  const auto stack = CALLER_STACK();
+  if (RefuseDestroyed(EventKind::kAllocPd, context, stack, re, /*as_parent=*/true)) return nullptr;
+  ibv_pd* pd = Fails(re, Point::kAllocPd, context) ? nullptr
+               : IsSn(context)                     ? sn::AllocPd(context)
+               : real                              ? real(context)
+                                                   : (errno = ENOSYS, nullptr);
+  return AfterCreate(re, stack, EventKind::kAllocPd, context, pd);
+}
+
+RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  REAL(ibv_dealloc_pd, "IBVERBS_1.1");
+  Reentry re;
+  REFUSE_IF_DEAD(kDeallocPd, kByKind, pd, pd->context, kObj, EINVAL, EINVAL);
+  const auto stack = CALLER_STACK();
+  // A parent domain is a handle of its PD to the books (interpose/domains.h):
+  // deallocating it ends no PD.
+  if (ip::IsParentDomain(pd)) {
+    const int rc = IsSn(pd->context) ? sn::DeallocPd(pd) : real ? real(pd) : ENOSYS;
+    if (!rc) ip::ForgetParentDomain(pd);
+    return rc;
+  }
+  return Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
+}
+
+// An imported object is a handle of the object the books already know
+// (interpose/domains.h); unimport forgets the handle, nothing else.
+RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  REAL(ibv_import_pd, "IBVERBS_1.10");
+  Reentry re;
+  REFUSE_IF_DEAD(kOpenDevice, kImportPd, context, nullptr, kObj, -1, nullptr);
+  if (IsSn(context)) {
+    ibv_pd* original = nullptr;
+    ibv_pd* pd = sn::ImportPd(context, pd_handle, &original);
+    if (pd && re.outer()) ip::NoteAlias(pd, original);
+    return pd;
+  }
+  if (!real) return errno = EOPNOTSUPP, nullptr;
+  return real(context, pd_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
+  REAL(ibv_unimport_pd, "IBVERBS_1.10");
+  Reentry re;
+  REFUSE_IF_DEAD(kDeallocPd, kUnimportPd, pd, pd->context, kObj, EINVAL);
+  if (IsSn(pd->context)) {
+    ip::Forget(pd);
+    return sn::UnimportPd(pd);
+  }
+  if (real) real(pd);
+}
+
+// The three registration entry points differ only in how they call the
+// real function; softnic takes every one of them the same way.
+template <typename CallReal>
+ibv_mr* RegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, void* addr, size_t length,
+              uint64_t iova, unsigned access, bool have_real, CallReal call_real) {
+  ibv_mr* mr = Fails(re, Point::kRegMr, pd) ? nullptr
+               : IsSn(pd->context)          ? sn::RegMr(pd, addr, length, iova, access)
+               : have_real                  ? call_real()
+                                            : (errno = ENOSYS, nullptr);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  REAL(ibv_reg_mr, "IBVERBS_1.1");
+  Reentry re;
+  REFUSE_IF_DEAD(kRegMr, kByKind, pd, pd->context, kParent, -1, nullptr);
+  const auto stack = REG_STACK();
+  return RegMr(re, stack, pd, addr, length, reinterpret_cast<uintptr_t>(addr), access, real != nullptr,
+               [&] { return real(pd, addr, length, access); });
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
+  Reentry re;
+  REFUSE_IF_DEAD(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
+  const auto stack = REG_STACK();
+  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
+               [&] { return real(pd, addr, length, iova, access); });
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                        unsigned access) {
+  REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
+  Reentry re;
+  REFUSE_IF_DEAD(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
+  const auto stack = REG_STACK();
+  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
+               [&] { return real(pd, addr, length, iova, access); });
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                         int access) {
+  REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12");
+  Reentry re;
+  REFUSE_IF_DEAD(kRegMr, kRegDmabufMr, pd, pd->context, kParent, -1, nullptr);
+  if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  if (Fails(re, Point::kRegMr, pd)) return nullptr;
+  return real(pd, offset, length, iova, fd, access);
+}
+
+RDMASAN_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  REAL(ibv_import_mr, "IBVERBS_1.10");
+  Reentry re;
+  REFUSE_IF_DEAD(kRegMr, kImportMr, pd, pd->context, kParent, -1, nullptr);
+  if (IsSn(pd->context)) {
+    ibv_mr* original = nullptr;
+    ibv_mr* mr = sn::ImportMr(pd, mr_handle, &original);
+    if (mr && re.outer()) ip::NoteAlias(mr, original);
+    return mr;
+  }
+  if (!real) return errno = EOPNOTSUPP, nullptr;
+  return real(pd, mr_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  REAL(ibv_unimport_mr, "IBVERBS_1.10");
+  Reentry re;
+  REFUSE_IF_DEAD(kDeregMr, kUnimportMr, mr, mr->context, kObj, EINVAL);
+  if (IsSn(mr->context)) {
+    ip::Forget(mr);
+    return sn::UnimportMr(mr);
+  }
+  if (real) real(mr);
+}
+
+RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  REAL(ibv_rereg_mr, "IBVERBS_1.1");
+  Reentry re;
+  REFUSE_IF_DEAD(kReregMr, kByKind, mr, mr->context, kObj, IBV_REREG_MR_ERR_INPUT, IBV_REREG_MR_ERR_INPUT);
+  REFUSE_IF_DEAD(kReregMr, kByKind, (flags & IBV_REREG_MR_CHANGE_PD) ? pd : nullptr, nullptr, kParent,
+                 IBV_REREG_MR_ERR_INPUT, IBV_REREG_MR_ERR_INPUT);
+  const auto stack = REG_STACK();
+  void* const old_addr = mr->addr;
+  const size_t old_length = mr->length;
+  const uint32_t old_lkey = mr->lkey;
+  const int rc = IsSn(mr->context) ? sn::ReregMr(mr, flags, pd, addr, length, access)
+                 : real            ? real(mr, flags, pd, addr, length, access)
+                                   : IBV_REREG_MR_ERR_INPUT;
+  const rdmasan::core::ObjId id = ip::Id(mr);
+  if (Watch(re) && id) {
+    Event e = Ev(EventKind::kReregMr, stack);
+    e.obj = id;
+    e.count = static_cast<uint32_t>(flags);
+    if (flags & IBV_REREG_MR_CHANGE_PD) e.parent = ip::Id(pd);
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+      e.addr = e.iova = reinterpret_cast<uintptr_t>(addr);
+      e.length = length;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) e.access = static_cast<uint32_t>(access);
+    e.lkey = mr->lkey;
+    e.rkey = mr->rkey;
+    Done(e, rc);
+  }
+  // The memory the registration covers moved (free-registered watches it;
+  // after ERR_DO_FORK_OLD too: "New MR is valid").  The old range stays
+  // watched while WRs posted through the old registration are outstanding
+  // (rereg-in-flight was just reported; free-in-flight still applies to
+  // that memory), as after ibv_dereg_mr.
+  if ((rc == 0 || rc == IBV_REREG_MR_ERR_DO_FORK_OLD) && id && (flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+    if (!(re.outer() && ip::LkeyInFlight(old_lkey))) ip::NoteDeregistered(old_addr, old_length);
+    ip::NoteRegistered(addr, length);
+  }
+  return rc;
+}
+
+RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  REAL(ibv_dereg_mr, "IBVERBS_1.1");
+  Reentry re;
+  REFUSE_IF_DEAD(kDeregMr, kByKind, mr, mr->context, kObj, EINVAL, EINVAL);
+  const auto stack = REG_STACK();
+  if (RefuseDestroyed(EventKind::kDeregMr, mr, stack, re)) return EINVAL;
+  Event e = Ev(EventKind::kDeregMr, stack);
+  e.obj = ip::Id(mr);
+  e.lkey = mr->lkey;
+  void* const addr = mr->addr;
+  const size_t length = mr->length;
+  const bool tracked = e.obj != 0;
+  int rc = DestroyHolding(mr, e.obj, [&] {
+    return IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
+  });
+  if (Watch(re)) Done(e, rc);
+  // The memory of WRs still in flight stays watched (free-in-flight) after
+  // their MR is gone (dereg-in-flight was just reported): the NIC may still
+  // use it until the retiring completion.  Its free then drops it.
+  if (!rc && tracked && !(re.outer() && ip::LkeyInFlight(e.lkey))) ip::NoteDeregistered(addr, length);
+  if (!rc) ip::Forget(mr);
+  return rc;
+}
+
+RDMASAN_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  REAL(ibv_import_dm, "IBVERBS_1.13");
+  Reentry re;
+  REFUSE_IF_DEAD(kOpenDevice, kImportDm, context, nullptr, kObj, -1, nullptr);
+  if (IsSn(context)) return sn::ImportDm(context, dm_handle);
+  if (!real) return errno = EOPNOTSUPP, nullptr;
+  return real(context, dm_handle);
+}
+
+RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
+  REAL(ibv_unimport_dm, "IBVERBS_1.13");
+  if (IsSn(dm->context)) return sn::UnimportDm(dm);
+  if (real) real(dm);
+}
