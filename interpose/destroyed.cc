@@ -86,13 +86,13 @@ RDMASAN_TLS_ACCESSOR HoldFrees::~HoldFrees() {
   FreeBlock(b);  // not claimed: the destroy failed, or nothing was recorded
 }
 
-RDMASAN_TLS_ACCESSOR bool NoteDestroyed(const void* obj, core::ObjId id) {
+RDMASAN_TLS_ACCESSOR bool NoteDestroyed(const void* obj, core::ObjId id, bool kept) {
   void* block = t_held;
   t_held = nullptr;
   // An object without an id (checking=false, or made inside libibverbs) is
-  // remembered only while its block is held: no new object can take its
-  // address before the record goes.
-  if (obj && !id && block) id = kUnknownObj;
+  // remembered only while its block is held (or kept): no new object can
+  // take its address before the record goes.
+  if (obj && !id && (block || kept)) id = kUnknownObj;
   if (!obj || !id) {
     FreeBlock(block);
     return false;

@@ -39,7 +39,9 @@ constexpr core::ObjId kUnknownObj = ~core::ObjId{0};
 // true if there was one (the handle's memory is then the shim's until the
 // record is evicted: a dead context's ops may be rewritten in it).  An
 // object without id is recorded (as kUnknownObj) only with a held block.
-bool NoteDestroyed(const void* obj, core::ObjId id);
+// `kept`: the provider keeps the object's memory at least as long as the
+// record lives (softnic's destroyed QPs, softnic.h): recorded as if held.
+bool NoteDestroyed(const void* obj, core::ObjId id, bool kept = false);
 // The id a destroyed handle had (kUnknownObj for one without an id), or 0
 // (not destroyed, or forgotten).  A live handle costs one load of a filter
 // after any destroy; only a possible match scans the records.

@@ -174,14 +174,15 @@ inline bool RefuseDestroyed(EventKind kind, const void* handle, core::StackId st
 // frees that holds the handle is held back, and on success the handle is
 // remembered as destroyed (interpose/destroyed.h), with checking off too.
 // True in *held when the block is the shim's now.
+// `kept`: softnic keeps the object's memory (its QPs, softnic.h).
 template <typename Call>
-int DestroyHolding(const void* obj, core::ObjId id, Call call, bool* held = nullptr) {
+int DestroyHolding(const void* obj, core::ObjId id, Call call, bool* held = nullptr, bool kept = false) {
   if (held) *held = false;
   // An object libibverbs destroys inside its own call is not the program's.
   if (!id && Reentry::Depth() > 1) return call();
   ip::HoldFrees hold(obj);
   const int rc = call();
-  const bool h = !rc && ip::NoteDestroyed(obj, id);
+  const bool h = !rc && ip::NoteDestroyed(obj, id, kept);
   if (held) *held = h;
   return rc;
 }
@@ -194,9 +195,12 @@ int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, Sn
   if (RefuseDestroyed(kind, obj, stack, re)) return EINVAL;
   Event e = Ev(kind, stack);
   e.obj = ip::Id(obj);
-  int rc = DestroyHolding(obj, e.obj, [&] {
-    return IsSn(obj->context) ? sn_fn(obj) : real ? real(obj) : ENOSYS;
-  });
+  const bool sn = IsSn(obj->context);
+  int rc = DestroyHolding(
+      obj, e.obj, [&] { return sn     ? sn_fn(obj)
+                               : real ? real(obj)
+                                      : ENOSYS; }, nullptr,
+      /*kept=*/sn && kind == EventKind::kDestroyQp);
   if (Watch(re)) Done(e, rc);
   if (!rc) ip::Forget(obj);
   return rc;

@@ -7,9 +7,11 @@
 #include "softnic/softnic.h"
 
 #include <errno.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "softnic/internal.h"
@@ -440,6 +442,42 @@ int QueryQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
   return 0;
 }
 
+namespace {
+
+// The poller lock of a CQ the QP completes on, taken while the QP leaves
+// the process's table: a poller of that CQ (cq.cc PollOne reads
+// p->qps[] under it) either finished with the QP or finds it gone.  Tried
+// for a while only: the thread destroying the QP may itself be inside an
+// ibv_start_poll batch of that CQ, which holds the lock until end_poll.
+std::unique_lock<std::mutex> PollerLock(SnCq* cq) {
+  if (!cq) return {};
+  std::unique_lock<std::mutex> l(cq->mu, std::defer_lock);
+  for (int i = 0; i < 20000 && !l.try_lock(); ++i) sched_yield();
+  return l;
+}
+
+// A destroyed QP's memory is kept until kRetiredQps later destroys: a
+// thread still posting to it (a program bug) finds a QP in RESET and is
+// refused, in every build (under a sanitizer the shim cannot hold the
+// block back for it).  The send ring goes at once (no post reads it past
+// the RESET check, made under sq_mu).
+constexpr size_t kRetiredQps = 256;
+void Retire(SnQp* qp) {
+  static constinit std::mutex mu;
+  static constinit SnQp* ring[kRetiredQps] = {};
+  static constinit size_t next = 0;
+  SnQp* evicted;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    evicted = ring[next];
+    ring[next] = qp;
+    next = (next + 1) % kRetiredQps;
+  }
+  delete evicted;
+}
+
+}  // namespace
+
 int DestroyQp(ibv_qp* ibqp) {
   Process* p = GetProcess();
   if (!p) return EINVAL;
@@ -457,8 +495,10 @@ int DestroyQp(ibv_qp* ibqp) {
     // A post in progress on another thread (a program bug) ends before the
     // QP goes; one that comes later finds it in RESET, its fabric slot no
     // longer its own, and is refused before it reads the send ring (the
-    // shim holds the QP's block back, interpose/destroyed.h).
+    // QP's memory is retired, not freed: Retire).
     std::lock_guard<std::mutex> sq(qp->sq_mu);
+    std::unique_lock<std::mutex> scq = PollerLock(qp->send_cq);
+    std::unique_lock<std::mutex> rcq = PollerLock(qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr);
     FabricLock lock(p->fab);
     DetachAllMcastLocked(p, qp->slot);
     DetachAllFlowsLocked(p, qp->slot);
@@ -470,11 +510,10 @@ int DestroyQp(ibv_qp* ibqp) {
     p->qps[qp->slot] = nullptr;
     static ShmQp dead_qp{};  // state 0: IBV_QPS_RESET
     qp->shm = &dead_qp;
+    std::vector<SendWqe>().swap(qp->sq);
   }
-  pthread_mutex_destroy(&ibqp->mutex);
-  pthread_cond_destroy(&ibqp->cond);
   DetachFromDomain(ibqp);
-  delete qp;
+  Retire(qp);
   return 0;
 }
 

@@ -122,6 +122,8 @@ int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
 // are ignored.
 void InjectAsync(ibv_context* ctx, ibv_event_type type, ibv_qp* qp, ibv_cq* cq);
 int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+// A destroyed QP's memory stays valid (a QP in RESET that refuses posts)
+// until 256 later QP destroys (qp.cc Retire).
 int DestroyQp(ibv_qp* qp);
 ibv_qp_ex* QpToQpEx(ibv_qp* qp);
 

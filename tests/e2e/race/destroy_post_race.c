@@ -5,12 +5,7 @@
  * heap corruption, no sanitizer report against rdmasan's code (the test
  * runs in the asan and tsan presets too).  Prints "race: PASS" at the end.
  *
- * usage: destroy_post_race [rounds] [--in-flight-only]
- *
- * --in-flight-only: no post starts once the destroy has begun (posts still
- * in flight race it).  For the sanitizer presets, where the shim cannot
- * hold a destroyed QP's block back (README): a post that starts after the
- * destroy would read freed memory in verbs.h's inline code itself. */
+ * usage: destroy_post_race [rounds] */
 #include "../checks/common.h"
 
 #include <pthread.h>
@@ -22,8 +17,7 @@ struct round {
   struct ibv_qp_ex *qpx; /* non-null: post with the ibv_wr_* API */
   struct ibv_mr *smr, *dmr;
   char *src, *dst;
-  atomic_int go, destroying, destroyed;
-  int in_flight_only;
+  atomic_int go, destroyed;
 };
 
 static void *poster(void *arg) {
@@ -38,7 +32,6 @@ static void *poster(void *arg) {
       if (atomic_load(&rd->destroyed)) break;
       continue;
     }
-    if (rd->in_flight_only && atomic_load(&rd->destroying)) break;
     struct ibv_sge sge = rig_sge(rd->smr, rd->src, 8);
     int ret;
     if (rd->qpx) {
@@ -78,7 +71,6 @@ static struct ibv_qp *new_qp(struct rig *r, int ex) {
 
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 40;
-  int in_flight_only = argc > 2 && strcmp(argv[2], "--in-flight-only") == 0;
   struct rig r;
   rig_setup(&r, NULL);
   static char src[64], dst[64];
@@ -96,13 +88,11 @@ int main(int argc, char **argv) {
                        .smr = smr,
                        .dmr = dmr,
                        .src = src,
-                       .dst = dst,
-                       .in_flight_only = in_flight_only};
+                       .dst = dst};
     pthread_t t;
     if (pthread_create(&t, NULL, poster, &rd)) DIE("pthread_create failed");
     atomic_store(&rd.go, 1);
     for (volatile int spin = 0; spin < (n * 7919) % 20000; ++spin) {}
-    atomic_store(&rd.destroying, 1);
     if (ibv_destroy_qp(a)) DIE("ibv_destroy_qp failed");
     atomic_store(&rd.destroyed, 1);
     pthread_join(t, NULL);
