@@ -33,8 +33,9 @@ int Fuzz(int argc, char** argv);
 
 // For `rdmasan fuzz` (cli/fuzz.cc): sets LD_PRELOAD (and checks
 // RDMASAN_OPTIONS) as `rdmasan run` does, for the runs it forks; and this
-// executable's absolute path.
-bool PrepareEnvironmentForFuzz();
+// executable's absolute path.  `programs`: the programs of its roles (a
+// sanitizer runtime one links goes first in LD_PRELOAD, as for `run`).
+bool PrepareEnvironmentForFuzz(const std::vector<std::string>& programs);
 std::string SelfExeForFuzz();
 int Trace(int argc, char** argv);
 

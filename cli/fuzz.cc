@@ -133,7 +133,10 @@ bool Campaign::Setup() {
   }
   dir_ = c_.out;
   if (!MakeDir(dir_)) {
-    Say("cannot create the campaign directory '%s': %s", dir_, strerror(errno));
+    // The user named it (--out=): a usage error, as a bad option is.
+    Say("--out: cannot create the campaign directory '%s': %s", dir_,
+        errno == EEXIST ? "it exists and is not a directory" : strerror(errno));
+    setup_status_ = kExitUsage;
     return false;
   }
   dir_ = Absolute(dir_);
@@ -738,7 +741,10 @@ int Fuzz(int argc, char** argv) {
     std::fprintf(stderr, "rdmasan: %s\n%s", std::string(s.message()).c_str(), kUsage);
     return kExitUsage;
   }
-  if (!PrepareEnvironmentForFuzz()) return kExitUsage;
+  std::vector<std::string> programs;
+  for (const std::vector<std::string>& role : c.roles)
+    if (!role.empty()) programs.push_back(role[0]);
+  if (!PrepareEnvironmentForFuzz(programs)) return kExitUsage;
   return Campaign(std::move(c)).Main();
 }
 

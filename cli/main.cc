@@ -37,6 +37,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "cli/cli.h"
+#include "cli/elf.h"
 #include "cli/usage.h"
 #include "core/checks.h"
 #include "core/options.h"
@@ -162,9 +163,17 @@ std::string FindPreloadLibrary() {
     std::string path = env;
     struct stat st;
     if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) path = absl::StrCat(path, "/", kLibName);
-    if (IsFile(path)) return Absolute(path);
-    Error("RDMASAN_LIB=%s: %s not found there", env, kLibName);
-    return "";
+    if (!IsFile(path)) {
+      Error("RDMASAN_LIB=%s: %s not found there", env, kLibName);
+      return "";
+    }
+    // The loader only warns about a preload it cannot load, and the program
+    // would run unchecked: refuse here instead.
+    if (const ElfInfo elf = ReadElf(path); !elf.elf || !elf.shared_object) {
+      Error("RDMASAN_LIB=%s: %s is not an ELF shared object (the program would run unchecked)", env, path);
+      return "";
+    }
+    return Absolute(path);
   }
   std::string exe = SelfExe();
   if (!exe.empty()) {
@@ -182,7 +191,8 @@ std::string FindPreloadLibrary() {
 
 // Options given on the command line, already validated, as "name=value".
 // Sets RDMASAN_OPTIONS and LD_PRELOAD for a child run under the shim.
-bool PrepareEnvironment(const CommandLine& cl) {
+// `first`: sanitizer runtimes the program links, which must be loaded first.
+bool PrepareEnvironment(const CommandLine& cl, const std::vector<std::string>& first = {}) {
   std::string lib = FindPreloadLibrary();
   if (lib.empty()) return false;
   // The command line's options are checked already; the environment's
@@ -208,16 +218,25 @@ bool PrepareEnvironment(const CommandLine& cl) {
   // Prepend the shim; drop an earlier copy of the same path so repeated
   // `rdmasan run` nesting does not load it twice.  A sanitizer runtime
   // already preloaded stays in front: it must be the first library (for a
-  // sanitizer build of the shim itself).
+  // sanitizer build of the shim itself), and so does one the program links
+  // (by soname: the loader finds it as it would the program's DT_NEEDED).
   std::vector<std::string> runtimes, rest;
+  auto base_of = [](absl::string_view item) { return item.substr(item.rfind('/') + 1); };
+  auto kind_of = [&](absl::string_view item) { return base_of(item).substr(0, base_of(item).find('.')); };
   if (const char* env = getenv("LD_PRELOAD"); env != nullptr) {
     for (absl::string_view item : absl::StrSplit(env, absl::ByAnyChar(": "), absl::SkipEmpty())) {
       if (item == lib) continue;
-      const absl::string_view base = item.substr(item.rfind('/') + 1);
+      const absl::string_view base = base_of(item);
       const bool runtime = absl::StartsWith(base, "libasan.") || absl::StartsWith(base, "libtsan.") ||
-                           absl::StartsWith(base, "libubsan.") || absl::StartsWith(base, "libmsan.");
+                           absl::StartsWith(base, "libhwasan.") || absl::StartsWith(base, "libubsan.") ||
+                           absl::StartsWith(base, "libmsan.");
       (runtime ? runtimes : rest).emplace_back(item.data(), item.size());
     }
+  }
+  for (const std::string& soname : first) {
+    bool have = false;
+    for (const std::string& r : runtimes) have = have || kind_of(r) == kind_of(soname);
+    if (!have) runtimes.push_back(soname);
   }
   std::vector<std::string> preload = runtimes;
   preload.push_back(lib);
@@ -238,7 +257,21 @@ int Run(int argc, char** argv) {
     std::fputs("usage: rdmasan run [--name=value ...] [--] program [args...]\n", stderr);
     return kExitUsage;
   }
-  if (!PrepareEnvironment(cl)) return kExitUsage;
+  // What the loader must know of the program: LD_PRELOAD cannot reach a
+  // statically linked one, and a sanitizer runtime it links must come first.
+  std::vector<std::string> first;
+  if (const std::string path = ResolveProgram(cl.rest[0]); !path.empty()) {
+    const ElfInfo elf = ReadElf(path);
+    if (elf.elf && elf.executable && !elf.interpreter) {
+      Error(
+          "run: %s is statically linked: LD_PRELOAD cannot reach it, so its verbs calls cannot be checked "
+          "(link it dynamically)",
+          path);
+      return kExitUsage;
+    }
+    first = FirstRuntimes(elf.needed);
+  }
+  if (!PrepareEnvironment(cl, first)) return kExitUsage;
   cl.rest.push_back(nullptr);
   execvp(cl.rest[0], cl.rest.data());
   int err = errno;
@@ -248,7 +281,13 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-bool PrepareEnvironmentForFuzz() { return PrepareEnvironment(CommandLine()); }
+bool PrepareEnvironmentForFuzz(const std::vector<std::string>& programs) {
+  std::vector<std::string> first;
+  for (const std::string& p : programs)
+    if (const std::string path = ResolveProgram(p); !path.empty())
+      for (std::string& r : FirstRuntimes(ReadElf(path).needed)) first.push_back(std::move(r));
+  return PrepareEnvironment(CommandLine(), first);
+}
 std::string SelfExeForFuzz() { return SelfExe(); }
 
 namespace {

@@ -40,6 +40,7 @@
 #include "core/decision.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "core/terminal.h"
 #include "traces/trace.h"
 
 namespace rdmasan::cli {
@@ -255,8 +256,10 @@ int Stats(traces::TraceReader& r) {
   });
   if (status != 0) return status;
   const auto& h = r.header();
-  std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", h.executable.c_str(),
-              static_cast<long long>(h.pid), h.format_major, h.format_minor, h.tool_version.c_str());
+  // The header's strings are the trace's: escaped, as `trace dump` does.
+  std::printf("trace: %s (pid %lld, format %d.%d, tool %s)\n", core::EscapedControls(h.executable).c_str(),
+              static_cast<long long>(h.pid), h.format_major, h.format_minor,
+              core::EscapedControls(h.tool_version).c_str());
   std::printf("events: %llu in %zu chunks, %llu bytes (%.1f bytes/event)%s\n",
               static_cast<unsigned long long>(events), r.chunk_count(),
               static_cast<unsigned long long>(r.file_size()),
@@ -577,6 +580,13 @@ int Replay(int argc, char** argv) {
   });
   if (!error.ok()) {
     std::fprintf(stderr, "rdmasan: %s: %s\n", cl.rest[0], std::string(error.message()).c_str());
+    reporter.Finish();
+    return kExitBadTrace;
+  }
+  if (r->truncated() && r->events_read() == 0) {
+    // A cut trace with no events is no evidence of a clean run.
+    std::fprintf(stderr, "rdmasan: %s: %s; it holds no events, so there is nothing to replay\n", cl.rest[0],
+                 r->warning().c_str());
     reporter.Finish();
     return kExitBadTrace;
   }

@@ -78,9 +78,13 @@ CheckSet CheckSet::None() {
 absl::Status CheckSet::Parse(absl::string_view text, CheckSet* out) {
   CheckSet set;
   bool first = true;
-  for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(",;"), absl::SkipEmpty())) {
+  if (absl::StripAsciiWhitespace(text).empty())
+    return absl::InvalidArgumentError("checks: empty (name checks, or 'default', 'all' or 'none')");
+  for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(",;"))) {
     item = absl::StripAsciiWhitespace(item);
-    if (item.empty()) continue;
+    if (item.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("checks: an empty item in '", text.substr(0, 120), "' (a stray ',' or ';')"));
     if (item == "all") {
       set = All();
     } else if (item == "none") {

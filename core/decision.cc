@@ -321,8 +321,12 @@ bool FaultRule::Matches(Point p) const {
 
 absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view spec) {
   FaultSpec out;
-  for (absl::string_view rule_text : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+  if (absl::StripAsciiWhitespace(spec).empty()) return out;  // no faults (the default)
+  for (absl::string_view rule_text : absl::StrSplit(spec, ',')) {
     rule_text = absl::StripAsciiWhitespace(rule_text);
+    if (rule_text.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("faults: an empty rule in '", spec.substr(0, 120), "' (a stray ',')"));
     std::vector<absl::string_view> parts = absl::StrSplit(rule_text, ':');
     FaultRule r;
     r.name = std::string(parts[0]);

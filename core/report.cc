@@ -23,6 +23,7 @@
 #include "core/decision.h"
 #include "core/file.h"
 #include "core/status.h"
+#include "core/terminal.h"
 
 namespace rdmasan::core {
 namespace {
@@ -169,15 +170,6 @@ Json SarifResult(const RenderedFinding& rf) {
   if (!related_locations.empty()) result["relatedLocations"] = std::move(related_locations);
   result["stacks"] = std::move(stacks);
   return result;
-}
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
 }
 
 void WriteAll(int fd, absl::string_view text) {
@@ -473,9 +465,8 @@ Reporter::Reporter(const Options& options, Sink sink)
   // The user's rules first: a hit is counted on the first rule that matches.
   if (!options.suppressions.empty()) {
     std::string text;
-    if (!ReadFile(options.suppressions, &text)) {
-      errors.push_back(
-          absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", std::strerror(errno)));
+    if (std::string why = ReadInputFile(options.suppressions, &text); !why.empty()) {
+      errors.push_back(absl::StrCat("suppressions: cannot read '", options.suppressions, "': ", why));
     } else {
       size_t before = suppressions_.size();
       for (std::string& e : ErrorMessages(suppressions_.Parse(text, options.suppressions)))
@@ -501,22 +492,29 @@ Reporter::Reporter(const Options& options, Sink sink)
   config_errors_ = std::move(errors);
 }
 
-int Reporter::LogFdLocked() {
+int Reporter::LogFdLocked(std::string* why) {
   int pid = getpid();
   if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
     if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
     std::string path = absl::StrCat(log_path_, ".", pid);
-    log_fd_ = CreateForWrite(path, CreateMode::kAppend);
+    log_fd_ = CreateForWrite(path, CreateMode::kAppend, 0600, why);
     log_pid_ = pid;
   }
   return log_fd_;
 }
 
 std::string Reporter::OpenLog() {
-  if (sink_ || log_path_.empty() || log_path_ == "stderr" || log_path_ == "stdout") return "";
+  if (sink_) return "";
+  if (format_ == Format::kSarif) {
+    const std::string path = SarifPath();
+    if (std::string why = CheckWritable(path); !why.empty())
+      return absl::StrCat("report_format=sarif: will not write the SARIF log '", path, "': ", why);
+  }
+  if (log_path_.empty() || log_path_ == "stderr" || log_path_ == "stdout") return "";
   std::lock_guard<std::mutex> lock(mu_);
-  if (LogFdLocked() >= 0) return "";
-  return absl::StrCat("log_path: cannot create '", log_path_, ".", getpid(), "': ", std::strerror(errno));
+  std::string why;
+  if (LogFdLocked(&why) >= 0) return "";
+  return absl::StrCat("log_path: cannot create '", log_path_, ".", getpid(), "': ", why);
 }
 
 void Reporter::Message(absl::string_view text) {
@@ -526,6 +524,11 @@ void Reporter::Message(absl::string_view text) {
 }
 
 void Reporter::Write(absl::string_view text) {
+  // A replayed trace is a stranger's input: its strings (reasons, paths,
+  // symbols) never reach the terminal as control sequences.  JSON lines
+  // are escaped by the JSON writer.
+  std::string scratch;
+  if (format_ != Format::kJson) text = EscapeControls(text, &scratch);
   if (sink_) {
     sink_(text);
     return;
@@ -693,14 +696,14 @@ int Reporter::FinishLocked() {
   if (format_ == Format::kSarif) {
     std::string path = SarifPath();
     std::string sarif = RenderSarif(sarif_);
-    int fd = CreateForWrite(path, CreateMode::kTruncate);
+    std::string why;
+    int fd = CreateForWrite(path, CreateMode::kTruncate, 0600, &why);
     if (fd >= 0) {
       WriteAll(fd, sarif);
       close(fd);
       if (verbosity_ >= 1) Write(absl::StrFormat("==%d==rdmasan: SARIF log written to %s\n", pid, path));
     } else {
-      Write(
-          absl::StrFormat("==%d==rdmasan: cannot write SARIF log %s: %s\n", pid, path, std::strerror(errno)));
+      Write(absl::StrFormat("==%d==rdmasan: cannot write SARIF log %s: %s\n", pid, path, why));
     }
   }
   return status;

@@ -204,7 +204,9 @@ class Reporter {
   const std::vector<std::string>& config_errors() const { return config_errors_; }
   // Opens log_path.<pid> now; "" if it is open (or no log_path is set),
   // else what failed.  Write() opens it lazily and again after fork; where
-  // that later fails it says so once on stderr and writes there.
+  // that later fails it says so once on stderr and writes there.  With
+  // report_format=sarif it also checks that the SARIF log Finish() writes
+  // could be written (absent, or a file of ours: core/file.h).
   std::string OpenLog();
   // One line of rdmasan's own ("==PID==rdmasan: <text>\n") where reports go.
   void Message(absl::string_view text);
@@ -225,7 +227,7 @@ class Reporter {
   int FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Write(absl::string_view text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The fd of log_path.<pid> (opened now if needed), or -1 with errno.
-  int LogFdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int LogFdLocked(std::string* why = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StripPaths(std::vector<Frame>* frames) const;
   uint64_t DedupKey(const Finding& finding) const;
 

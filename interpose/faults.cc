@@ -118,11 +118,10 @@ void Sink(State* s, const core::Decision& d) {
 
 // Reads the schedule file; "" and fills *log, or what is wrong.
 std::string ReadSchedule(const std::string& path, core::DecisionLog* log) {
-  std::ifstream in(path);
-  if (!in) return absl::StrCat("schedule: cannot read '", path, "': ", std::strerror(errno));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  auto parsed = core::ParseDecisionLog(buf.str());
+  std::string text;
+  if (std::string why = core::ReadInputFile(path, &text); !why.empty())
+    return absl::StrCat("schedule: cannot read '", path, "': ", why);
+  auto parsed = core::ParseDecisionLog(text);
   if (!parsed.ok()) return absl::StrCat("schedule '", path, "': ", parsed.status().message());
   *log = std::move(*parsed);
   return "";

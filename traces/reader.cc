@@ -53,13 +53,21 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string
                                                                const Options& options) {
   std::unique_ptr<TraceReader> r(new TraceReader);
   r->options_ = options;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named as a trace is refused below, never waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open trace ", path));
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     return absl::ErrnoToStatus(err, absl::StrCat("cannot stat trace ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrFormat("%s: not a regular file (%s)", path,
+                                                      S_ISDIR(st.st_mode)    ? "a directory"
+                                                      : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                                             : "a device or socket"));
   }
   r->size_ = static_cast<uint64_t>(st.st_size);
   if (r->size_ < kPrologueBytes) {
@@ -169,6 +177,11 @@ absl::Status TraceReader::Scan() {
       break;
     }
   }
+  if (first)  // not even the header chunk: nothing of the run was recorded
+    return absl::DataLossError(
+        absl::StrFormat("the trace ends after its %d-byte prologue: the recording process wrote nothing more "
+                        "(killed before its first flush?); there is nothing to replay",
+                        kPrologueBytes));
   std::stable_sort(chunks_.begin(), chunks_.end(),
                    [](const ChunkRef& a, const ChunkRef& b) { return a.min_seq < b.min_seq; });
   return absl::OkStatus();

@@ -108,8 +108,11 @@ TEST(Checks, ParseCheckSets) {
   EXPECT_FALSE(s.Enabled(CheckId::kUnsignaledRun));
   EXPECT_TRUE(s.Enabled(CheckId::kWrIdDuplicate));
   EXPECT_TRUE(s.Enabled(CheckId::kSqOverflow));
-  ASSERT_TRUE(CheckSet::Parse("", &s).ok());
-  EXPECT_EQ(s, CheckSet::Defaults());
+  // Nothing named, or an empty item, is a mistake to say, not a default.
+  EXPECT_FALSE(CheckSet::Parse("", &s).ok());
+  EXPECT_FALSE(CheckSet::Parse("sq-overflow,", &s).ok());
+  EXPECT_FALSE(CheckSet::Parse("sq-overflow,,cq-overrun", &s).ok());
+  EXPECT_FALSE(CheckSet::Parse(";", &s).ok());
   ASSERT_TRUE(CheckSet::Parse("default", &s).ok());
   EXPECT_EQ(s, CheckSet::Defaults());
   ASSERT_TRUE(CheckSet::Parse("none", &s).ok());
@@ -581,6 +584,32 @@ TEST(Reporter, LogAndSarifNeverFollowAPlantedSymlink) {
   EXPECT_TRUE(S_ISLNK(st.st_mode));
   ASSERT_EQ(lstat(r.SarifPath().c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
+// Another user's file (or one anyone may write) at the log or SARIF name is
+// refused at start, with the path and the reason, and never written.
+TEST(Reporter, LogAndSarifOthersCanWriteAreRefusedAtStart) {
+  std::string dir = TempDir();
+  Options o;
+  o.report_format = "sarif";
+  o.log_path = dir + "/log";
+  Reporter probe(o);
+  const std::string sarif = probe.SarifPath();
+  const std::string log = absl::StrCat(o.log_path, ".", getpid());
+  for (const std::string& planted : {sarif, log}) {
+    {
+      std::ofstream f(planted);
+      f << "theirs\n";
+    }
+    ASSERT_EQ(chmod(planted.c_str(), 0666), 0);
+    Reporter r(o);
+    std::string e = r.OpenLog();
+    EXPECT_NE(e.find(planted), std::string::npos) << e;
+    EXPECT_NE(e.find("mode 0666 lets other users write it"), std::string::npos) << e;
+    EXPECT_NE(e.find(planted == sarif ? "report_format=sarif" : "log_path"), std::string::npos) << e;
+    EXPECT_EQ(Slurp(planted), "theirs\n");
+    unlink(planted.c_str());
+  }
 }
 
 TEST(Reporter, StripPathPrefix) {
