@@ -191,7 +191,8 @@ int DestroyHolding(const void* obj, core::ObjId id, Call call, bool* held = null
 // the softnic or real call, then the shim forgets the object.  A handle
 // destroyed before is refused (use-after-destroy).
 template <typename Obj, typename SnFn, typename RealFn>
-int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, SnFn sn_fn, RealFn real) {
+int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, SnFn sn_fn, RealFn real,
+            bool* held = nullptr) {
   if (RefuseDestroyed(kind, obj, stack, re)) return EINVAL;
   Event e = Ev(kind, stack);
   e.obj = ip::Id(obj);
@@ -199,7 +200,7 @@ int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, Sn
   int rc = DestroyHolding(
       obj, e.obj, [&] { return sn     ? sn_fn(obj)
                                : real ? real(obj)
-                                      : ENOSYS; }, nullptr,
+                                      : ENOSYS; }, held,
       /*kept=*/sn && kind == EventKind::kDestroyQp);
   if (Watch(re)) Done(e, rc);
   if (!rc) ip::Forget(obj);

@@ -65,8 +65,13 @@ RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   Reentry re;
   REFUSE_IF_DEAD(kDestroyCq, kByKind, cq, cq->context, kObj, EINVAL, EINVAL);
   const auto stack = CALLER_STACK();
-  int rc = Destroy(EventKind::kDestroyCq, cq, stack, re, sn::DestroyCq, real);
+  const bool sn = IsSn(cq->context);
+  bool held = false;
+  int rc = Destroy(EventKind::kDestroyCq, cq, stack, re, sn::DestroyCq, real, &held);
   if (!rc) ip::ForgetCq(cq);
+  // A softnic CQ is an ibv_cq_ex: its extended poll, read from the block the
+  // shim now holds, leads to the wrapper that refuses it (checking off too).
+  if (held && sn) ip::RefuseOnDestroyedCqEx(reinterpret_cast<ibv_cq_ex*>(cq));
   return rc;
 }
 

@@ -53,6 +53,9 @@ void UnwrapRealContext(ibv_context* ctx);
 // the closed context's data-path ops lead to wrappers that refuse every
 // call through it (use-after-destroy), as the exports refuse its handles.
 void RefuseOnClosedContext(ibv_context* ctx);
+// Likewise for a destroyed extended CQ whose block the shim holds: its
+// start_poll and next_poll lead to the refusing wrappers.
+void RefuseOnDestroyedCqEx(ibv_cq_ex* cq);
 // Drops what the shim keeps for a CQ (its extended-poll hooks) before it is
 // destroyed.
 void ForgetCq(ibv_cq* cq);

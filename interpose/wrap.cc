@@ -855,6 +855,11 @@ void RefuseOnClosedContext(ibv_context* ctx) {
   if (HasOp(v, offsetof(verbs_context, post_srq_ops))) v->post_srq_ops = PostSrqOps;
 }
 
+void RefuseOnDestroyedCqEx(ibv_cq_ex* cq) {
+  cq->start_poll = StartPollEx;
+  cq->next_poll = NextPollEx;
+}
+
 void ForgetCq(ibv_cq* cq) {
   if (sched::On()) sched::ForgetCq(cq);
   auto* h = reinterpret_cast<CqExHooks*>(g_cq_ex.Get(cq));

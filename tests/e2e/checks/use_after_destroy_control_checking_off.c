@@ -44,6 +44,14 @@ int main(void) {
   if (ibv_resize_cq(cq, 32) != EINVAL) DIE("resize_cq of a destroyed CQ accepted");
   struct ibv_wc wc;
   if (ibv_poll_cq(cq, 1, &wc) != -1) DIE("poll of a destroyed CQ accepted");
+  struct ibv_cq_init_attr_ex ca;
+  memset(&ca, 0, sizeof ca);
+  ca.cqe = 16;
+  ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+  struct ibv_cq_ex *cqx = ibv_create_cq_ex(r.ctx, &ca);
+  if (!cqx || ibv_destroy_cq(ibv_cq_ex_to_cq(cqx))) DIE("create/destroy_cq_ex failed");
+  struct ibv_poll_cq_attr pa = {0};
+  if (ibv_start_poll(cqx, &pa) != EINVAL) DIE("start_poll of a destroyed CQ accepted");
   struct ibv_qp *live = r.qp[1];
   if (ibv_close_device(r.ctx)) DIE("close_device failed");
   if (ibv_post_send(live, &wr, &bad) != EINVAL) DIE("post after close_device accepted");
