@@ -242,6 +242,9 @@ bool PrepareEnvironment(const CommandLine& cl, const std::vector<std::string>& f
   preload.push_back(lib);
   preload.insert(preload.end(), rest.begin(), rest.end());
   setenv("LD_PRELOAD", absl::StrJoin(preload, ":").c_str(), 1);
+  // The program begins a trace tree of its own (traces/tree.cc), even when
+  // this run is itself inside a traced one.
+  unsetenv("RDMASAN_TRACE_TREE");
   return true;
 }
 

@@ -543,15 +543,26 @@ std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId 
 
 }  // namespace
 
-int Replay(int argc, char** argv) {
-  CommandLine cl;
-  if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
-  if (cl.rest.size() != 1) {
-    std::fprintf(stderr, "usage: rdmasan replay [--name=value ...] TRACE\n");
-    return kExitUsage;
-  }
-  std::unique_ptr<traces::TraceReader> r = OpenTrace(cl.rest[0]);
+namespace {
+
+// A trace of a process tree (traces/tree.cc) names the others beside it,
+// so a replay of PATH says where the children's and exec'd images' went.
+void NoteTraceSet(const std::string& path) {
+  std::vector<std::string> others = traces::TraceSetMembers(path);
+  if (others.empty()) return;
+  std::fprintf(stderr,
+               "==rdmasan: note: %s has %zu more trace%s in its process tree (forked children, exec'd "
+               "images): %s; `rdmasan replay` with several traces replays each\n",
+               path.c_str(), others.size(), others.size() == 1 ? "" : "s",
+               absl::StrJoin(others, " ").c_str());
+}
+
+int ReplayOne(const CommandLine& cl, const std::string& path, bool announce) {
+  std::unique_ptr<traces::TraceReader> r = OpenTrace(path.c_str());
   if (!r) return kExitBadTrace;
+  if (announce)
+    std::fprintf(stderr, "==rdmasan: replaying %s (pid %lld)\n", path.c_str(),
+                 static_cast<long long>(r->header().pid));
   core::Options opts = OptionsFrom(cl, r->header());
   core::Reporter reporter(opts);
   // Options recorded on another machine (a suppressions file left there)
@@ -579,7 +590,7 @@ int Replay(int argc, char** argv) {
     engine.TakeRetired();  // the trace carries the retirement events themselves
   });
   if (!error.ok()) {
-    std::fprintf(stderr, "rdmasan: %s: %s\n", cl.rest[0], std::string(error.message()).c_str());
+    std::fprintf(stderr, "rdmasan: %s: %s\n", path.c_str(), std::string(error.message()).c_str());
     reporter.Finish();
     return kExitBadTrace;
   }
@@ -592,26 +603,62 @@ int Replay(int argc, char** argv) {
   }
   if (r->truncated())
     std::fprintf(stderr, "==%lld==rdmasan: warning: %s: %s; replayed the first %llu events\n",
-                 static_cast<long long>(r->header().pid), cl.rest[0], r->warning().c_str(),
+                 static_cast<long long>(r->header().pid), path.c_str(), r->warning().c_str(),
                  static_cast<unsigned long long>(r->events_read()));
   return reporter.Finish();
+}
+
+}  // namespace
+
+// One trace: that process image's run, with a note naming the rest of its
+// process tree.  Several: each in turn, each with books of its own (one
+// process image each); the exit status is the first non-zero one.
+int Replay(int argc, char** argv) {
+  CommandLine cl;
+  if (absl::Status s = ParseCommandLine(argc, argv, &cl); !s.ok()) return UsageError(s);
+  if (cl.rest.empty()) {
+    std::fprintf(stderr, "usage: rdmasan replay [--name=value ...] TRACE [TRACE ...]\n");
+    return kExitUsage;
+  }
+  if (cl.rest.size() == 1) {
+    NoteTraceSet(cl.rest[0]);
+    return ReplayOne(cl, cl.rest[0], false);
+  }
+  int status = 0;
+  for (const char* path : cl.rest) {
+    const int one = ReplayOne(cl, path, true);
+    if (!status) status = one;
+  }
+  return status;
 }
 
 int Trace(int argc, char** argv) {
   const std::string sub = argc > 0 ? argv[0] : "";
   const bool is_export = sub == "export" && argc == 3 && std::string(argv[1]) == "--format=perfetto";
-  if (!is_export && (argc != 2 || (sub != "dump" && sub != "stats" && sub != "decisions"))) {
+  // dump and stats take the traces of a process tree at once.
+  const bool many = (sub == "dump" || sub == "stats") && argc >= 2;
+  if (!is_export && !many && (argc != 2 || sub != "decisions")) {
     std::fprintf(stderr,
-                 "usage: rdmasan trace dump TRACE | rdmasan trace stats TRACE |\n"
+                 "usage: rdmasan trace dump TRACE... | rdmasan trace stats TRACE... |\n"
                  "       rdmasan trace decisions TRACE > schedule.log |\n"
                  "       rdmasan trace export --format=perfetto TRACE > trace.json\n");
     return kExitUsage;
   }
-  std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[argc - 1]);
-  if (!r) return kExitBadTrace;
-  if (is_export) return ExportPerfetto(*r);
-  if (sub == "decisions") return Decisions(*r, argv[argc - 1]);
-  return sub == "dump" ? Dump(*r) : Stats(*r);
+  if (!many) {
+    std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[argc - 1]);
+    if (!r) return kExitBadTrace;
+    if (is_export) return ExportPerfetto(*r);
+    return Decisions(*r, argv[argc - 1]);
+  }
+  int status = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (argc > 2) std::printf("%s== %s ==\n", i > 1 ? "\n" : "", argv[i]);
+    std::unique_ptr<traces::TraceReader> r = OpenTrace(argv[i]);
+    const int one = !r ? kExitBadTrace : sub == "dump" ? Dump(*r) : Stats(*r);
+    if (!status) status = one;
+  }
+  if (argc == 2) NoteTraceSet(argv[1]);
+  return status;
 }
 
 }  // namespace rdmasan::cli

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "core/decision.h"
 #include "core/file.h"
+#include "core/own_fd.h"
 #include "core/status.h"
 #include "core/terminal.h"
 
@@ -494,13 +495,16 @@ Reporter::Reporter(const Options& options, Sink sink)
 
 int Reporter::LogFdLocked(std::string* why) {
   int pid = getpid();
-  if (log_fd_ < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
-    if (log_fd_ >= 0 && log_pid_ != pid) close(log_fd_);
-    std::string path = absl::StrCat(log_path_, ".", pid);
-    log_fd_ = CreateForWrite(path, CreateMode::kAppend, 0600, why);
+  std::string path = absl::StrCat(log_path_, ".", pid);
+  if (log_fd_.fd < 0 || log_pid_ != pid) {  // lazily, and again in a forked child
+    if (log_fd_.fd >= 0 && log_pid_ != pid) CloseOwnFd(&log_fd_);
+    // Out of the program's way (core/own_fd.h): a program's close or dup2
+    // sweep neither loses the log nor gets our reports in its file.
+    log_fd_ = AdoptFd(CreateForWrite(path, CreateMode::kAppend, 0600, why));
     log_pid_ = pid;
   }
-  return log_fd_;
+  (void)CheckOwnFd(&log_fd_, path);
+  return log_fd_.fd;
 }
 
 std::string Reporter::OpenLog() {
@@ -538,7 +542,7 @@ void Reporter::Write(absl::string_view text) {
     fd = 1;
   } else if (!log_path_.empty() && log_path_ != "stderr") {
     if (LogFdLocked() >= 0) {
-      fd = log_fd_;
+      fd = log_fd_.fd;
     } else if (!log_failed_said_) {
       log_failed_said_ = true;
       WriteAll(2, absl::StrFormat("==%d==rdmasan: log_path: cannot create '%s.%d' (%s); writing to stderr\n",

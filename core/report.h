@@ -32,6 +32,7 @@
 #include "core/checks.h"
 #include "core/event.h"
 #include "core/options.h"
+#include "core/own_fd.h"
 #include "core/stack.h"
 
 namespace rdmasan::core {
@@ -250,7 +251,7 @@ class Reporter {
   // std::mutex, not absl::Mutex: TSan sees pthread locks, while Debian's
   // libabsl is not instrumented (its locks look like no locks to TSan).
   mutable std::mutex mu_;
-  int log_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  OwnFd log_fd_ ABSL_GUARDED_BY(mu_);
   int log_pid_ ABSL_GUARDED_BY(mu_) = 0;
   bool log_failed_said_ ABSL_GUARDED_BY(mu_) = false;
   // Dedup key -> index of the suppression that hid it, or -1 if printed.

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/file.h"
 #include "core/options.h"
+#include "core/own_fd.h"
 #include "core/report.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
@@ -36,7 +37,8 @@ struct Recent {
 struct State {
   std::unique_ptr<core::Decider> decider;
   ReorderMode reorder = ReorderMode::kOff;
-  int log_fd = -1;
+  core::OwnFd log_fd;  // out of the program's way, checked before each write
+  std::string log_path;
   absl::Mutex mu;  // log_fd writes, recent
   Recent recent;
   uint64_t number = 0;  // decisions so far (their #n in reports)
@@ -91,11 +93,11 @@ void Sink(State* s, const core::Decision& d) {
       s->recent.next = (s->recent.next + 1) % Recent::kSize;
       ++s->recent.count;
     }
-    if (s->log_fd >= 0) {
+    if (s->log_fd.fd >= 0) {
       core::Decision copy = d;
       copy.note = what;
       const std::string line = core::FormatDecision(copy);
-      (void)!write(s->log_fd, line.data(), line.size());
+      if (core::CheckOwnFd(&s->log_fd, s->log_path)) (void)!write(s->log_fd.fd, line.data(), line.size());
     }
   }
   if (!Checking()) return;
@@ -150,12 +152,13 @@ State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given
   s->decider = std::make_unique<core::Decider>(std::move(source), spec.ok() ? *spec : core::FaultSpec());
   if (!o.decision_log.empty()) {
     std::string path = absl::StrReplaceAll(o.decision_log, {{"%p", absl::StrCat(getpid())}});
-    s->log_fd = core::CreateForWrite(path, core::CreateMode::kFresh);
-    if (s->log_fd < 0) {
+    s->log_fd = core::AdoptFd(core::CreateForWrite(path, core::CreateMode::kFresh));
+    s->log_path = path;
+    if (s->log_fd.fd < 0) {
       core::Diag(absl::StrCat("decision_log: cannot create '", path, "': ", std::strerror(errno)));
     } else {
       const std::string head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe());
-      (void)!write(s->log_fd, head.data(), head.size());
+      (void)!write(s->log_fd.fd, head.data(), head.size());
     }
   }
   s->decider->SetSink([s](const core::Decision& d) { Sink(s, d); });
@@ -333,10 +336,11 @@ std::string DecisionSummary() {
 
 void FinishDecisionLog() {
   State* s = g_state.load(std::memory_order_acquire);
-  if (!s || !s->decider || s->log_fd < 0) return;
+  if (!s || !s->decider || s->log_fd.fd < 0) return;
   const std::string reached = core::FormatReached(*s->decider);
   absl::MutexLock l(&s->mu);
-  if (!reached.empty()) (void)!write(s->log_fd, reached.data(), reached.size());
+  if (!reached.empty() && core::CheckOwnFd(&s->log_fd, s->log_path))
+    (void)!write(s->log_fd.fd, reached.data(), reached.size());
 }
 
 void ResetDecisionsForTest(const std::string& options) {
@@ -368,7 +372,7 @@ void ResetDecisionsForFuzz(const core::Options& options, std::unique_ptr<core::D
     g_decider_built.store(true, std::memory_order_release);
   }
   sched::ResetForFuzz();
-  if (old && old->log_fd >= 0) close(old->log_fd);
+  if (old) core::CloseOwnFd(&old->log_fd);
   delete old;  // the caller guarantees no verbs call is in progress
 }
 

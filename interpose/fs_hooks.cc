@@ -27,6 +27,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "core/own_fd.h"
 #include "interpose/devfs.h"
 #include "interpose/interpose.h"
 #include "softnic/cm.h"
@@ -127,6 +128,11 @@ RDMASAN_HOOK ssize_t write(int fd, const void* buf, size_t n) {
 
 RDMASAN_HOOK int close(int fd) {
   static const auto real = Next<int (*)(int)>("close");
+  // rdmasan's own descriptors are not the program's to close (core/own_fd.h).
+  if (__builtin_expect(rdmasan::core::IsOwnFd(fd), 0)) {
+    errno = EBADF;
+    return -1;
+  }
   if (__builtin_expect(cm::IsChannel(fd), 0)) cm::Close(fd);
   return real(fd);
 }

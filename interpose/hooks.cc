@@ -123,9 +123,24 @@ Registry& Objects() {
   return *r;
 }
 
-// The trace of this run (option trace=PATH), opened at the first event.
+// The trace of this process image (option trace=PATH), opened at its first
+// event (traces/tree.cc names it).  Opened again after a fork (the child's
+// own) and after an exec that failed (the trace was closed before it).
 std::atomic<traces::TraceWriter*> g_trace{nullptr};
-std::once_flag g_trace_once;
+std::mutex g_open_mu;
+bool g_trace_opened = false;  // under g_open_mu
+
+// The process whose state this is: a vfork child (sharing the memory) or a
+// process cloned behind the fork hook is not, and exits untouched.
+std::atomic<pid_t> g_image_pid{0};
+// Whether this image began its run's trace tree: decided at the shim's
+// start, before the program can fork or exec (FirstTraceImage).
+constexpr char kTreeEnv[] = "RDMASAN_TRACE_TREE";
+std::atomic<int> g_first_image{-1};  // -1: not decided yet
+std::atomic<bool> g_atexit_registered{false};
+std::atomic<bool> g_started{false};  // atexit registered and the trace opened
+// Set once the end-of-run work (trace, SARIF, summary, exit status) began.
+std::atomic<bool> g_exit_done{false};
 
 // Signals whose default action ends the process, and which the shim
 // handles where the program left that default.  A crash (kCrashSignals)
@@ -261,6 +276,7 @@ void InstallSignalHandlers() {
 }
 
 void CloseTrace();
+void CloseTraceBeforeHalt();
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -329,14 +345,15 @@ void OpenTrace() {
   traces::TraceHeader h = traces::CurrentProcessHeader();
   h.properties.push_back({"RDMASAN_OPTIONS", getenv("RDMASAN_OPTIONS") ? getenv("RDMASAN_OPTIONS") : ""});
   h.properties.push_back(ClockProperty(&h.properties));
-  const std::string path = traces::ExpandTracePath(pattern, getpid());
+  h.properties.push_back({"ppid", absl::StrCat(getppid())});
+  const std::string path = traces::TracePathForImage(pattern, getpid(), FirstTraceImage());
   auto w = traces::TraceWriter::Open(path, h);
   if (!w.ok()) {
     core::Diag(absl::StrCat("cannot record the trace: ", w.status().message()));
     return;
   }
   g_trace.store(w->release(), std::memory_order_release);
-  core::SetBeforeHaltHook(CloseTrace);
+  core::SetBeforeHaltHook(CloseTraceBeforeHalt);
   // Only where the program left the default: its own handlers stay its own.
   for (int sig : kCrashSignals) HandleIfDefault(sig);
   for (int sig : kTerminationSignals) HandleIfDefault(sig);
@@ -352,15 +369,44 @@ void FlushTraceBeforeBlocking() {
   FlushIfUnwritten(&unknown);
 }
 
+bool FirstTraceImage() {
+  int v = g_first_image.load(std::memory_order_acquire);
+  if (v >= 0) return v;
+  // The first image of a run finds no mark and leaves one in its
+  // environment, which its forked children and exec'd images inherit.
+  v = getenv(kTreeEnv) ? 0 : 1;
+  if (v && !core::GlobalOptions().trace.empty()) setenv(kTreeEnv, absl::StrCat(getpid()).c_str(), 0);
+  g_first_image.store(v, std::memory_order_release);
+  return v;
+}
+
 void AfterForkInChild() {
   core::BiasAfterFork();
-  // The child must not write, close or rename its parent's trace.
+  // The child must not write, close or rename its parent's trace; its own
+  // opens at its next event (PATH.<pid>).
   if (traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel)) w->AbandonAfterFork();
+  new (&g_open_mu) std::mutex();  // another thread of the parent may have held it
+  g_trace_opened = false;
+  g_first_image.store(0, std::memory_order_release);
+  g_image_pid.store(getpid(), std::memory_order_relaxed);
+  g_started.store(false, std::memory_order_release);
+}
+
+bool Started() { return g_started.load(std::memory_order_acquire); }
+
+void BeforeExec() {
+  if (g_image_pid.load(std::memory_order_relaxed) != getpid()) return;  // a vfork child
+  // The new image's events go to a trace of its own (PATH.<pid>[.<n>]);
+  // this one must be complete, as nothing of this image runs afterwards.
+  CloseTrace();
+  std::lock_guard<std::mutex> l(g_open_mu);
+  g_trace_opened = false;  // the exec may fail: the next event opens another
 }
 
 namespace {
 
 void CloseTrace() {
+  Reentry re;  // what the writer frees is rdmasan's own
   std::lock_guard<std::mutex> l(g_flush_mu);
   traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel);
   if (!w) return;
@@ -386,7 +432,15 @@ uint32_t Tid() {
   return t_tid;
 }
 
-void AtExit() {
+// halt_on_error: the reporter ends the process itself.
+void CloseTraceBeforeHalt() {
+  g_exit_done.store(true);
+  CloseTrace();
+}
+
+// The end of the run, at exit or _exit: the trace closed, the decisions'
+// summary, the findings' summary and SARIF log; the reporter's exit status.
+int FinishRun() {
   Reentry re;  // what the trace writer and the reporter free is rdmasan's own
   CloseTrace();
   core::Reporter& r = core::GlobalReporter();
@@ -394,7 +448,12 @@ void AtExit() {
   // 120"), where the reports went, before their summary.
   if (std::string decisions = DecisionSummary(); !decisions.empty()) r.Message(decisions);
   FinishDecisionLog();
-  int code = r.Finish();
+  return r.Finish();
+}
+
+void AtExit() {
+  if (g_exit_done.exchange(true) || g_image_pid.load(std::memory_order_relaxed) != getpid()) return;
+  int code = FinishRun();
   if (code) {
     // Like the sanitizers' exitcode: the run had errors.  Flush what the
     // program wrote first; _exit skips the remaining atexit work, so what
@@ -405,10 +464,18 @@ void AtExit() {
   }
 }
 
-std::atomic<bool> g_atexit_registered{false};
-std::atomic<bool> g_started{false};  // atexit registered and the trace opened
-
 }  // namespace
+
+int ExitStatusAtUnderscoreExit(int status) {
+  // As exit() would: only where AtExit is registered, in its own process,
+  // and once.
+  if (!g_atexit_registered.load(std::memory_order_acquire) ||
+      g_image_pid.load(std::memory_order_relaxed) != getpid() || g_exit_done.exchange(true))
+    return status;
+  const int code = FinishRun();
+  core::RunBeforeExitHooks();  // what atexit would have done (softnic's fabric file)
+  return code ? code : status;
+}
 
 std::atomic<int> g_checking{-1};  // -1: not read yet
 
@@ -443,8 +510,15 @@ void Forget(const void* obj) { Objects().Forget(obj); }
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   // Once per process; one load on every later event.
   if (!g_started.load(std::memory_order_acquire)) {
+    if (!g_image_pid.load(std::memory_order_relaxed)) g_image_pid.store(getpid(), std::memory_order_relaxed);
     if (!g_atexit_registered.exchange(true)) atexit(AtExit);
-    std::call_once(g_trace_once, OpenTrace);
+    {
+      std::lock_guard<std::mutex> l(g_open_mu);
+      if (!g_trace_opened) {
+        g_trace_opened = true;
+        OpenTrace();
+      }
+    }
     g_started.store(true, std::memory_order_release);
     watchdog::Start();
     InstallSignalHandlers();

@@ -82,8 +82,26 @@ std::vector<checkers::CqOutstanding> Outstanding();
 // program killed while it waits leaves them.
 void FlushTraceBeforeBlocking();
 
-// In a forked child: let go of the parent's trace without touching it.
+// In a forked child: let go of the parent's trace without touching it; the
+// child's own trace opens at its next event.
 void AfterForkInChild();
+
+// Whether this process image has seen a verbs event (its books and trace
+// exist).
+bool Started();
+
+// Whether this image is its run's first (the one `rdmasan run` started):
+// its trace is PATH, every other image's PATH.<pid>[.<n>] (traces/tree.cc).
+// Decided at the shim's start, before the program can fork or exec.
+bool FirstTraceImage();
+
+// Before an exec (process_hooks.cc): close this image's trace, complete;
+// if the exec fails, the next event opens a new one.
+void BeforeExec();
+
+// In _exit/_Exit: the end-of-run work exit() does (trace, summary, SARIF,
+// exitcode), once, where exit would do it; returns the status to exit with.
+int ExitStatusAtUnderscoreExit(int status);
 
 // The most WRs of a chain worth copying for a queue of depth bound `max_wr`
 // (0: unknown, `fallback`): a provider places at most that many and refuses

@@ -22,6 +22,7 @@
 #include "core/options.h"
 #include "core/report.h"
 #include "interpose/faults.h"
+#include "interpose/hooks.h"
 #include "traces/trace.h"
 
 namespace {
@@ -48,7 +49,12 @@ __attribute__((constructor)) void RdmasanInit() {
   std::vector<std::string> errors = rdmasan::core::StartupErrors();
   if (std::string e = TraceFolderError(opts.trace); !e.empty()) errors.push_back(std::move(e));
   if (std::string e = rdmasan::interpose::ScheduleError(); !e.empty()) errors.push_back(std::move(e));
-  if (errors.empty()) return;
+  if (errors.empty()) {
+    // Before the program can fork or exec: its children and later images
+    // must see that this one began the trace tree.
+    rdmasan::interpose::FirstTraceImage();
+    return;
+  }
   int pid = getpid();
   for (const std::string& e : errors) fprintf(stderr, "==%d==rdmasan: ERROR: %s\n", pid, e.c_str());
   fprintf(stderr, "==%d==rdmasan: ERROR: bad options; the program was not run (help=1 lists the options)\n",

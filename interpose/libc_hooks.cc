@@ -1,5 +1,6 @@
 // Memory interposition, in the preloaded library only: free, realloc,
-// munmap and fork become Events when they touch registered memory.
+// munmap and fork (and daemon's fork) become Events when they touch
+// registered memory.
 //
 // Cost when nothing overlaps: the released range is compared with the lowest
 // and highest registered address (two relaxed atomic loads).  Only a range
@@ -16,6 +17,7 @@
 // frames.
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -85,14 +87,20 @@ extern "C" __attribute__((visibility("default"))) int munmap(void* addr, size_t 
   return real ? real(addr, length) : -1;
 }
 
-extern "C" __attribute__((visibility("default"))) pid_t fork(void) {
+namespace {
+
+// fork, and daemon's fork: the event (for fork-with-mrs) with the stack of
+// the program's call, then the child lets go of the parent's trace.
+pid_t ForkChecked(rdmasan::core::StackId stack) {
   static const auto real = reinterpret_cast<ip::ForkFn>(dlsym(RTLD_NEXT, "fork"));
   {
     ip::Reentry re;
-    if (re.outer() && ip::Checking()) {
+    // Before any verbs call there is nothing to check (and no trace to
+    // open for a shell's fork).
+    if (re.outer() && ip::Checking() && ip::Started()) {
       rdmasan::core::Event e;
       e.kind = rdmasan::core::EventKind::kFork;
-      e.stack = RDMASAN_CAPTURE_CALLER_STACK();
+      e.stack = stack;
       ip::Emit(e);
     }
   }
@@ -100,6 +108,30 @@ extern "C" __attribute__((visibility("default"))) pid_t fork(void) {
   pid_t pid = real();
   if (pid == 0) ip::AfterForkInChild();
   return pid;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) pid_t fork(void) {
+  return ForkChecked(ip::Started() ? RDMASAN_CAPTURE_CALLER_STACK() : 0);
+}
+
+// glibc's daemon forks inside libc, past the fork above: done here as
+// daemon(3) describes it, so its fork is checked, the child traced, and the
+// parent ends as _exit does under the shim (trace, findings, exitcode).
+extern "C" __attribute__((visibility("default"))) int daemon(int nochdir, int noclose) {
+  const pid_t pid = ForkChecked(ip::Started() ? RDMASAN_CAPTURE_CALLER_STACK() : 0);
+  if (pid < 0) return -1;
+  if (pid > 0) _exit(0);
+  if (setsid() < 0) return -1;
+  if (!nochdir) (void)!chdir("/");
+  if (!noclose) {
+    const int fd = open("/dev/null", O_RDWR);
+    if (fd < 0) return -1;
+    for (int std_fd = 0; std_fd <= 2; ++std_fd) (void)dup2(fd, std_fd);
+    if (fd > 2) close(fd);
+  }
+  return 0;
 }
 
 // ------------------------------------------------- under a sanitizer ------

@@ -55,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/event.h"
+#include "core/own_fd.h"
 #include "core/stack.h"
 
 namespace rdmasan::traces {
@@ -98,6 +99,18 @@ std::vector<Module> CurrentModules();
 // "%p" -> pid, "%%" -> "%".
 std::string ExpandTracePath(std::string_view pattern, int64_t pid);
 
+// The traces of a process tree, one per process image (tree.cc): the file
+// the image `pid` writes for the trace= `pattern`: the expanded pattern for
+// the run's first image (unless a live writer holds it), else the first
+// free name of PATH.<pid>, PATH.<pid>.1, ... (PATH.1, PATH.2, ... where the
+// pattern has %p).
+std::string TracePathForImage(std::string_view pattern, int64_t pid, bool first_image);
+// Whether a live writer holds this PATH.incomplete (its flock).
+bool TraceBeingWritten(const std::string& incomplete_path);
+// The other traces of the tree `path` (PATH or PATH.incomplete) is the
+// first image's trace of: PATH.<n>[.<m>][.incomplete] beside it, sorted.
+std::vector<std::string> TraceSetMembers(const std::string& path);
+
 struct WriterStats {
   uint64_t events = 0;   // appended and encoded
   uint64_t dropped = 0;  // appended after Close, too large (> 16 MiB), or lost to a write error
@@ -108,8 +121,11 @@ struct WriterStats {
 
 class TraceWriter {
  public:
-  // Creates PATH.incomplete (truncating it) and writes the header.  The
-  // file becomes PATH only when Close() succeeds.
+  // Creates PATH.incomplete (replacing a stale one of ours; EBUSY if a live
+  // writer holds it) and writes the header; the writer holds an flock on
+  // it until Close.  The file becomes PATH only when Close() succeeds.  Its
+  // descriptor is an own fd (core/own_fd.h): checked before each write,
+  // reopened if the program closed it behind our back.
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const std::string& path,
                                                            const TraceHeader& header);
   ~TraceWriter();  // Close()s, ignoring its status
@@ -183,7 +199,7 @@ class TraceWriter {
   friend struct ThreadStreams;
 
   std::string path_, tmp_path_;
-  int fd_ = -1;
+  core::OwnFd fd_;    // out of the program's way (core/own_fd.h)
   uint64_t gen_ = 0;  // unique per writer, names it in thread-local caches
   std::atomic<bool> closed_{false};
   std::atomic<bool> write_failed_{false};

@@ -10,6 +10,7 @@
 #include "traces/trace.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/file.h"
+#include "core/own_fd.h"
 #include "core/spin_lock.h"
 #include "traces/codec.h"
 #include "traces/format.h"
@@ -122,8 +124,13 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
   // Never through a symlink someone planted at the path, never into a file
   // that is not ours (core/file.h); the final rename replaces a link at
   // PATH itself, not what it points to.
-  w->fd_ = core::CreateForWrite(w->tmp_path_, core::CreateMode::kFresh);
-  if (w->fd_ < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create trace ", w->tmp_path_));
+  // A live trace is never replaced (tree.cc): only a leftover nobody holds.
+  if (TraceBeingWritten(w->tmp_path_))
+    return absl::ErrnoToStatus(
+        EBUSY, absl::StrCat("cannot create trace ", w->tmp_path_, ": a live process is writing it"));
+  w->fd_ = core::AdoptFd(core::CreateForWrite(w->tmp_path_, core::CreateMode::kFresh));
+  if (w->fd_.fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot create trace ", w->tmp_path_));
+  (void)flock(w->fd_.fd, LOCK_EX | LOCK_NB);  // says "live" to the next writer
   std::string prologue(kMagic, sizeof(kMagic));
   uint16_t major = kFormatMajor, minor = kFormatMinor;
   prologue.append(reinterpret_cast<const char*>(&major), 2);
@@ -139,8 +146,7 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const std::string
     if (!w->WriteAllLocked(prologue.data(), prologue.size()) ||
         !w->WriteAllLocked(chunk.data(), chunk.size())) {
       int err = errno;
-      ::close(w->fd_);
-      w->fd_ = -1;
+      core::CloseOwnFd(&w->fd_);
       ::unlink(w->tmp_path_.c_str());
       return absl::ErrnoToStatus(err, absl::StrCat("cannot write trace ", w->tmp_path_));
     }
@@ -173,9 +179,17 @@ TraceWriter::~TraceWriter() {
 }
 
 bool TraceWriter::WriteAllLocked(const char* p, size_t n) {
-  if (write_failed_.load(std::memory_order_relaxed) || fd_ < 0) return false;
+  if (write_failed_.load(std::memory_order_relaxed) || fd_.fd < 0) return false;
+  // Still our file?  A raw close(2) by the program escapes the close hooks
+  // (core/own_fd.h); its next open may have taken the number.
+  if (const int before = fd_.fd; !core::CheckOwnFd(&fd_, tmp_path_)) {
+    write_failed_.store(true, std::memory_order_relaxed);
+    return false;
+  } else if (fd_.fd != before) {
+    (void)flock(fd_.fd, LOCK_EX | LOCK_NB);
+  }
   while (n > 0) {
-    ssize_t r = ::write(fd_, p, n);
+    ssize_t r = ::write(fd_.fd, p, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       write_failed_.store(true, std::memory_order_relaxed);
@@ -449,7 +463,7 @@ absl::Status TraceWriter::Close() {
     std::lock_guard<std::mutex> rl(r.mu);
     std::erase_if(r.live, [&](const auto& p) { return p.first == gen_; });
   }
-  if (fd_ < 0) return close_status_;  // abandoned after fork
+  if (fd_.fd < 0) return close_status_;  // abandoned after fork
   CloseStreams();
   std::lock_guard<std::mutex> l(file_mu_);
   WriteModulesLocked(false);
@@ -467,15 +481,16 @@ absl::Status TraceWriter::Close() {
                   static_cast<uint32_t>(end.size() - kChunkHeaderBytes), 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(end.data(), end.size());
   if (ok) chunks_.fetch_add(1);
-  if (ok && ::fsync(fd_) != 0) ok = false;
+  if (ok && ::fsync(fd_.fd) != 0) ok = false;
   int err = errno;
-  ::close(fd_);
-  fd_ = -1;
+  // Renamed while still held (flock): no moment where another writer could
+  // take PATH.incomplete for a leftover.
   if (!ok) {
     close_status_ = absl::ErrnoToStatus(err ? err : EIO, absl::StrCat("cannot complete trace ", tmp_path_));
   } else if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     close_status_ = absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", tmp_path_, " to ", path_));
   }
+  core::CloseOwnFd(&fd_);
   return close_status_;
 }
 
@@ -486,8 +501,7 @@ void TraceWriter::AbandonAfterFork() {
     std::lock_guard<std::mutex> rl(r.mu);
     std::erase_if(r.live, [&](const auto& p) { return p.first == gen_; });
   }
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  core::CloseOwnFd(&fd_);  // the child's copy: the parent's flock stays
 }
 
 void TraceWriter::WriteStreamsFromSignalLocked() {
@@ -508,15 +522,15 @@ void TraceWriter::WriteStreamsFromSignalLocked() {
 }
 
 void TraceWriter::FlushFromSignalHandler() {
-  if (fd_ < 0 || !file_mu_.try_lock()) return;
+  if (fd_.fd < 0 || !file_mu_.try_lock()) return;
   WriteStreamsFromSignalLocked();
-  if (fd_ >= 0) ::fdatasync(fd_);
+  if (fd_.fd >= 0) ::fdatasync(fd_.fd);
   file_mu_.unlock();
 }
 
 bool TraceWriter::CloseFromSignalHandler() {
-  if (fd_ < 0 || !file_mu_.try_lock()) return false;
-  if (fd_ < 0 || closed_.exchange(true)) {
+  if (fd_.fd < 0 || !file_mu_.try_lock()) return false;
+  if (fd_.fd < 0 || closed_.exchange(true)) {
     file_mu_.unlock();
     return false;
   }
@@ -534,11 +548,10 @@ bool TraceWriter::CloseFromSignalHandler() {
   FillChunkHeader(end, len, 4, kChunkEnd, 0, 0, 0);
   bool ok = WriteAllLocked(reinterpret_cast<const char*>(end), kChunkHeaderBytes + len);
   if (ok) chunks_.fetch_add(1);
-  ok = ok && ::fsync(fd_) == 0;
-  ::close(fd_);
-  fd_ = -1;
+  ok = ok && ::fsync(fd_.fd) == 0;
   // c_str() of an existing string allocates nothing.
   ok = ok && ::rename(tmp_path_.c_str(), path_.c_str()) == 0;
+  core::CloseOwnFd(&fd_);
   file_mu_.unlock();
   return ok;
 }
