@@ -133,10 +133,12 @@ bool g_trace_opened = false;  // under g_open_mu
 // The process whose state this is: a vfork child (sharing the memory) or a
 // process cloned behind the fork hook is not, and exits untouched.
 std::atomic<pid_t> g_image_pid{0};
-// Whether this image began its run's trace tree: decided at the shim's
-// start, before the program can fork or exec (FirstTraceImage).
+// The run this image belongs to (traces/tree.cc): the first image's pid and
+// start time, passed on through the environment; read or made at the
+// shim's start, before the program can fork or exec (TraceRun).
 constexpr char kTreeEnv[] = "RDMASAN_TRACE_TREE";
-std::atomic<int> g_first_image{-1};  // -1: not decided yet
+std::once_flag g_run_once;
+const std::string* g_run = nullptr;
 std::atomic<bool> g_atexit_registered{false};
 std::atomic<bool> g_started{false};  // atexit registered and the trace opened
 // Set once the end-of-run work (trace, SARIF, summary, exit status) began.
@@ -346,14 +348,12 @@ void OpenTrace() {
   h.properties.push_back({"RDMASAN_OPTIONS", getenv("RDMASAN_OPTIONS") ? getenv("RDMASAN_OPTIONS") : ""});
   h.properties.push_back(ClockProperty(&h.properties));
   h.properties.push_back({"ppid", absl::StrCat(getppid())});
-  const std::string path = traces::TracePathForImage(pattern, getpid(), FirstTraceImage());
-  auto w = traces::TraceWriter::Open(path, h);
+  auto w = traces::OpenImageTrace(pattern, getpid(), TraceRun(), std::move(h));
   if (!w.ok()) {
     core::Diag(absl::StrCat("cannot record the trace: ", w.status().message()));
     return;
   }
   g_trace.store(w->release(), std::memory_order_release);
-  core::SetBeforeHaltHook(CloseTraceBeforeHalt);
   // Only where the program left the default: its own handlers stay its own.
   for (int sig : kCrashSignals) HandleIfDefault(sig);
   for (int sig : kTerminationSignals) HandleIfDefault(sig);
@@ -369,15 +369,20 @@ void FlushTraceBeforeBlocking() {
   FlushIfUnwritten(&unknown);
 }
 
-bool FirstTraceImage() {
-  int v = g_first_image.load(std::memory_order_acquire);
-  if (v >= 0) return v;
-  // The first image of a run finds no mark and leaves one in its
-  // environment, which its forked children and exec'd images inherit.
-  v = getenv(kTreeEnv) ? 0 : 1;
-  if (v && !core::GlobalOptions().trace.empty()) setenv(kTreeEnv, absl::StrCat(getpid()).c_str(), 0);
-  g_first_image.store(v, std::memory_order_release);
-  return v;
+const std::string& TraceRun() {
+  std::call_once(g_run_once, [] {
+    // The first image of a run finds none and leaves its own in its
+    // environment, which its forked children and exec'd images inherit.
+    if (const char* run = getenv(kTreeEnv); run && *run) {
+      g_run = new std::string(run);
+      return;
+    }
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    g_run = new std::string(absl::StrCat(getpid(), ".", ts.tv_sec, ".", ts.tv_nsec));
+    if (!core::GlobalOptions().trace.empty()) setenv(kTreeEnv, g_run->c_str(), 0);
+  });
+  return *g_run;
 }
 
 void AfterForkInChild() {
@@ -387,7 +392,6 @@ void AfterForkInChild() {
   if (traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel)) w->AbandonAfterFork();
   new (&g_open_mu) std::mutex();  // another thread of the parent may have held it
   g_trace_opened = false;
-  g_first_image.store(0, std::memory_order_release);
   g_image_pid.store(getpid(), std::memory_order_relaxed);
   g_started.store(false, std::memory_order_release);
 }
@@ -512,6 +516,9 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   if (!g_started.load(std::memory_order_acquire)) {
     if (!g_image_pid.load(std::memory_order_relaxed)) g_image_pid.store(getpid(), std::memory_order_relaxed);
     if (!g_atexit_registered.exchange(true)) atexit(AtExit);
+    // halt_on_error ends the process from inside the reporter (its lock
+    // held): the _exit hook must then pass straight through.
+    core::SetBeforeHaltHook(CloseTraceBeforeHalt);
     {
       std::lock_guard<std::mutex> l(g_open_mu);
       if (!g_trace_opened) {

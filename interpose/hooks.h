@@ -90,10 +90,10 @@ void AfterForkInChild();
 // exist).
 bool Started();
 
-// Whether this image is its run's first (the one `rdmasan run` started):
-// its trace is PATH, every other image's PATH.<pid>[.<n>] (traces/tree.cc).
-// Decided at the shim's start, before the program can fork or exec.
-bool FirstTraceImage();
+// The id of the run this image belongs to, which names its trace
+// (traces/tree.cc): inherited from the image that began the run, or made
+// here.  Read at the shim's start, before the program can fork or exec.
+const std::string& TraceRun();
 
 // Before an exec (process_hooks.cc): close this image's trace, complete;
 // if the exec fails, the next event opens a new one.

@@ -51,8 +51,8 @@ __attribute__((constructor)) void RdmasanInit() {
   if (std::string e = rdmasan::interpose::ScheduleError(); !e.empty()) errors.push_back(std::move(e));
   if (errors.empty()) {
     // Before the program can fork or exec: its children and later images
-    // must see that this one began the trace tree.
-    rdmasan::interpose::FirstTraceImage();
+    // inherit the run this one began (or belongs to).
+    rdmasan::interpose::TraceRun();
     return;
   }
   int pid = getpid();

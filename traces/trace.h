@@ -100,11 +100,17 @@ std::vector<Module> CurrentModules();
 std::string ExpandTracePath(std::string_view pattern, int64_t pid);
 
 // The traces of a process tree, one per process image (tree.cc): the file
-// the image `pid` writes for the trace= `pattern`: the expanded pattern for
-// the run's first image (unless a live writer holds it), else the first
-// free name of PATH.<pid>, PATH.<pid>.1, ... (PATH.1, PATH.2, ... where the
-// pattern has %p).
-std::string TracePathForImage(std::string_view pattern, int64_t pid, bool first_image);
+// the image `pid` of run `run` writes for the trace= `pattern`: the
+// expanded pattern unless it holds a trace of this run or a live writer
+// holds it, else the first free name of PATH.<pid>, PATH.<pid>.1, ...
+// (PATH.1, PATH.2, ... where the pattern has %p).
+std::string TracePathForImage(std::string_view pattern, int64_t pid, const std::string& run);
+// Chooses that name and opens the writer there (header gets the "run"
+// property), under an flock of the folder so concurrent images never race
+// for a name.
+class TraceWriter;
+absl::StatusOr<std::unique_ptr<TraceWriter>> OpenImageTrace(std::string_view pattern, int64_t pid,
+                                                            const std::string& run, TraceHeader header);
 // Whether a live writer holds this PATH.incomplete (its flock).
 bool TraceBeingWritten(const std::string& incomplete_path);
 // The other traces of the tree `path` (PATH or PATH.incomplete) is the

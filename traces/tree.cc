@@ -1,18 +1,25 @@
 // traces/tree: the names of the traces of one run's process tree, one file
-// per process image (README, "Traces of a process tree"):
-//   PATH                the first image, the program `rdmasan run` started
-//                       (PATH is the trace= pattern with %p expanded);
+// per process image (README, "Traces"):
+//   PATH                the run's first image to record (the program
+//                       `rdmasan run` started, or the first of its
+//                       descendants to make a verbs call); PATH is the
+//                       trace= pattern with %p expanded;
 //   PATH.<pid>[.<n>]    every other image: a forked child, or an image a
-//                       process exec'd into; the first free name of
-//                       PATH.<pid>, PATH.<pid>.1, PATH.<pid>.2, ...
-//                       (with %p in the pattern, PATH already names the
-//                       pid, and its later images are PATH.1, PATH.2, ...).
-// A trace being written is PATH.incomplete with an flock held on it by its
-// writer, so a live trace is told from a stale leftover (a killed run's):
-// the first image replaces a leftover, never a live trace, and the others
-// never replace anything.
+//                       process exec'd into, when PATH (or PATH.incomplete)
+//                       already holds a trace of this run: the first free
+//                       name of PATH.<pid>, PATH.<pid>.1, PATH.<pid>.2, ...
+//                       (with %p in the pattern PATH already names the pid,
+//                       and a later image of it is PATH.1, PATH.2, ...).
+// A run is told by its id (the first image's pid and start time, inherited
+// through the environment), which each trace's header carries as its "run"
+// property: a trace of an earlier run at PATH is replaced, as before.  A
+// trace being written is PATH.incomplete with an flock held on it by its
+// writer, so a live trace is never replaced, whatever its run.  The name is
+// chosen and the file created under an flock of the folder, so two images
+// starting at once never both take PATH.
 //
-// May not: write, remove or lock any file but to test whether it is locked.
+// May not: write or remove any file but the trace it opens (a leftover it
+// replaces is removed by TraceWriter::Open).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -21,11 +28,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "traces/format.h"
+#include "traces/header.h"
 #include "traces/trace.h"
 
 namespace rdmasan::traces {
@@ -62,15 +72,75 @@ bool TraceBeingWritten(const std::string& incomplete_path) {
   return locked;
 }
 
-std::string TracePathForImage(std::string_view pattern, int64_t pid, bool first_image) {
+namespace {
+
+// Whether the trace at `path` (complete or being written) was recorded in
+// run `run`: its header's "run" property.
+bool OfRun(const std::string& path, const std::string& run) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  uint8_t head[kPrologueBytes + kChunkHeaderBytes];
+  std::string payload;
+  bool ok = pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+            std::memcmp(head, kMagic, sizeof kMagic) == 0;
+  if (ok) {
+    const ChunkHeader c = ReadChunkHeader(head + kPrologueBytes);
+    ok = c.kind == kChunkHeader && c.len <= (16u << 20);
+    if (ok) {
+      payload.resize(c.len);
+      ok = pread(fd, payload.data(), c.len, sizeof head) == static_cast<ssize_t>(c.len);
+    }
+  }
+  close(fd);
+  TraceHeader h;
+  if (!ok ||
+      !DecodeHeader(reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), sizeof head, &h).ok())
+    return false;
+  for (const auto& [k, v] : h.properties)
+    if (k == "run") return v == run;
+  return false;
+}
+
+// Holds an flock on the folder of `path` while it lives (none if the folder
+// cannot be opened for reading: then nothing is serialized).
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    fd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0)
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+std::string TracePathForImage(std::string_view pattern, int64_t pid, const std::string& run) {
   const std::string path = ExpandTracePath(pattern, pid);
-  if (first_image && !TraceBeingWritten(path + ".incomplete")) return path;
+  const std::string incomplete = path + ".incomplete";
+  if (!TraceBeingWritten(incomplete) && !OfRun(path, run) && !OfRun(incomplete, run)) return path;
   const std::string stem = pattern.find("%p") != std::string_view::npos ? path : absl::StrCat(path, ".", pid);
   for (int n = 0; n < 10000; ++n) {
     std::string name = n == 0 ? stem : absl::StrCat(stem, ".", n);
     if (!Exists(name) && !Exists(name + ".incomplete")) return name;
   }
   return absl::StrCat(stem, ".", 10000);  // creating it fails rather than replace a trace
+}
+
+absl::StatusOr<std::unique_ptr<TraceWriter>> OpenImageTrace(std::string_view pattern, int64_t pid,
+                                                            const std::string& run, TraceHeader header) {
+  header.properties.push_back({"run", run});
+  FolderLock lock(ExpandTracePath(pattern, pid));
+  return TraceWriter::Open(TracePathForImage(pattern, pid, run), header);
 }
 
 std::vector<std::string> TraceSetMembers(const std::string& path) {
