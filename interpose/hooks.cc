@@ -390,7 +390,8 @@ void AfterForkInChild() {
   // The child must not write, close or rename its parent's trace; its own
   // opens at its next event (PATH.<pid>).
   if (traces::TraceWriter* w = g_trace.exchange(nullptr, std::memory_order_acq_rel)) w->AbandonAfterFork();
-  new (&g_open_mu) std::mutex();  // another thread of the parent may have held it
+  new (&g_open_mu) std::mutex();  // another thread of the parent may have held them
+  new (&g_flush_mu) std::mutex();
   g_trace_opened = false;
   g_image_pid.store(getpid(), std::memory_order_relaxed);
   g_started.store(false, std::memory_order_release);
@@ -472,8 +473,11 @@ void AtExit() {
 
 int ExitStatusAtUnderscoreExit(int status) {
   // As exit() would: only where AtExit is registered, in its own process,
-  // and once.
-  if (!g_atexit_registered.load(std::memory_order_acquire) ||
+  // and once; and only in an image that made verbs calls itself: a forked
+  // child that did not (the fork, failed exec, _exit(127) idiom) has no
+  // trace or findings of its own, and may hold locks its parent's other
+  // threads held at the fork.
+  if (!g_started.load(std::memory_order_acquire) || !g_atexit_registered.load(std::memory_order_acquire) ||
       g_image_pid.load(std::memory_order_relaxed) != getpid() || g_exit_done.exchange(true))
     return status;
   const int code = FinishRun();

@@ -3,8 +3,9 @@
 //    ExitStatusAtUnderscoreExit): the trace closed complete, the findings'
 //    summary and SARIF log written, the `exitcode` status when the run had
 //    errors; once, only in the process whose books these are (a vfork
-//    child shares them and exits untouched), and only once the shim saw a
-//    verbs event (as its atexit handler is registered only then);
+//    child shares them and exits untouched), and only in an image that
+//    made verbs calls itself (a forked child that made none has nothing
+//    to end, and may hold locks its parent's threads held at the fork);
 //  - the exec family closes the image's trace first (nothing of it runs
 //    after a successful exec); the new image writes its own,
 //    PATH.<pid>[.<n>] (traces/tree.cc).  glibc's exec functions call
