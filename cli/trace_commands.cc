@@ -596,7 +596,7 @@ int ReplayOne(const CommandLine& cl, const std::string& path, bool announce) {
   }
   if (r->truncated() && r->events_read() == 0) {
     // A cut trace with no events is no evidence of a clean run.
-    std::fprintf(stderr, "rdmasan: %s: %s; it holds no events, so there is nothing to replay\n", cl.rest[0],
+    std::fprintf(stderr, "rdmasan: %s: %s; it holds no events, so there is nothing to replay\n", path.c_str(),
                  r->warning().c_str());
     reporter.Finish();
     return kExitBadTrace;
