@@ -255,8 +255,17 @@ void OnFatalSignal(int sig, siginfo_t* info, void* ucontext) {
 void HandleIfDefault(int sig) {
   struct sigaction old;
   if (sig <= 0 || sig >= NSIG || g_handled[sig].load(std::memory_order_relaxed) ||
-      sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+      sigaction(sig, nullptr, &old) != 0)
     return;
+  // softnic's termination handler (installed at attach, where the program
+  // left the default) only removes the fabric file, as OnFatalSignal does:
+  // it counts as the default, and the default is what is put back.
+  if (softnic::IsOwnTerminationHandler(old)) {
+    old = {};
+    old.sa_handler = SIG_DFL;
+    sigemptyset(&old.sa_mask);
+  }
+  if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) return;
   struct sigaction sa = {};
   sa.sa_sigaction = OnFatalSignal;
   // It never returns (the signal is raised again at the default), so the

@@ -180,6 +180,10 @@ void CleanUpAtFatalSignal() {
   }
 }
 
+bool IsOwnTerminationHandler(const struct sigaction& action) {
+  return !(action.sa_flags & SA_SIGINFO) && action.sa_handler == OnTerminationSignal;
+}
+
 void CleanUpAtTermination() {
   // With the hang check on, the interposer handles these signals (and
   // calls CleanUpAtFatalSignal); it takes only those left at the default.

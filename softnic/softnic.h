@@ -17,6 +17,7 @@
 #define RDMASAN_SOFTNIC_SOFTNIC_H_
 
 #include <infiniband/verbs.h>
+#include <signal.h>
 
 #include <string>
 
@@ -180,6 +181,12 @@ bool UserPrivateDir(std::string* out);
 // For a fatal-signal handler, async-signal-safe: removes this process's
 // fabric file if it is its last user, as its exit would (leftovers.h).
 void CleanUpAtFatalSignal();
+// True if `action` is the handler softnic installs for SIGTERM, SIGINT and
+// SIGHUP where they were at the default (it only calls
+// CleanUpAtFatalSignal): the interposer, which handles those signals to
+// close the trace and calls CleanUpAtFatalSignal itself, takes it over as
+// it would the default.
+bool IsOwnTerminationHandler(const struct sigaction& action);
 
 }  // namespace rdmasan::softnic
 

@@ -612,6 +612,26 @@ TEST(Reporter, LogAndSarifOthersCanWriteAreRefusedAtStart) {
   }
 }
 
+// A replayed trace's strings (a softnic reason, a frame's file) reach the
+// terminal with control characters escaped (issue 29 item 10); JSON lines
+// are escaped by the JSON writer.
+TEST(Reporter, ControlCharactersFromATraceAreEscaped) {
+  Captured out;
+  Reporter r(Options{}, out.Sink());
+  r.Message("reason \x1b[2J\x1b]0;owned\x07 done\xc2\x9b" "6n tab\tok");
+  EXPECT_EQ(out.text.find('\x1b'), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find('\x07'), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("reason \\x1b[2J\\x1b]0;owned\\x07 done\\xc2\\x9b6n tab\tok\n"), std::string::npos)
+      << out.text;
+  Captured frames;
+  Reporter f(Options{}, frames.Sink());
+  std::vector<Frame> main = MainFrames();
+  main[0].file = "/src/app/\x1b[31mclient.c";
+  f.ReportSymbolized(DeregFinding(), main, {PostFrames()});
+  EXPECT_EQ(frames.text.find('\x1b'), std::string::npos) << frames.text;
+  EXPECT_NE(frames.text.find("\\x1b[31mclient.c"), std::string::npos) << frames.text;
+}
+
 TEST(Reporter, StripPathPrefix) {
   Captured out;
   Options o;
