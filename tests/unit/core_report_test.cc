@@ -618,7 +618,9 @@ TEST(Reporter, LogAndSarifOthersCanWriteAreRefusedAtStart) {
 TEST(Reporter, ControlCharactersFromATraceAreEscaped) {
   Captured out;
   Reporter r(Options{}, out.Sink());
-  r.Message("reason \x1b[2J\x1b]0;owned\x07 done\xc2\x9b" "6n tab\tok");
+  r.Message(
+      "reason \x1b[2J\x1b]0;owned\x07 done\xc2\x9b"
+      "6n tab\tok");
   EXPECT_EQ(out.text.find('\x1b'), std::string::npos) << out.text;
   EXPECT_EQ(out.text.find('\x07'), std::string::npos) << out.text;
   EXPECT_NE(out.text.find("reason \\x1b[2J\\x1b]0;owned\\x07 done\\xc2\\x9b6n tab\tok\n"), std::string::npos)
