@@ -11,19 +11,9 @@
 # PROGRAM: a check program that reports an Error finding (exit 66).
 set -uo pipefail
 rdmasan=$1 out=$2 prog=$3
-[[ $(id -u) -eq 0 ]] || { echo "cross_user_reports: SKIP: needs root"; exit 77; }
-command -v setpriv >/dev/null || { echo "cross_user_reports: SKIP: no setpriv"; exit 77; }
-
-free_uid() {
-  local u
-  for u in $(seq "$1" $(($1 + 500))); do
-    getent passwd "$u" >/dev/null || getent group "$u" >/dev/null || { echo "$u"; return; }
-  done
-  return 1
-}
-victim=$(free_uid $((62000 + $$ % 1000))) || exit 2
-squatter=$(free_uid $((victim + 1))) || exit 2
-as_user() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups -- env HOME=/ "$@"; }
+# shellcheck source=two_users.sh
+source "$(dirname "$0")/two_users.sh" || exit 2
+two_users cross_user_reports 62000
 
 dir="$out/cross_user_reports"
 rm -rf "$dir" && mkdir -p "$dir" && chmod 0755 "$out" "$dir" || exit 2
@@ -49,7 +39,7 @@ plant_and_run() {
   shift
   opts=("$@")
   rm -f "$home/pid" "$home/go"
-  (cd "$shared" && as_user "$victim" sh -c "echo \$\$ > '$home/pid'; while [ ! -e '$home/go' ]; do sleep 0.05; done;
+  (cd "$shared" && as "$victim" sh -c "echo \$\$ > '$home/pid'; while [ ! -e '$home/go' ]; do sleep 0.05; done;
     exec \"\$0\" \"\$@\"" "$rdmasan" run --softnic_fabric="$fabric" "${opts[@]}" -- "$prog") \
     >"$dir/run.txt" 2>&1 &
   local runner=$!
@@ -58,8 +48,8 @@ plant_and_run() {
   for n in "${names[@]}"; do
     n="$shared/${n//PID/$pid}"
     case $kind in
-      file) as_user "$squatter" sh -c "umask 0; echo theirs > '$n'" || exit 2 ;;
-      link) as_user "$squatter" sh -c "umask 0; echo theirs > '$shared/target'; ln -s '$shared/target' '$n'" || exit 2 ;;
+      file) as "$squatter" sh -c "umask 0; echo theirs > '$n'" || exit 2 ;;
+      link) as "$squatter" sh -c "umask 0; echo theirs > '$shared/target'; ln -s '$shared/target' '$n'" || exit 2 ;;
     esac
   done
   touch "$home/go"

@@ -6,19 +6,9 @@
 # entry, through setpriv), as e2e.cross_user; exits 77 (skipped) otherwise.
 set -uo pipefail
 rdmasan=$1 out=$2
-[[ $(id -u) -eq 0 ]] || { echo "cross_user_squat: SKIP: needs root"; exit 77; }
-command -v setpriv >/dev/null || { echo "cross_user_squat: SKIP: no setpriv"; exit 77; }
-
-pick_uid() {
-  local u
-  for u in $(seq "$1" $(($1 + 500))); do
-    getent passwd "$u" >/dev/null || getent group "$u" >/dev/null || { echo "$u"; return; }
-  done
-  return 1
-}
-victim=$(pick_uid $((62000 + $$ % 1000))) || exit 2
-squatter=$(pick_uid $((victim + 1))) || exit 2
-as() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups -- env HOME=/ "$@"; }
+# shellcheck source=two_users.sh
+source "$(dirname "$0")/../two_users.sh" || exit 2
+two_users cross_user_squat 63000
 
 dir="$out/cross_user_squat"
 rm -rf "$dir" && mkdir -p "$dir" && chmod 0755 "$out" "$dir" || exit 2
