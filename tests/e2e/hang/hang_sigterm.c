@@ -2,7 +2,10 @@
  * ibv_get_cq_event for a message the peer never sends; the job's time
  * limit ends it with SIGTERM.  With hang_timeout set (longer than the
  * wait), the report comes from the SIGTERM, and the program still dies of
- * SIGTERM.  The receive is on the books: it could still complete. */
+ * SIGTERM.  The receive is on the books: it could still complete.  The
+ * signal comes 3 s after "waiting" is printed, not after the start: under
+ * load the setup alone may take that long, and a SIGTERM before the wait
+ * proves nothing. */
 // RUN-OPTS: --hang_timeout=60
 // SIGNAL: TERM 3
 // EXPECT: hang: no verbs progress for [0-9]+ s while 1 thread waits when SIGTERM ended it: thread [0-9]+
@@ -25,6 +28,7 @@ int main(void) {
   struct ibv_wc wc;
   if (ibv_poll_cq(r.cq[0], 1, &wc) != 0) DIE("a completion before the message was sent");
   printf("waiting\n");
+  fflush(stdout);
   struct ibv_cq *ev_cq;
   void *ev_ctx;
   if (ibv_get_cq_event(r.ch, &ev_cq, &ev_ctx) == 0)  // CHECK: hang

@@ -19,7 +19,9 @@
 #   // EXPECT-NOT: RE an extended regex no line of the output matches
 #   // STATUS: N      the exit status (128+n: died of signal n)
 #   // SILENT         a control instead: no rdmasan report at all
-#   // SIGNAL: SIG S  send SIG to the program S seconds after its start
+#   // SIGNAL: SIG S  send SIG to the program S seconds after it printed a
+#                    line `waiting` (flushed; at most 60 s are waited for
+#                    it): a loaded machine may take seconds to set up
 #   // NO-DONE        the program does not get to print DONE (else it must)
 #   // WITHIN: S      the program ends within S seconds of its start (a
 #                    hang the books prove is reported well before
@@ -73,6 +75,11 @@ started=$(date +%s.%N)
 "${cmd[@]}" >"$log" 2>&1 </dev/null &
 pid=$!
 if [[ -n $signal ]]; then
+  for ((i = 0; i < 600; ++i)); do
+    grep -qx waiting "$log" 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
   sleep "${signal#* }"
   kill -s "${signal% *}" "$pid" 2>/dev/null
 fi
