@@ -23,6 +23,10 @@
 // It finds the PC's scopes itself (not dwarf_getscopes, which fails on
 // every inlined call of a link-time optimized program, whose abstract
 // origins lie in other CUs), and it never drops a physical frame.
+//
+// Built from one file per concern: stack_store.cc (the depot),
+// stack_unwind.cc (capture), stack_code_map.cc (telling a return address
+// from garbage) and stack_symbolize.cc.
 #ifndef RDMASAN_CORE_STACK_H_
 #define RDMASAN_CORE_STACK_H_
 
