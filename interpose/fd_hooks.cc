@@ -5,7 +5,6 @@
 // them.  Every other call passes to libc unchanged.
 // May not: allocate, or change the result of a call that names none of
 // ours (one relaxed load tells them apart).
-#include <dlfcn.h>
 #include <errno.h>
 #include <linux/close_range.h>
 #include <unistd.h>
@@ -13,17 +12,14 @@
 #include <climits>
 
 #include "core/own_fd.h"
+#include "interpose/loader.h"
 
 namespace core = rdmasan::core;
+namespace ip = rdmasan::interpose;
 
 #define RDMASAN_HOOK extern "C" __attribute__((visibility("default")))
 
 namespace {
-
-template <typename Fn>
-Fn Next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
 
 using CloseRangeFn = int (*)(unsigned, unsigned, int);
 
@@ -45,7 +41,7 @@ int CloseRangeAround(CloseRangeFn real, unsigned first, unsigned last, int flags
 }  // namespace
 
 RDMASAN_HOOK int dup2(int oldfd, int newfd) {
-  static const auto real = Next<int (*)(int, int)>("dup2");
+  static constinit ip::NextSym<int (*)(int, int)> real("dup2");
   if (__builtin_expect(oldfd != newfd && core::IsOwnFd(newfd), 0)) {
     errno = EBADF;
     return -1;
@@ -54,7 +50,7 @@ RDMASAN_HOOK int dup2(int oldfd, int newfd) {
 }
 
 RDMASAN_HOOK int dup3(int oldfd, int newfd, int flags) {
-  static const auto real = Next<int (*)(int, int, int)>("dup3");
+  static constinit ip::NextSym<int (*)(int, int, int)> real("dup3");
   if (__builtin_expect(core::IsOwnFd(newfd), 0)) {
     errno = EBADF;
     return -1;
@@ -63,19 +59,19 @@ RDMASAN_HOOK int dup3(int oldfd, int newfd, int flags) {
 }
 
 RDMASAN_HOOK int close_range(unsigned first, unsigned last, int flags) {
-  static const auto real = Next<CloseRangeFn>("close_range");
+  static constinit ip::NextSym<CloseRangeFn> real("close_range");
   if (!real) {
     errno = ENOSYS;
     return -1;
   }
   // Marking ours close-on-exec changes nothing: they are.
   if (first > last || (flags & CLOSE_RANGE_CLOEXEC)) return real(first, last, flags);
-  return CloseRangeAround(real, first, last, flags);
+  return CloseRangeAround(real.Get(), first, last, flags);
 }
 
 RDMASAN_HOOK void closefrom(int lowfd) {
-  static const auto real_from = Next<void (*)(int)>("closefrom");
-  static const auto real_range = Next<CloseRangeFn>("close_range");
+  static constinit ip::NextSym<void (*)(int)> real_from("closefrom");
+  static constinit ip::NextSym<CloseRangeFn> real_range("close_range");
   int own[16];
   bool ours_above = false;
   for (int i = 0, n = core::OwnFds(own, 16); i < n; ++i) ours_above |= own[i] >= lowfd;
@@ -83,5 +79,5 @@ RDMASAN_HOOK void closefrom(int lowfd) {
     if (real_from) real_from(lowfd);
     return;
   }
-  (void)CloseRangeAround(real_range, static_cast<unsigned>(lowfd < 0 ? 0 : lowfd), UINT_MAX, 0);
+  (void)CloseRangeAround(real_range.Get(), static_cast<unsigned>(lowfd < 0 ? 0 : lowfd), UINT_MAX, 0);
 }

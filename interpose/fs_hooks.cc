@@ -15,7 +15,6 @@
 // May not: change the result of a call on any other fd or path, or
 // allocate before the real call.
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,6 +29,7 @@
 #include "core/own_fd.h"
 #include "interpose/devfs.h"
 #include "interpose/interpose.h"
+#include "interpose/loader.h"
 #include "softnic/cm.h"
 
 namespace cm = rdmasan::softnic::cm;
@@ -39,11 +39,6 @@ namespace devfs = rdmasan::interpose::devfs;
 #define RDMASAN_HOOK extern "C" __attribute__((visibility("default")))
 
 namespace {
-
-template <typename Fn>
-Fn Next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
 
 bool IsCmPath(const char* path) {
   // "/dev/infiniband/rdma_cm": the first bytes tell almost every path apart.
@@ -84,50 +79,50 @@ static int OpenPath(const char* path, int flags, int (*real)(const char*, int, .
   return real ? real(p.use, flags, mode) : real_at(dirfd, p.use, flags, mode);
 }
 
-#define RDMASAN_OPEN_HOOK(name)                                           \
-  RDMASAN_HOOK int name(const char* path, int flags, ...) {               \
-    static const auto real = Next<int (*)(const char*, int, ...)>(#name); \
-    va_list ap;                                                           \
-    va_start(ap, flags);                                                  \
-    const mode_t mode = ModeArg(flags, ap);                               \
-    va_end(ap);                                                           \
-    return OpenPath(path, flags, real, 0, nullptr, mode);                 \
+#define RDMASAN_OPEN_HOOK(name)                                               \
+  RDMASAN_HOOK int name(const char* path, int flags, ...) {                   \
+    static constinit ip::NextSym<int (*)(const char*, int, ...)> real(#name); \
+    va_list ap;                                                               \
+    va_start(ap, flags);                                                      \
+    const mode_t mode = ModeArg(flags, ap);                                   \
+    va_end(ap);                                                               \
+    return OpenPath(path, flags, real.Get(), 0, nullptr, mode);               \
   }
 RDMASAN_OPEN_HOOK(open)
 RDMASAN_OPEN_HOOK(open64)
 
-#define RDMASAN_OPENAT_HOOK(name)                                              \
-  RDMASAN_HOOK int name(int dirfd, const char* path, int flags, ...) {         \
-    static const auto real = Next<int (*)(int, const char*, int, ...)>(#name); \
-    va_list ap;                                                                \
-    va_start(ap, flags);                                                       \
-    const mode_t mode = ModeArg(flags, ap);                                    \
-    va_end(ap);                                                                \
-    return OpenPath(path, flags, nullptr, dirfd, real, mode);                  \
+#define RDMASAN_OPENAT_HOOK(name)                                                  \
+  RDMASAN_HOOK int name(int dirfd, const char* path, int flags, ...) {             \
+    static constinit ip::NextSym<int (*)(int, const char*, int, ...)> real(#name); \
+    va_list ap;                                                                    \
+    va_start(ap, flags);                                                           \
+    const mode_t mode = ModeArg(flags, ap);                                        \
+    va_end(ap);                                                                    \
+    return OpenPath(path, flags, nullptr, dirfd, real.Get(), mode);                \
   }
 RDMASAN_OPENAT_HOOK(openat)
 RDMASAN_OPENAT_HOOK(openat64)
 
 // The fortified variants (_FORTIFY_SOURCE): no mode, by definition.
-#define RDMASAN_OPEN2_HOOK(name)                                     \
-  RDMASAN_HOOK int name(const char* path, int flags) {               \
-    static const auto real = Next<int (*)(const char*, int)>(#name); \
-    if (IsCmPath(path)) return cm::Open(flags);                      \
-    Path p(path);                                                    \
-    if (p.node()) return NodeOpen();                                 \
-    return real(p.use, flags);                                       \
+#define RDMASAN_OPEN2_HOOK(name)                                         \
+  RDMASAN_HOOK int name(const char* path, int flags) {                   \
+    static constinit ip::NextSym<int (*)(const char*, int)> real(#name); \
+    if (IsCmPath(path)) return cm::Open(flags);                          \
+    Path p(path);                                                        \
+    if (p.node()) return NodeOpen();                                     \
+    return real(p.use, flags);                                           \
   }
 RDMASAN_OPEN2_HOOK(__open_2)
 RDMASAN_OPEN2_HOOK(__open64_2)
 
 RDMASAN_HOOK ssize_t write(int fd, const void* buf, size_t n) {
-  static const auto real = Next<ssize_t (*)(int, const void*, size_t)>("write");
+  static constinit ip::NextSym<ssize_t (*)(int, const void*, size_t)> real("write");
   if (__builtin_expect(cm::IsChannel(fd), 0)) return cm::Write(fd, buf, n);
   return real(fd, buf, n);
 }
 
 RDMASAN_HOOK int close(int fd) {
-  static const auto real = Next<int (*)(int)>("close");
+  static constinit ip::NextSym<int (*)(int)> real("close");
   // rdmasan's own descriptors are not the program's to close (core/own_fd.h).
   if (__builtin_expect(rdmasan::core::IsOwnFd(fd), 0)) {
     errno = EBADF;
@@ -138,7 +133,7 @@ RDMASAN_HOOK int close(int fd) {
 }
 
 RDMASAN_HOOK int fstat(int fd, struct stat* st) {
-  static const auto real = Next<int (*)(int, struct stat*)>("fstat");
+  static constinit ip::NextSym<int (*)(int, struct stat*)> real("fstat");
   if (__builtin_expect(cm::IsChannel(fd), 0)) {
     cm::Stat(fd, st);
     return 0;
@@ -147,7 +142,7 @@ RDMASAN_HOOK int fstat(int fd, struct stat* st) {
 }
 
 RDMASAN_HOOK int fstat64(int fd, struct stat64* st) {
-  static const auto real = Next<int (*)(int, struct stat64*)>("fstat64");
+  static constinit ip::NextSym<int (*)(int, struct stat64*)> real("fstat64");
   if (__builtin_expect(cm::IsChannel(fd), 0)) {
     cm::Stat(fd, reinterpret_cast<struct stat*>(st));
     return 0;
@@ -157,7 +152,7 @@ RDMASAN_HOOK int fstat64(int fd, struct stat64* st) {
 
 // Programs built against glibc before 2.33 call these.
 RDMASAN_HOOK int __fxstat(int ver, int fd, struct stat* st) {
-  static const auto real = Next<int (*)(int, int, struct stat*)>("__fxstat");
+  static constinit ip::NextSym<int (*)(int, int, struct stat*)> real("__fxstat");
   if (__builtin_expect(cm::IsChannel(fd), 0)) {
     cm::Stat(fd, st);
     return 0;
@@ -166,7 +161,7 @@ RDMASAN_HOOK int __fxstat(int ver, int fd, struct stat* st) {
 }
 
 RDMASAN_HOOK int __fxstat64(int ver, int fd, struct stat64* st) {
-  static const auto real = Next<int (*)(int, int, struct stat64*)>("__fxstat64");
+  static constinit ip::NextSym<int (*)(int, int, struct stat64*)> real("__fxstat64");
   if (__builtin_expect(cm::IsChannel(fd), 0)) {
     cm::Stat(fd, reinterpret_cast<struct stat*>(st));
     return 0;
@@ -176,51 +171,51 @@ RDMASAN_HOOK int __fxstat64(int ver, int fd, struct stat64* st) {
 
 // ------------------------------------------------------ path lookups ------
 
-#define RDMASAN_STAT_HOOK(name, st_type)                                  \
-  RDMASAN_HOOK int name(const char* path, st_type* st) {                  \
-    static const auto real = Next<int (*)(const char*, st_type*)>(#name); \
-    Path p(path);                                                         \
-    if (p.node()) {                                                       \
-      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));          \
-      return 0;                                                           \
-    }                                                                     \
-    return real(p.use, st);                                               \
+#define RDMASAN_STAT_HOOK(name, st_type)                                      \
+  RDMASAN_HOOK int name(const char* path, st_type* st) {                      \
+    static constinit ip::NextSym<int (*)(const char*, st_type*)> real(#name); \
+    Path p(path);                                                             \
+    if (p.node()) {                                                           \
+      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));              \
+      return 0;                                                               \
+    }                                                                         \
+    return real(p.use, st);                                                   \
   }
 RDMASAN_STAT_HOOK(stat, struct stat)
 RDMASAN_STAT_HOOK(stat64, struct stat64)
 RDMASAN_STAT_HOOK(lstat, struct stat)
 RDMASAN_STAT_HOOK(lstat64, struct stat64)
 
-#define RDMASAN_XSTAT_HOOK(name, st_type)                                      \
-  RDMASAN_HOOK int name(int ver, const char* path, st_type* st) {              \
-    static const auto real = Next<int (*)(int, const char*, st_type*)>(#name); \
-    Path p(path);                                                              \
-    if (p.node()) {                                                            \
-      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));               \
-      return 0;                                                                \
-    }                                                                          \
-    return real ? real(ver, p.use, st) : (errno = ENOSYS, -1);                 \
+#define RDMASAN_XSTAT_HOOK(name, st_type)                                          \
+  RDMASAN_HOOK int name(int ver, const char* path, st_type* st) {                  \
+    static constinit ip::NextSym<int (*)(int, const char*, st_type*)> real(#name); \
+    Path p(path);                                                                  \
+    if (p.node()) {                                                                \
+      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));                   \
+      return 0;                                                                    \
+    }                                                                              \
+    return real ? real(ver, p.use, st) : (errno = ENOSYS, -1);                     \
   }
 RDMASAN_XSTAT_HOOK(__xstat, struct stat)
 RDMASAN_XSTAT_HOOK(__xstat64, struct stat64)
 RDMASAN_XSTAT_HOOK(__lxstat, struct stat)
 RDMASAN_XSTAT_HOOK(__lxstat64, struct stat64)
 
-#define RDMASAN_FSTATAT_HOOK(name, st_type)                                         \
-  RDMASAN_HOOK int name(int dirfd, const char* path, st_type* st, int flags) {      \
-    static const auto real = Next<int (*)(int, const char*, st_type*, int)>(#name); \
-    Path p(path);                                                                   \
-    if (p.node()) {                                                                 \
-      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));                    \
-      return 0;                                                                     \
-    }                                                                               \
-    return real(dirfd, p.use, st, flags);                                           \
+#define RDMASAN_FSTATAT_HOOK(name, st_type)                                             \
+  RDMASAN_HOOK int name(int dirfd, const char* path, st_type* st, int flags) {          \
+    static constinit ip::NextSym<int (*)(int, const char*, st_type*, int)> real(#name); \
+    Path p(path);                                                                       \
+    if (p.node()) {                                                                     \
+      devfs::NodeStat(path, reinterpret_cast<struct stat*>(st));                        \
+      return 0;                                                                         \
+    }                                                                                   \
+    return real(dirfd, p.use, st, flags);                                               \
   }
 RDMASAN_FSTATAT_HOOK(fstatat, struct stat)
 RDMASAN_FSTATAT_HOOK(fstatat64, struct stat64)
 
 RDMASAN_HOOK int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx) {
-  static const auto real = Next<int (*)(int, const char*, int, unsigned, struct statx*)>("statx");
+  static constinit ip::NextSym<int (*)(int, const char*, int, unsigned, struct statx*)> real("statx");
   Path p(path);
   if (p.node()) {
     struct stat st;
@@ -238,28 +233,28 @@ RDMASAN_HOOK int statx(int dirfd, const char* path, int flags, unsigned mask, st
 }
 
 RDMASAN_HOOK int access(const char* path, int mode) {
-  static const auto real = Next<int (*)(const char*, int)>("access");
+  static constinit ip::NextSym<int (*)(const char*, int)> real("access");
   Path p(path);
   if (p.node()) return (mode & X_OK) ? (errno = EACCES, -1) : 0;
   return real(p.use, mode);
 }
 
 RDMASAN_HOOK int faccessat(int dirfd, const char* path, int mode, int flags) {
-  static const auto real = Next<int (*)(int, const char*, int, int)>("faccessat");
+  static constinit ip::NextSym<int (*)(int, const char*, int, int)> real("faccessat");
   Path p(path);
   if (p.node()) return (mode & X_OK) ? (errno = EACCES, -1) : 0;
   return real(dirfd, p.use, mode, flags);
 }
 
 RDMASAN_HOOK int euidaccess(const char* path, int mode) {
-  static const auto real = Next<int (*)(const char*, int)>("euidaccess");
+  static constinit ip::NextSym<int (*)(const char*, int)> real("euidaccess");
   Path p(path);
   if (p.node()) return (mode & X_OK) ? (errno = EACCES, -1) : 0;
   return real(p.use, mode);
 }
 
 RDMASAN_HOOK DIR* opendir(const char* path) {
-  static const auto real = Next<DIR* (*)(const char*)>("opendir");
+  static constinit ip::NextSym<DIR* (*)(const char*)> real("opendir");
   Path p(path);
   if (p.node()) {
     errno = ENOTDIR;
@@ -269,7 +264,7 @@ RDMASAN_HOOK DIR* opendir(const char* path) {
 }
 
 RDMASAN_HOOK FILE* fopen(const char* path, const char* mode) {
-  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen");
+  static constinit ip::NextSym<FILE* (*)(const char*, const char*)> real("fopen");
   Path p(path);
   if (p.node()) {
     errno = ENXIO;
@@ -279,7 +274,7 @@ RDMASAN_HOOK FILE* fopen(const char* path, const char* mode) {
 }
 
 RDMASAN_HOOK FILE* fopen64(const char* path, const char* mode) {
-  static const auto real = Next<FILE* (*)(const char*, const char*)>("fopen64");
+  static constinit ip::NextSym<FILE* (*)(const char*, const char*)> real("fopen64");
   Path p(path);
   if (p.node()) {
     errno = ENXIO;
@@ -289,7 +284,7 @@ RDMASAN_HOOK FILE* fopen64(const char* path, const char* mode) {
 }
 
 RDMASAN_HOOK ssize_t readlink(const char* path, char* buf, size_t n) {
-  static const auto real = Next<ssize_t (*)(const char*, char*, size_t)>("readlink");
+  static constinit ip::NextSym<ssize_t (*)(const char*, char*, size_t)> real("readlink");
   Path p(path);
   if (p.node()) {
     errno = EINVAL;  // not a link
@@ -299,7 +294,7 @@ RDMASAN_HOOK ssize_t readlink(const char* path, char* buf, size_t n) {
 }
 
 RDMASAN_HOOK char* realpath(const char* path, char* resolved) {
-  static const auto real = Next<char* (*)(const char*, char*)>("realpath");
+  static constinit ip::NextSym<char* (*)(const char*, char*)> real("realpath");
   Path p(path);
   if (p.node()) {
     if (resolved) {

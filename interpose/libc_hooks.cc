@@ -28,6 +28,7 @@
 #include "interpose/destroyed.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/loader.h"
 #include "interpose/memory.h"
 
 namespace ip = rdmasan::interpose;
@@ -59,7 +60,7 @@ extern "C" __attribute__((visibility("default"))) void free(void* p) {
 }
 
 extern "C" __attribute__((visibility("default"))) void* realloc(void* p, size_t size) {
-  static const auto real = reinterpret_cast<ip::ReallocFn>(dlsym(RTLD_NEXT, "realloc"));
+  static constinit ip::NextSym<ip::ReallocFn> real("realloc");
   if (!real) return nullptr;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const size_t old = p ? malloc_usable_size(p) : 0;
@@ -77,7 +78,7 @@ extern "C" __attribute__((visibility("default"))) void* realloc(void* p, size_t 
 }
 
 extern "C" __attribute__((visibility("default"))) int munmap(void* addr, size_t length) {
-  static const auto real = reinterpret_cast<ip::MunmapFn>(dlsym(RTLD_NEXT, "munmap"));
+  static constinit ip::NextSym<ip::MunmapFn> real("munmap");
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   if (ip::MayOverlap(a, length)) {
     ip::Reentry re;
@@ -92,7 +93,7 @@ namespace {
 // fork, and daemon's fork: the event (for fork-with-mrs) with the stack of
 // the program's call, then the child lets go of the parent's trace.
 pid_t ForkChecked(rdmasan::core::StackId stack) {
-  static const auto real = reinterpret_cast<ip::ForkFn>(dlsym(RTLD_NEXT, "fork"));
+  static constinit ip::NextSym<ip::ForkFn> real("fork");
   {
     ip::Reentry re;
     // Before any verbs call there is nothing to check (and no trace to

@@ -204,6 +204,11 @@ void* Real(const char* name, const char* version) {
   return verbs ? in(verbs) : nullptr;
 }
 
+void* NextFunction(const char* name) {
+  const DlsymFn sym = NextDlsym();
+  return sym ? sym(RTLD_NEXT, name) : nullptr;
+}
+
 void* RealSym::Retry() {
   const uint64_t loaded = LoadCount();
   if (tried_at_.exchange(loaded, std::memory_order_acq_rel) == loaded) return nullptr;

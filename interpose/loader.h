@@ -10,6 +10,9 @@
 // the process has loaded another object (RealSym), so a verb called before
 // the library came is not left without its real function for good.
 //
+// A hooked libc function reaches the one it wraps (libc's, or the next
+// interposer's) through NextSym, built on NextDlsym() too.
+//
 // The shim's own lookups use NextDlsym()/NextDlvsym(), the functions the
 // program would reach without the shim (libc's, or the next interposer's):
 // the preloaded library also defines dlsym and dlvsym (dl_hooks.cc), and a
@@ -72,6 +75,47 @@ class RealSym {
   const char* version_;
   std::atomic<void*> fn_{nullptr};
   std::atomic<uint64_t> tried_at_{~uint64_t{0}};
+};
+
+// The function `name` that comes after the shim in the global scope
+// (libc's, or the next interposer's): dlsym(RTLD_NEXT, name) asked of
+// NextDlsym(), so the lookup never passes through the shim's own dlsym hook.
+// Null if there is none, or no libc could be read yet.
+void* NextFunction(const char* name);
+
+// NextFunction() of one libc function, for the hook that wraps it: looked up
+// on the first call and kept, found or not (libc is loaded before any code
+// runs; a function this libc lacks stays null).  Constant-initialized, so a
+// function-local static of this type costs no guard and works in a call
+// that another library's constructor makes before the shim's ran.  Called
+// like the function: `static constinit NextSym<int (*)(int)> real("close");
+// return real(fd);`.
+template <typename Fn>
+class NextSym {
+ public:
+  constexpr explicit NextSym(const char* name) : name_(name) {}
+  Fn Get() {
+    if (!looked_.load(std::memory_order_acquire)) Look();
+    return Cached();
+  }
+  // What was found so far, without looking (null before the first Get()).
+  Fn Cached() const { return reinterpret_cast<Fn>(fn_.load(std::memory_order_acquire)); }
+  explicit operator bool() { return Get() != nullptr; }
+  template <typename... Args>
+  auto operator()(Args... args) {
+    return Get()(args...);
+  }
+
+ private:
+  // Racing first calls store the same answer.
+  void Look() {
+    if (!NextDlsym()) return;  // no libc read yet: looked for again next time
+    fn_.store(NextFunction(name_), std::memory_order_release);
+    looked_.store(true, std::memory_order_release);
+  }
+  const char* name_;
+  std::atomic<void*> fn_{nullptr};
+  std::atomic<bool> looked_{false};
 };
 
 }  // namespace rdmasan::interpose

@@ -1,6 +1,5 @@
 // Registered ranges and payload hashing (see memory.h); the libc
 // interposers that use them are in libc_hooks.cc.
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/loader.h"
 #include "interpose/memory.h"
 
 namespace rdmasan::interpose {
@@ -91,14 +91,13 @@ HashMode Mode() {
 // dlsym may allocate and free while it resolves; until the real functions
 // are known, frees are dropped (a few bytes leak once, at start-up).
 FreeFn RealFree() {
-  static std::atomic<FreeFn> fn{nullptr};
+  static constinit NextSym<FreeFn> real("free");
   static thread_local bool resolving = false;
-  FreeFn f = fn.load(std::memory_order_acquire);
-  if (f || resolving) return f;
+  if (FreeFn f = real.Cached()) return f;
+  if (resolving) return nullptr;
   resolving = true;
-  f = reinterpret_cast<FreeFn>(dlsym(RTLD_NEXT, "free"));
+  FreeFn f = real.Get();
   resolving = false;
-  fn.store(f, std::memory_order_release);
   return f;
 }
 

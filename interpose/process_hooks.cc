@@ -12,7 +12,6 @@
 //    execve inside libc, so each is hooked, not only execve.
 // May not: allocate before the real exec (a vfork child may call it), or
 // change what any of these return.
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -20,17 +19,13 @@
 #include <unistd.h>
 
 #include "interpose/hooks.h"
+#include "interpose/loader.h"
 
 namespace ip = rdmasan::interpose;
 
 #define RDMASAN_HOOK extern "C" __attribute__((visibility("default")))
 
 namespace {
-
-template <typename Fn>
-Fn Next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
 
 using ExitFn = void (*)(int);
 
@@ -61,47 +56,47 @@ void CollectArgs(const char* first, va_list ap, char** argv, size_t n, char* con
 }  // namespace
 
 RDMASAN_HOOK void _exit(int status) {
-  static const auto real = Next<ExitFn>("_exit");
-  ExitNow(real, ip::ExitStatusAtUnderscoreExit(status));
+  static constinit ip::NextSym<ExitFn> real("_exit");
+  ExitNow(real.Get(), ip::ExitStatusAtUnderscoreExit(status));
 }
 
 RDMASAN_HOOK void _Exit(int status) {
-  static const auto real = Next<ExitFn>("_Exit");
-  ExitNow(real, ip::ExitStatusAtUnderscoreExit(status));
+  static constinit ip::NextSym<ExitFn> real("_Exit");
+  ExitNow(real.Get(), ip::ExitStatusAtUnderscoreExit(status));
 }
 
 RDMASAN_HOOK int execve(const char* path, char* const argv[], char* const envp[]) {
-  static const auto real = Next<int (*)(const char*, char* const[], char* const[])>("execve");
+  static constinit ip::NextSym<int (*)(const char*, char* const[], char* const[])> real("execve");
   ip::BeforeExec();
   return real(path, argv, envp);
 }
 
 RDMASAN_HOOK int execv(const char* path, char* const argv[]) {
-  static const auto real = Next<int (*)(const char*, char* const[])>("execv");
+  static constinit ip::NextSym<int (*)(const char*, char* const[])> real("execv");
   ip::BeforeExec();
   return real(path, argv);
 }
 
 RDMASAN_HOOK int execvp(const char* file, char* const argv[]) {
-  static const auto real = Next<int (*)(const char*, char* const[])>("execvp");
+  static constinit ip::NextSym<int (*)(const char*, char* const[])> real("execvp");
   ip::BeforeExec();
   return real(file, argv);
 }
 
 RDMASAN_HOOK int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  static const auto real = Next<int (*)(const char*, char* const[], char* const[])>("execvpe");
+  static constinit ip::NextSym<int (*)(const char*, char* const[], char* const[])> real("execvpe");
   ip::BeforeExec();
   return real(file, argv, envp);
 }
 
 RDMASAN_HOOK int fexecve(int fd, char* const argv[], char* const envp[]) {
-  static const auto real = Next<int (*)(int, char* const[], char* const[])>("fexecve");
+  static constinit ip::NextSym<int (*)(int, char* const[], char* const[])> real("fexecve");
   ip::BeforeExec();
   return real(fd, argv, envp);
 }
 
 RDMASAN_HOOK int execveat(int dirfd, const char* path, char* const argv[], char* const envp[], int flags) {
-  static const auto real = Next<int (*)(int, const char*, char* const[], char* const[], int)>("execveat");
+  static constinit ip::NextSym<int (*)(int, const char*, char* const[], char* const[], int)> real("execveat");
   if (!real) {
     errno = ENOSYS;
     return -1;

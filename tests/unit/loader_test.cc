@@ -4,6 +4,7 @@
 // libibverbs, so this process starts without one.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -46,6 +47,20 @@ TEST(Loader, RealSymFindsALibibverbsLoadedLocallyAfterAFailedLookup) {
   EXPECT_EQ(Real("ibv_fork_init", nullptr), f);
   EXPECT_EQ(Real("no_such_verb", "IBVERBS_1.1"), nullptr);
   dlclose(h);
+}
+
+// The way every hook reaches the libc function it wraps: the same
+// function RTLD_NEXT names from here, kept; a name libc lacks stays null.
+TEST(Loader, NextSymIsTheNextDefinitionAndKeepsItsAnswer) {
+  static constinit NextSym<pid_t (*)()> next_getpid("getpid");
+  static constinit NextSym<void (*)()> missing("rdmasan_no_such_libc_function");
+  EXPECT_EQ(next_getpid.Cached(), nullptr) << "nothing looked up before the first call";
+  ASSERT_NE(next_getpid.Get(), nullptr);
+  EXPECT_EQ(reinterpret_cast<void*>(next_getpid.Get()), dlsym(RTLD_NEXT, "getpid"));
+  EXPECT_EQ(reinterpret_cast<void*>(next_getpid.Cached()), NextFunction("getpid"));
+  EXPECT_EQ(next_getpid(), getpid());
+  EXPECT_FALSE(missing);
+  EXPECT_EQ(missing.Cached(), nullptr);
 }
 
 TEST(Loader, IsVerbsLibraryLooksAtTheBaseName) {
