@@ -13,10 +13,8 @@
 // hook is unset, the preloaded library behaves as without this file);
 // allocate per event once the maps hold the program's QPs and CQs; hold
 // the input's bytes past the next begin.  Single-threaded by contract.
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -25,6 +23,7 @@
 #include "core/decision.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "core/status.h"
 #include "include/rdmasan/rdmasan_fuzz.h"
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
@@ -122,8 +121,8 @@ int Init(const char* extra) {
   if (extra && *extra) absl::StrAppend(&text, ":", extra);
   if (const char* env = std::getenv("RDMASAN_OPTIONS")) absl::StrAppend(&text, ":", env);
   if (absl::Status st = core::ParseOptions(text, &o); !st.ok()) {
-    std::fprintf(stderr, "==%d==rdmasan: ERROR: rdmasan_fuzz_init: %s\n", getpid(),
-                 std::string(st.message()).c_str());
+    for (const std::string& e : core::ErrorMessages(st))
+      core::Diag(absl::StrCat("ERROR: rdmasan_fuzz_init: ", e));
     return -1;
   }
   f.options = o;

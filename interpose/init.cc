@@ -10,6 +10,12 @@
 // or whose checks are not the ones asked for, is worse than no run.
 // Nothing else happens at start: softnic attaches and the trace opens on
 // the first verbs call.
+//
+// These lines are written to stderr here, not through core::Diag: they
+// are about the options the reporter is built from, so its log_path may be
+// the bad option itself (Diag would first say it writes to stderr instead)
+// or a good one whose file would hide, from the person who started the
+// program, why it never ran.
 #include <unistd.h>
 
 #include <cerrno>
