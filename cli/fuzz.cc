@@ -68,6 +68,7 @@
 #include "cli/fuzz_args.h"
 #include "cli/fuzz_campaign.h"
 #include "cli/fuzz_util.h"
+#include "cli/usage.h"
 #include "core/decision.h"
 #include "core/file.h"
 
@@ -87,11 +88,11 @@ std::string FrameText(const Json& f) {
   return absl::StrCat(Basename(f.value("module", "?")), "+", f.value("offset", "?"));
 }
 
-std::optional<Finding> FindingFromJson(const std::string& line, int role) {
+std::optional<RunFinding> FindingFromJson(const std::string& line, int role) {
   Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("check") || !j["check"].is_string()) return std::nullopt;
   if (j.value("severity", "") != "error") return std::nullopt;
-  Finding f;
+  RunFinding f;
   f.check = j["check"].get<std::string>();
   f.message = j.value("message", "");
   f.json = line;
@@ -184,7 +185,7 @@ bool Campaign::CheckCampaignFile() {
       Say("resuming %s: %llu runs done, %zu unique findings", dir_,
           static_cast<unsigned long long>(runs_done_), saved_.size());
   }
-  j["shard"] = absl::StrCat(c_.shard_k, "/", c_.shard_n);
+  j["shard"] = absl::StrCat(c_.shard.k, "/", c_.shard.n);
   if (!WriteText(path, j.dump(2) + "\n")) {
     Say("cannot write %s: %s", path, strerror(errno));
     return false;
@@ -240,9 +241,9 @@ std::string RuleSettings(const core::FaultRule& r) {
 // The baseline run of `enumerate`: every named point reached, nothing
 // injected; then one run per (role, point, n-th hit).
 bool Campaign::Enumerate() {
-  auto spec = core::ParseFaultSpec(c_.faults);
+  auto spec = core::ParseFaultSpec(c_.faults.spec);
   std::vector<std::string> names;
-  if (!c_.faults_given) {
+  if (!c_.faults.given) {
     names.push_back("*:p=0");  // every point
   } else {
     for (const core::FaultRule& r : spec->rules) names.push_back(r.name + ":p=0");
@@ -274,7 +275,7 @@ bool Campaign::Enumerate() {
             rule = &fr;
             break;
           }
-      if (c_.faults_given && !rule) continue;
+      if (c_.faults.given && !rule) continue;
       const std::string settings = rule ? RuleSettings(*rule) : "";
       for (uint64_t k = 1; k <= n; ++k)
         enumeration_.emplace_back(static_cast<int>(r),
@@ -483,7 +484,7 @@ Outcome Campaign::Analyze(const Exec& e) {
     }
     auto has = [&](absl::string_view check) {
       return std::any_of(ro.findings.begin(), ro.findings.end(),
-                         [&](const Finding& f) { return f.check == check; });
+                         [&](const RunFinding& f) { return f.check == check; });
     };
     const bool ours =
         (e.term_sent || p.hang_killed) &&
@@ -495,7 +496,7 @@ Outcome Campaign::Analyze(const Exec& e) {
       ro.status = ours ? (p.hang_killed ? "hang" : "timeout") : SignalName(WTERMSIG(p.status));
       ro.failed = !ours;
       if (!ours && !has("crash") && WTERMSIG(p.status) != SIGINT && WTERMSIG(p.status) != SIGPIPE) {
-        Finding f;
+        RunFinding f;
         f.check = "crash";
         f.role = static_cast<int>(r);
         f.message = absl::StrCat(Basename(c_.roles[r][0]), " died of ", SignalName(WTERMSIG(p.status)),
@@ -506,7 +507,7 @@ Outcome Campaign::Analyze(const Exec& e) {
       }
     }
     if (e.term_sent && (ours || !p.done) && !has("hang")) {
-      Finding f;
+      RunFinding f;
       f.check = "hang";
       f.role = static_cast<int>(r);
       f.message = absl::StrCat(Basename(c_.roles[r][0]), " did not end within --timeout=", c_.timeout,
@@ -521,7 +522,7 @@ Outcome Campaign::Analyze(const Exec& e) {
       const RoleOutcome& peer = o.roles[1 - r];
       if (!peer.failed) continue;
       auto& fs = o.roles[r].findings;
-      auto it = std::remove_if(fs.begin(), fs.end(), [](const Finding& f) { return f.check == "hang"; });
+      auto it = std::remove_if(fs.begin(), fs.end(), [](const RunFinding& f) { return f.check == "hang"; });
       if (it != fs.end()) {
         o.roles[r].hang_discounted = absl::StrCat("hang after the ", RoleName(1 - r), " failed");
         fs.erase(it, fs.end());
@@ -551,7 +552,7 @@ void Campaign::Record(const Exec& e, const Outcome& o) {
     status.push_back(
         absl::StrCat(RolePrefix(r).empty() ? "" : absl::StrCat(RoleName(r), ":"), o.roles[r].status));
   }
-  for (const Finding& f : o.findings()) {
+  for (const RunFinding& f : o.findings()) {
     auto it = keys_.find(f.key);
     if (it == keys_.end()) {
       SaveFinding(e, f, o);
@@ -579,7 +580,7 @@ void Campaign::Record(const Exec& e, const Outcome& o) {
   }
 }
 
-void Campaign::SaveFinding(const Exec& e, const Finding& f, const Outcome& o) {
+void Campaign::SaveFinding(const Exec& e, const RunFinding& f, const Outcome& o) {
   Saved s;
   s.number = saved_.empty() ? 1 : saved_.back().number + 1;
   s.check = f.check;
@@ -678,7 +679,7 @@ int Campaign::Main() {
   }
   std::vector<std::optional<Exec>> slots(c_.jobs);
   for (int j = 0; j < c_.jobs; ++j) MakeDir(absl::StrCat(work_, "/", j));
-  uint64_t next = static_cast<uint64_t>(c_.shard_k);
+  uint64_t next = static_cast<uint64_t>(c_.shard.k);
   const auto end =
       c_.time > 0
           ? started_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c_.time))
@@ -693,7 +694,7 @@ int Campaign::Main() {
       }
       while (!slot && !g_interrupted && Clock::now() < end && next < limit) {
         const uint64_t i = next;
-        next += static_cast<uint64_t>(c_.shard_n);
+        next += static_cast<uint64_t>(c_.shard.n);
         if (done_.count(i)) continue;
         slot.emplace();
         slot->plan = MakePlan(i);
@@ -733,12 +734,12 @@ int Fuzz(int argc, char** argv) {
   using namespace fuzz;  // NOLINT: the campaign's own pieces
   if (argc >= 1 && absl::string_view(argv[0]) == "merge") return Merge(argc - 1, argv + 1);
   if (argc >= 1 && (absl::string_view(argv[0]) == "--help" || absl::string_view(argv[0]) == "-h")) {
-    std::fputs(kUsage, stdout);
+    std::fputs(FuzzUsageText().c_str(), stdout);
     return 0;
   }
   Config c;
   if (absl::Status s = ParseFuzzArgs(argc, argv, &c); !s.ok()) {
-    std::fprintf(stderr, "rdmasan: %s\n%s", std::string(s.message()).c_str(), kUsage);
+    std::fprintf(stderr, "rdmasan: %s\n%s", std::string(s.message()).c_str(), FuzzUsageText().c_str());
     return kExitUsage;
   }
   std::vector<std::string> programs;

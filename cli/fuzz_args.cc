@@ -26,8 +26,59 @@ bool CampaignOwned(absl::string_view name) {
          name == "softnic_fabric" || name == "trace" || name == "hang_timeout" || name == "help";
 }
 
-bool ParseInt(absl::string_view v, int64_t lo, int64_t hi, int64_t* out) {
-  return absl::SimpleAtoi(v, out) && *out >= lo && *out <= hi;
+// The parsers of the table's value types.  Each returns true if `v` is a
+// value its row allows (then *out holds it); else false, with *why set
+// when the value's own parser says more than the row's `expected` column.
+template <typename Int>
+bool ParseFlag(absl::string_view v, absl::string_view allowed, Int* out, std::string*) {
+  std::vector<absl::string_view> range = absl::StrSplit(allowed, "..");
+  int64_t lo = 0, hi = 0, n = 0;
+  if (range.size() != 2 || !absl::SimpleAtoi(range[0], &lo) || !absl::SimpleAtoi(range[1], &hi)) return false;
+  if (!absl::SimpleAtoi(v, &n) || n < lo || n > hi) return false;
+  *out = static_cast<Int>(n);
+  return true;
+}
+
+bool ParseFlag(absl::string_view v, absl::string_view allowed, double* out, std::string*) {
+  double d = 0;
+  if (allowed != ">0" || !absl::SimpleAtod(v, &d) || !(d > 0)) return false;
+  *out = d;
+  return true;
+}
+
+bool ParseFlag(absl::string_view v, absl::string_view allowed, std::string* out, std::string*) {
+  bool good = false;
+  if (allowed == "<dir>") {
+    good = !v.empty();
+  } else {
+    for (absl::string_view choice : absl::StrSplit(allowed, '|')) good |= v == choice;
+  }
+  if (good) *out = std::string(v);
+  return good;
+}
+
+bool ParseFlag(absl::string_view v, absl::string_view, Shard* out, std::string* why) {
+  std::vector<absl::string_view> kn = absl::StrSplit(v, '/');
+  int total = 0, k = 0;
+  if (kn.size() != 2 || !ParseFlag(kn[1], "1..1048576", &total, why) ||
+      !ParseFlag(kn[0], absl::StrCat("0..", total - 1), &k, why))
+    return false;
+  *out = {k, total};
+  return true;
+}
+
+bool ParseFlag(absl::string_view v, absl::string_view, FaultsFlag* out, std::string* why) {
+  out->given = true;
+  if (v == "none" || v.empty()) {
+    out->spec.clear();
+    return true;
+  }
+  if (auto spec = core::ParseFaultSpec(v); !spec.ok()) {
+    *why = std::string(spec.status().message());
+    return false;
+  }
+  out->spec = std::string(v);
+  return true;
 }
 
 }  // namespace
@@ -48,63 +99,26 @@ absl::Status ParseFuzzArgs(int argc, char** argv, Config* c) {
     auto bad = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrFormat("fuzz: option '%s': %s", arg, why));
     };
-    int64_t n = 0;
-    if (name == "runs") {
-      if (!ParseInt(value, 1, int64_t(1) << 40, &n)) return bad("expected a number of runs >= 1");
-      c->runs = static_cast<uint64_t>(n);
-    } else if (name == "time") {
-      if (!absl::SimpleAtod(value, &c->time) || !(c->time > 0)) return bad("expected seconds > 0");
-    } else if (name == "jobs") {
-      if (!ParseInt(value, 1, 256, &n)) return bad("expected 1..256");
-      c->jobs = static_cast<int>(n);
-    } else if (name == "seed") {
-      if (!ParseInt(value, 0, INT64_MAX, &n)) return bad("expected a number >= 0");
-      c->seed = static_cast<uint64_t>(n);
-    } else if (name == "shard") {
-      std::vector<absl::string_view> kn = absl::StrSplit(value, '/');
-      int64_t k = 0, total = 0;
-      if (kn.size() != 2 || !ParseInt(kn[1], 1, 1 << 20, &total) || !ParseInt(kn[0], 0, total - 1, &k))
-        return bad("expected K/N with 0 <= K < N (shards count from 0, as a Kubernetes indexed Job does)");
-      c->shard_k = static_cast<int>(k);
-      c->shard_n = static_cast<int>(total);
-    } else if (name == "timeout") {
-      if (!ParseInt(value, 1, 86400, &n)) return bad("expected seconds, 1..86400");
-      c->timeout = static_cast<int>(n);
-    } else if (name == "strategy") {
-      if (value != "random" && value != "pct" && value != "enumerate")
-        return bad("expected random, pct or enumerate");
-      c->strategy = std::string(value);
-    } else if (name == "depth") {
-      if (!ParseInt(value, 1, 16, &n)) return bad("expected 1..16");
-      c->depth = static_cast<int>(n);
-    } else if (name == "faults") {
-      c->faults_given = true;
-      if (value == "none" || value.empty()) {
-        c->faults.clear();
-        continue;
-      }
-      if (auto spec = core::ParseFaultSpec(value); !spec.ok()) return bad(spec.status().message());
-      c->faults = std::string(value);
-    } else if (name == "out") {
-      if (value.empty()) return bad("expected a directory");
-      c->out = std::string(value);
-    } else if (name == "shrink_time") {
-      if (!ParseInt(value, 0, 86400, &n)) return bad("expected seconds, 0..86400");
-      c->shrink_time = static_cast<int>(n);
-    } else {
-      if (CampaignOwned(name))
-        return bad("the campaign sets this option for each run itself (see `rdmasan fuzz --help`)");
-      CommandLine one;
-      char* single[] = {argv[i]};
-      RDMASAN_RETURN_IF_ERROR(ParseCommandLine(1, single, &one));
-      for (std::string& o : one.options) c->options.push_back(std::move(o));
-      if (name == "reorder") c->user_reorder = true;
-    }
+    std::string why;
+#define RDMASAN_FUZZ_FLAG(type, flag, dflt, allowed, value_name, expected, help) \
+  if (name == #flag) {                                                           \
+    if (!ParseFlag(value, allowed, &c->flag, &why))                              \
+      return bad(why.empty() ? absl::StrCat("expected ", expected) : why);       \
+    continue;                                                                    \
   }
-  if (c->strategy != "pct" && c->depth != 3)
-    for (int j = 0; j < i; ++j)
-      if (absl::StartsWith(argv[j], "--depth="))
-        return absl::InvalidArgumentError("fuzz: --depth applies to --strategy=pct only");
+#include "cli/fuzz_flags.inc"
+#undef RDMASAN_FUZZ_FLAG
+    // Not the campaign's: an rdmasan option for every run.
+    if (CampaignOwned(name))
+      return bad("the campaign sets this option for each run itself (see `rdmasan fuzz --help`)");
+    CommandLine one;
+    char* single[] = {argv[i]};
+    RDMASAN_RETURN_IF_ERROR(ParseCommandLine(1, single, &one));
+    for (std::string& o : one.options) c->options.push_back(std::move(o));
+    if (name == "reorder") c->user_reorder = true;
+  }
+  if (c->strategy != "pct" && c->depth != Config().depth)
+    return absl::InvalidArgumentError("fuzz: --depth applies to --strategy=pct only");
   std::vector<std::string> role;
   for (; i < argc; ++i) {
     if (absl::string_view(argv[i]) == "---") {
@@ -123,12 +137,12 @@ absl::Status ParseFuzzArgs(int argc, char** argv, Config* c) {
 }
 
 std::string RunFaults(const Config& c, uint64_t index) {
-  if (c.faults_given) return c.faults;
+  if (c.faults.given) return c.faults.spec;
   return index % kOrderOnlyEvery == 0 ? "" : kDefaultFaults;
 }
 
 std::string DescribeFaults(const Config& c) {
-  if (c.faults_given) return c.faults;
+  if (c.faults.given) return c.faults.spec;
   return absl::StrCat("default: run i % ", kOrderOnlyEvery, " == 0 orders only, the others ", kDefaultFaults);
 }
 

@@ -1,7 +1,7 @@
 // cli/fuzz_args: what a campaign is, from `rdmasan fuzz`'s command line:
-// the campaign's own flags (--runs, --faults, --strategy, ...), the rdmasan
-// options passed on to every run, and the program (or server and client)
-// to run.
+// the campaign's own flags (--runs, --faults, --strategy, ...: the table
+// cli/fuzz_flags.inc), the rdmasan options passed on to every run, and the
+// program (or server and client) to run.
 //
 // May not: accept an rdmasan option the campaign sets for each run itself
 // (schedule, decision_log, log_path, ...), interpret the other options
@@ -18,36 +18,35 @@
 
 namespace rdmasan::cli::fuzz {
 
-inline constexpr char kUsage[] =
-    "usage: rdmasan fuzz [--runs=N] [--time=S] [--jobs=J] [--seed=S] [--shard=K/N] [--timeout=S]\n"
-    "                    [--strategy=random|pct|enumerate] [--depth=D] [--faults=SPEC] [--out=DIR]\n"
-    "                    [--shrink_time=S] [--name=value rdmasan options...]\n"
-    "                    -- program [args...] [--- client [args...]]\n"
-    "       rdmasan fuzz merge --out=DIR SHARD_DIR...\n"
-    "{port} in an argument becomes a TCP port free for the run (both sides of a pair get the same).\n"
-    "With no --faults, every 4th run (0, 4, 8, ...) varies completion orders only and each other run\n"
-    "also injects faults BUGGIFY-style (--faults='*:enable=0.25': each fault point active for the run\n"
-    "with probability 1/4, an active point failing 5% of its hits); --faults=none: orders only.\n";
+// --shard=K/N: this campaign makes runs K, K+N, K+2N, ...
+struct Shard {
+  int k = 0;
+  int n = 1;
+};
+
+// --faults=SPEC as given ("" with --faults=none or --faults=).
+struct FaultsFlag {
+  std::string spec;
+  bool given = false;  // every run gets `spec` as written
+};
 
 struct Config {
-  uint64_t runs = 0;  // 0: unset
-  double time = 0;    // seconds, 0: unset
-  int jobs = 1;
-  uint64_t seed = 1;
-  int shard_k = 0, shard_n = 1;
-  int timeout = 10;
-  std::string strategy = "random";
-  int depth = 3;
-  std::string faults;         // the --faults spec ("" with --faults=none or --faults=)
-  bool faults_given = false;  // --faults was given: every run gets `faults` as written
-  std::string out = "rdmasan-fuzz";
-  int shrink_time = 60;
+  // The campaign's flags, one field per row of cli/fuzz_flags.inc, with its
+  // default.  runs 0 and time 0: unset.
+#define RDMASAN_FUZZ_FLAG(type, name, dflt, allowed, value, expected, help) type name = dflt;
+#include "cli/fuzz_flags.inc"
+#undef RDMASAN_FUZZ_FLAG
+  // The rest of the command line.
   std::vector<std::string> options;  // rdmasan options for every run, "name=value"
   bool user_reorder = false;
   std::vector<std::vector<std::string>> roles;  // [0]: program (server); [1]: client
   bool uses_port = false;
 };
 
+// Parses `rdmasan fuzz`'s arguments (after "fuzz") into *c.  A bad flag, an
+// option the campaign sets itself or a missing program is an
+// InvalidArgument error saying which ("fuzz: option '--jobs=0': expected
+// 1..256"); nothing is printed.
 absl::Status ParseFuzzArgs(int argc, char** argv, Config* c);
 
 // The campaign's faults when --faults is not given (measured on the

@@ -27,7 +27,10 @@
 
 namespace rdmasan::cli::fuzz {
 
-struct Finding {
+// What one run showed that the campaign keeps: a report of the shim, a
+// crash or a hang, keyed for deduplication (core::Finding is the report
+// itself, inside the run).
+struct RunFinding {
   std::string check;
   std::string key;      // check id and top frames: the dedup key
   std::string where;    // "file.c:12 in fn"
@@ -70,15 +73,15 @@ struct Exec {
 struct RoleOutcome {
   std::string status;   // "0", "1", "SIGSEGV", "timeout"
   bool failed = false;  // exited non-zero, or died of a signal not ours
-  std::vector<Finding> findings;
+  std::vector<RunFinding> findings;
   std::string hang_discounted;
 };
 
 struct Outcome {
   std::vector<RoleOutcome> roles;
   double seconds = 0;
-  std::vector<Finding> findings() const {
-    std::vector<Finding> all;
+  std::vector<RunFinding> findings() const {
+    std::vector<RunFinding> all;
     for (const RoleOutcome& r : roles) all.insert(all.end(), r.findings.begin(), r.findings.end());
     return all;
   }
@@ -115,7 +118,7 @@ class Campaign {
   Outcome Analyze(const Exec& e);
   Outcome RunSync(Plan plan, bool text = false, const std::string& trace_prefix = "");
   void Record(const Exec& e, const Outcome& o);
-  void SaveFinding(const Exec& e, const Finding& f, const Outcome& o);
+  void SaveFinding(const Exec& e, const RunFinding& f, const Outcome& o);
   void WriteRepro(const Saved& s, const std::string& header) const;
   void Shrink(const Saved& s);
   std::string Story(const std::vector<std::pair<int, std::string>>& lines) const;

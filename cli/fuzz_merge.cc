@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "cli/fuzz_args.h"
 #include "cli/fuzz_campaign.h"
+#include "cli/usage.h"
 
 namespace rdmasan::cli::fuzz {
 
@@ -32,7 +33,7 @@ int Merge(int argc, char** argv) {
     if (absl::ConsumePrefix(&a, "--out=")) {
       out = std::string(a);
     } else if (absl::StartsWith(a, "--")) {
-      std::fprintf(stderr, "rdmasan: fuzz merge: unknown option '%s'\n%s", argv[i], kUsage);
+      std::fprintf(stderr, "rdmasan: fuzz merge: unknown option '%s'\n%s", argv[i], FuzzUsageText().c_str());
       return kExitUsage;
     } else {
       sources.push_back(argv[i]);
@@ -40,7 +41,7 @@ int Merge(int argc, char** argv) {
   }
   if (out.empty() || sources.empty()) {
     std::fprintf(stderr, "rdmasan: fuzz merge: needs --out=DIR and at least one campaign directory\n%s",
-                 kUsage);
+                 FuzzUsageText().c_str());
     return kExitUsage;
   }
   Json campaign;

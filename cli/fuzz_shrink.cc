@@ -136,7 +136,7 @@ void Campaign::Shrink(const Saved& s) {
     for (size_t r = 0; r < c_.roles.size(); ++r)
       p.decide.push_back({absl::StrCat("schedule=", sched_dir, "/", RolePrefix(r), "schedule.log")});
     Outcome o = RunSync(p);
-    for (const Finding& f : o.findings())
+    for (const RunFinding& f : o.findings())
       if (f.key == s.key) return true;
     return false;
   };

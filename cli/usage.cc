@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -36,6 +37,49 @@ constexpr OptionRow kOptions[] = {
 #include "core/options.inc"
 #undef RDMASAN_OPTION
 };
+
+struct FuzzFlagRow {
+  const char* name;
+  const char* default_value;  // as written in the table: "random", 3, {} (none to show)
+  const char* allowed;
+  const char* value;  // the synopsis's name for the value; "" shows `allowed`
+  const char* help;
+};
+
+constexpr FuzzFlagRow kFuzzFlags[] = {
+#define RDMASAN_FUZZ_FLAG(type, name, dflt, allowed, value, expected, help) \
+  {#name, #dflt, allowed, value, help},
+#include "cli/fuzz_flags.inc"
+#undef RDMASAN_FUZZ_FLAG
+};
+
+// What `rdmasan fuzz` says after the flags: the rest of its command line.
+constexpr char kFuzzRest[] =
+    "[--name=value ...] -- program [args...] [--- client [args...]] | fuzz merge --out=DIR SHARD_DIR...";
+
+constexpr char kFuzzNotes[] =
+    "{port} in an argument becomes a TCP port free for the run (both sides of a pair get the same).\n"
+    "With no --faults, every 4th run (0, 4, 8, ...) varies completion orders only and each other run\n"
+    "also injects faults BUGGIFY-style (--faults='*:enable=0.25': each fault point active for the run\n"
+    "with probability 1/4, an active point failing 5% of its hits); --faults=none: orders only.\n"
+    "--name=value: an rdmasan option (`rdmasan run --help=1` lists them) for every run, but those the\n"
+    "campaign sets itself.\n";
+
+std::string FuzzFlag(const FuzzFlagRow& f) {
+  return absl::StrCat("--", f.name, "=", *f.value ? f.value : f.allowed);
+}
+
+// The table's default as a reader wants it: "" for none worth showing.
+std::string FuzzDefault(const FuzzFlagRow& f) {
+  absl::string_view v = f.default_value;
+  if (v == "{}" || v == "0") return "";
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return absl::StrCat(" (default ", v, ")");
+}
+
+std::string Synopsis(absl::string_view synopsis) {
+  return absl::StrReplaceAll(synopsis, {{"{fuzz flags}", FuzzFlagsSynopsis()}});
+}
 
 struct CheckRow {
   const char* id;
@@ -98,6 +142,14 @@ std::string ManOptions() {
   return out;
 }
 
+std::string ManFuzzFlags() {
+  std::string out = ".SH FUZZ FLAGS\nThe flags of \\fBfuzz\\fR, before its program.\n";
+  for (const FuzzFlagRow& f : kFuzzFlags)
+    absl::StrAppend(&out, ".TP\n\\fB", Roff(FuzzFlag(f)), "\\fR", Roff(FuzzDefault(f)), "\n", Roff(f.help),
+                    "\n");
+  return out;
+}
+
 std::string ManChecks() {
   std::string out =
       ".SH CHECKS\nEach check has a stable id, used in \\fBchecks=\\fR and in suppression files.\n";
@@ -113,9 +165,25 @@ std::string ManChecks() {
 
 std::string UsageText() {
   std::string out = "usage: rdmasan <command> [args]\n\ncommands:\n";
-  for (const Row& c : kCommands) absl::StrAppend(&out, "  ", c.synopsis, "\n", Wrap(c.description, 8, 78));
+  for (const Row& c : kCommands)
+    absl::StrAppend(&out, "  ", Synopsis(c.synopsis), "\n", Wrap(c.description, 8, 78));
   absl::StrAppend(&out, "\noptions: `rdmasan run --help=1` lists every option and its default.\n",
                   Wrap(absl::StrCat("environment: ", kEnvironment), 0, 78));
+  return out;
+}
+
+std::string FuzzFlagsSynopsis() {
+  std::vector<std::string> flags;
+  for (const FuzzFlagRow& f : kFuzzFlags) flags.push_back(absl::StrCat("[", FuzzFlag(f), "]"));
+  return absl::StrJoin(flags, " ");
+}
+
+std::string FuzzUsageText() {
+  std::string out = Wrap(absl::StrCat("usage: rdmasan fuzz ", FuzzFlagsSynopsis(), " ", kFuzzRest), 0, 100);
+  absl::StrAppend(&out, "flags:\n");
+  for (const FuzzFlagRow& f : kFuzzFlags)
+    absl::StrAppend(&out, "  ", FuzzFlag(f), "\n", Wrap(absl::StrCat(f.help, FuzzDefault(f)), 8, 100));
+  absl::StrAppend(&out, kFuzzNotes);
   return out;
 }
 
@@ -125,7 +193,7 @@ std::string ManPage(const std::string& version, const std::string& date) {
   absl::StrAppend(&out,
                   ".SH NAME\nrdmasan \\- sanitizer and fault-injection harness for RDMA verbs programs\n",
                   ".SH SYNOPSIS\n");
-  for (const Row& c : kCommands) absl::StrAppend(&out, ".B rdmasan\n", Roff(c.synopsis), "\n.br\n");
+  for (const Row& c : kCommands) absl::StrAppend(&out, ".B rdmasan\n", Roff(Synopsis(c.synopsis)), "\n.br\n");
   absl::StrAppend(&out, ".SH DESCRIPTION\n",
                   "rdmasan preloads librdmasan.so under an unmodified verbs program, checks the verbs rules "
                   "at every call and reports every breach with the stack of the offending call and of the "
@@ -134,7 +202,7 @@ std::string ManPage(const std::string& version, const std::string& date) {
   for (const Row& c : kCommands)
     absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
   absl::StrAppend(
-      &out, ManOptions(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
+      &out, ManOptions(), ManFuzzFlags(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
       ".SH EXIT STATUS\nThe program's own status; \\fBexitcode\\fR (66) after Error findings; 2 for a "
       "bad command line; 3 for a file that is not a readable trace; 126 when the program cannot be "
       "executed, 127 when it cannot be found.\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
