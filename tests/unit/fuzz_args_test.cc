@@ -87,7 +87,9 @@ TEST(FuzzArgs, EveryFlagOfTheTableRefusesAValueItDoesNotAllow) {
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
       const std::string want = absl::StrCat("fuzz: option '", arg, "': ");
       EXPECT_EQ(std::string(s.message()).substr(0, want.size()), want) << s.message();
-      if (r.allowed != "<faults>") EXPECT_EQ(s.message(), absl::StrCat(want, "expected ", r.expected));
+      if (r.allowed != "<faults>") {
+        EXPECT_EQ(s.message(), absl::StrCat(want, "expected ", r.expected));
+      }
     }
   }
 }
