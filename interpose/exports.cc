@@ -1,8 +1,9 @@
 // The exported-symbol layer: every libibverbs function an application can
 // call (default versions IBVERBS_1.0 .. IBVERBS_1.14 of rdma-core 44).
 //
-// Each definition routes an object of a softnic context to softnic and
-// anything else to the real function.  Functions that take no object
+// Each definition runs its prologue and checks, then reaches the device
+// through the dispatch table of the object's context (interpose/dispatch.h:
+// softnic's or libibverbs' functions).  Functions that take no object
 // (string helpers, rate conversions, fork control, kernel-struct copies) go
 // to the real function; without libibverbs loaded they fail with ENOSYS.
 // This file: devices, contexts and their queries, and the object-free
@@ -47,14 +48,6 @@ std::vector<ListRecord>& Lists() {
 namespace {
 std::atomic<int> g_softnic_listed{-1};  // -1: no device list asked for yet
 
-// While libibverbs' ibv_import_device runs on this thread, the device list
-// it asks for is the real one, as it is (NULL when there is none).
-struct RealDeviceListOnly {
-  RealDeviceListOnly() { active = true; }
-  ~RealDeviceListOnly() { active = false; }
-  static thread_local bool active;
-};
-thread_local bool RealDeviceListOnly::active = false;
 }  // namespace
 
 bool rdmasan::interpose::SoftnicListed() {
@@ -81,7 +74,9 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
     real_list = real(&nreal);
     if (!real_list) nreal = 0;
   }
-  if (RealDeviceListOnly::active) {
+  // Asked by libibverbs' ibv_import_device: the real list, as it is (NULL
+  // when there is none).
+  if (ip::RealDeviceListOnly::active) {
     if (num_devices) *num_devices = nreal;
     return real_list;
   }
@@ -105,7 +100,7 @@ RDMASAN_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
     errno = ENOMEM;
     return nullptr;
   }
-  out[0] = sn::Device();
+  out[0] = rdmasan::softnic::Device();
   for (int i = 0; i < nreal; ++i) out[i + 1] = real_list[i];
   if (num_devices) *num_devices = nreal + 1;
   std::lock_guard<std::mutex> g(g_lists_mu);
@@ -133,111 +128,67 @@ RDMASAN_EXPORT void ibv_free_device_list(ibv_device** list) {
 }
 
 RDMASAN_EXPORT const char* ibv_get_device_name(ibv_device* device) {
-  REAL(ibv_get_device_name, "IBVERBS_1.1");
-  if (sn::IsDevice(device)) return device->name;
-  return real ? real(device) : nullptr;
+  Reentry re;
+  return ip::TableOf(device).get_device_name(device);
 }
 
 RDMASAN_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
-  REAL(ibv_get_device_guid, "IBVERBS_1.1");
-  if (sn::IsDevice(device)) return sn::DeviceGuid();
-  return real ? real(device) : 0;
+  Reentry re;
+  return ip::TableOf(device).get_device_guid(device);
 }
 
 RDMASAN_EXPORT int ibv_get_device_index(ibv_device* device) {
-  REAL(ibv_get_device_index, "IBVERBS_1.9");
-  if (sn::IsDevice(device)) return 0x7f00;  // not a kernel index
-  return real ? real(device) : -1;
+  Reentry re;
+  return ip::TableOf(device).get_device_index(device);
 }
 
-RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
-  REAL(ibv_open_device, "IBVERBS_1.1");
-  Reentry re;
-  ibv_context* ctx;
-  if (sn::IsDevice(device)) {
-    ctx = sn::OpenDevice(device);
-  } else if (real) {
-    ctx = real(device);
-  } else {
-    errno = ENOSYS;
-    return nullptr;
-  }
-  // Both real and softnic contexts get the data-path wrappers.
+namespace {
+// A context the program opened or imported: softnic's and real ones alike
+// get the data-path wrappers and an id.
+ibv_context* NoteContext(const Reentry& re, ibv_context* ctx) {
   if (ctx && re.outer()) {
-    ip::WrapContext(ctx, sn::IsContext(ctx));
+    ip::WrapContext(ctx, /*softnic=*/false);  // the flag is ignored: wrapped alike
     ip::Assign(ctx);
   }
   return ctx;
 }
+}  // namespace
+
+RDMASAN_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  Reentry re;
+  return NoteContext(re, ip::TableOf(device).open_device(device));
+}
 
 RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
-  REAL(ibv_close_device, "IBVERBS_1.1");
-  Reentry re;
+  VERB_PROLOGUE(kCloseDevice, kByKind, context, nullptr, kObj, EINVAL, EINVAL);
   const auto stack = CALLER_STACK();
-  if (RefuseDestroyed(EventKind::kCloseDevice, context, stack, re)) return EINVAL;
   Event e = Ev(EventKind::kCloseDevice, stack);
   e.obj = ip::Id(context);
   ip::UnwrapRealContext(context);
   ip::Forget(context);
   bool held = false;
   int rc = DestroyHolding(
-      context, e.obj,
-      [&] {
-        if (IsSn(context)) return sn::CloseDevice(context);
-        return real ? real(context) : ENOSYS;
-      },
-      &held);
+      context, e.obj, [&] { return ip::TableOf(context).close_device(context); }, &held);
   if (held) ip::RefuseOnClosedContext(context);
   if (Watch(re) && e.obj) Done(e, rc);
   return rc;
 }
 
 RDMASAN_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
-  REAL(ibv_import_device, "IBVERBS_1.10");
   Reentry re;
-  ibv_context* ctx;
-  if (sn::IsContextFd(cmd_fd)) {
-    ctx = sn::ImportDevice(cmd_fd);
-    if (ctx && re.outer()) {
-      ip::WrapContext(ctx, /*softnic=*/true);
-      ip::Assign(ctx);
-    }
-    return ctx;
-  }
-  // libibverbs' own answer for what is no character device (a closed fd,
-  // a file), without asking it.
-  struct stat st;
-  if (fstat(cmd_fd, &st) != 0 || !S_ISCHR(st.st_mode)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (!real) {
-    errno = EOPNOTSUPP;
-    return nullptr;
-  }
-  // It looks the device up in the list it asks for: the real one alone
-  // (softnic0 is no device of libibverbs', and reading it as one crashes).
-  {
-    RealDeviceListOnly only;
-    ctx = real(cmd_fd);
-  }
-  if (ctx && re.outer()) rdmasan::interpose::WrapRealContext(ctx);
-  return ctx;
+  return NoteContext(re, ip::TableOfCommandFd(cmd_fd).import_device(cmd_fd));
 }
 
 RDMASAN_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  REAL(ibv_get_async_event, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kGetAsyncEvent, context, nullptr, kObj, -1, -1);
+  VERB_PROLOGUE(kOpenDevice, kGetAsyncEvent, context, nullptr, kObj, -1, -1);
   ip::watchdog::AsyncWaitScope wait(context, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
                                     reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
   ip::FlushTraceBeforeBlocking();
-  if (IsSn(context)) return sn::GetAsyncEvent(context, event);
-  return real ? real(context, event) : -1;
+  return ip::TableOf(context).get_async_event(context, event);
 }
 
 RDMASAN_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
-  REAL(ibv_ack_async_event, "IBVERBS_1.1");
+  Reentry re;
   const ibv_context* ctx = nullptr;
   switch (event->event_type) {
     case IBV_EVENT_CQ_ERR:
@@ -258,76 +209,48 @@ RDMASAN_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
       ctx = event->element.qp->context;
       break;
     default:
-      break;  // port and device events carry no object
+      break;  // port and device events carry no object: the real table's
   }
-  if (ctx && IsSn(ctx)) return sn::AckAsyncEvent(event);
-  if (real) real(event);
+  ip::TableOf(ctx).ack_async_event(event);
 }
 
 // ---------------------------------------------------------------- queries --
 
 RDMASAN_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* device_attr) {
-  REAL(ibv_query_device, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryDevice, context, nullptr, kObj, EINVAL, EINVAL);
-  if (IsSn(context)) return sn::QueryDevice(context, device_attr);
-  return real ? real(context, device_attr) : ENOSYS;
+  VERB_PROLOGUE(kOpenDevice, kQueryDevice, context, nullptr, kObj, EINVAL, EINVAL);
+  return ip::TableOf(context).query_device(context, device_attr);
 }
 
 RDMASAN_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* port_attr) {
-  REAL(ibv_query_port, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryPort, context, nullptr, kObj, EINVAL, EINVAL);
-  if (IsSn(context)) {
-    // The old layout is the prefix of ibv_port_attr up to link_layer.
-    ibv_port_attr a;
-    int rc = sn::QueryPort(context, port_num, &a);
-    if (!rc) memcpy(port_attr, &a, offsetof(ibv_port_attr, link_layer) + 1);
-    return rc;
-  }
-  return real ? real(context, port_num, port_attr) : ENOSYS;
+  VERB_PROLOGUE(kOpenDevice, kQueryPort, context, nullptr, kObj, EINVAL, EINVAL);
+  return ip::TableOf(context).query_port(context, port_num, port_attr);
 }
 
 RDMASAN_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-  REAL(ibv_query_gid, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryGid, context, nullptr, kObj, -1, -1);
-  if (IsSn(context)) return sn::QueryGid(context, port_num, index, gid);
-  return real ? real(context, port_num, index, gid) : -1;
+  VERB_PROLOGUE(kOpenDevice, kQueryGid, context, nullptr, kObj, -1, -1);
+  return ip::TableOf(context).query_gid(context, port_num, index, gid);
 }
 
 RDMASAN_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                                      ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  REAL(_ibv_query_gid_ex, "IBVERBS_1.11");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryGidEx, context, nullptr, kObj, EINVAL, EINVAL);
-  if (IsSn(context)) return sn::QueryGidEx(context, port_num, gid_index, entry, flags, entry_size);
-  return real ? real(context, port_num, gid_index, entry, flags, entry_size) : ENOSYS;
+  VERB_PROLOGUE(kOpenDevice, kQueryGidEx, context, nullptr, kObj, EINVAL, EINVAL);
+  return ip::TableOf(context).query_gid_ex(context, port_num, gid_index, entry, flags, entry_size);
 }
 
 RDMASAN_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                                             uint32_t flags, size_t entry_size) {
-  REAL(_ibv_query_gid_table, "IBVERBS_1.11");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryGidTable, context, nullptr, kObj, -EINVAL, -EINVAL);
-  if (IsSn(context)) return sn::QueryGidTable(context, entries, max_entries, flags, entry_size);
-  return real ? real(context, entries, max_entries, flags, entry_size) : -ENOSYS;
+  VERB_PROLOGUE(kOpenDevice, kQueryGidTable, context, nullptr, kObj, -EINVAL, -EINVAL);
+  return ip::TableOf(context).query_gid_table(context, entries, max_entries, flags, entry_size);
 }
 
 RDMASAN_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
-  REAL(ibv_query_pkey, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryPkey, context, nullptr, kObj, -1, -1);
-  if (IsSn(context)) return sn::QueryPkey(context, port_num, index, pkey);
-  return real ? real(context, port_num, index, pkey) : -1;
+  VERB_PROLOGUE(kOpenDevice, kQueryPkey, context, nullptr, kObj, -1, -1);
+  return ip::TableOf(context).query_pkey(context, port_num, index, pkey);
 }
 
 RDMASAN_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
-  REAL(ibv_get_pkey_index, "IBVERBS_1.5");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kGetPkeyIndex, context, nullptr, kObj, -1, -1);
-  if (IsSn(context)) return sn::GetPkeyIndex(context, port_num, pkey);
-  return real ? real(context, port_num, pkey) : -1;
+  VERB_PROLOGUE(kOpenDevice, kGetPkeyIndex, context, nullptr, kObj, -1, -1);
+  return ip::TableOf(context).get_pkey_index(context, port_num, pkey);
 }
 
 // ------------------------------------------------- object-free helpers --
@@ -421,18 +344,8 @@ RDMASAN_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_at
 
 // ibv_query_gid_type is a private libibverbs symbol (IBVERBS_PRIVATE_*),
 // yet ibv_devinfo calls it.  Its signature is stable; the version name is
-// not, so the real one is found by its default version.
+// not, so the real one is found by its default version (dispatch.inc).
 RDMASAN_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
-  using Fn = int (*)(ibv_context*, uint8_t, unsigned int, int*);
-  static constinit ip::RealSym real_sym("ibv_query_gid_type", nullptr);
-  const auto real = reinterpret_cast<Fn>(real_sym.Get());
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kQueryGidType, context, nullptr, kObj, -1, -1);
-  if (IsSn(context)) {
-    uint32_t t = IBV_GID_TYPE_IB;
-    if (sn::QueryGidType(context, port_num, index, &t)) return -1;
-    *type = t == IBV_GID_TYPE_ROCE_V2 ? 1 : 0;  // sysfs terms: RoCE v2, else IB / RoCE v1
-    return 0;
-  }
-  return real ? real(context, port_num, index, type) : -1;
+  VERB_PROLOGUE(kOpenDevice, kQueryGidType, context, nullptr, kObj, -1, -1);
+  return ip::TableOf(context).query_gid_type(context, port_num, index, type);
 }

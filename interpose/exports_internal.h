@@ -1,12 +1,13 @@
 // interpose/exports_internal: what the exported-symbol layer's files
 // share (exports.cc: devices, queries, object-free helpers; exports_mr.cc:
-// PDs and MRs; exports_queues.cc: channels, CQs, SRQs, QPs, AHs): the
-// real-symbol macro, the event helpers, and the refusal of a call on a
-// dead handle (use-after-destroy; checkers/use_after_destroy.h has the
-// table of verbs).
+// PDs and MRs; exports_queues.cc: channels, CQs, SRQs, QPs, AHs): the one
+// prologue of an exported verb, the event helpers, and the refusal of a
+// call on a dead handle (use-after-destroy; checkers/use_after_destroy.h
+// has the table of verbs).  Every verb reaches its device through the
+// context's dispatch table (interpose/dispatch.h), softnic's or the real one.
 //
-// Each exported verb that takes a handle starts with RefuseDead on it (and
-// on its device context): a handle the program destroyed, or one whose
+// Each exported verb that takes a handle starts with VERB_PROLOGUE on it
+// (and on its device context): a handle the program destroyed, or one whose
 // context it closed, is refused with EINVAL (NULL and errno EINVAL for a
 // verb that returns a pointer) before the provider or softnic could read
 // freed memory, with checking off too; with checking on, one event names
@@ -25,18 +26,18 @@
 #include "core/options.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/dispatch.h"
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
-#include "softnic/softnic.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 #undef ibv_query_port
 #undef ibv_get_device_list
 
-namespace sn = rdmasan::softnic;
+using rdmasan::interpose::DispatchTable;
 using rdmasan::interpose::Real;
 using rdmasan::interpose::Reentry;
 namespace ip = rdmasan::interpose;
@@ -54,15 +55,16 @@ using rdmasan::core::EventKind;
 
 #define RDMASAN_EXPORT extern "C" __attribute__((visibility("default")))
 
-// The real function; `real` is null while libibverbs is not loaded (looked
-// up again once the process loaded something: loader.h).
+// The real function of a verb that reaches no device (string helpers, rate
+// conversions, fork control, the device list); `real` is null while
+// libibverbs is not loaded (looked up again once the process loaded
+// something: loader.h).  A verb that reaches a device goes through its
+// dispatch table instead.
 #define REAL(name, ver)                              \
   static constinit ip::RealSym real_sym(#name, ver); \
   const auto real = reinterpret_cast<decltype(&::name)>(real_sym.Get())
 
 namespace rdmasan::interpose::exported {
-
-inline bool IsSn(const ibv_context* c) { return sn::IsContext(c); }
 
 // Whether this call should become an Event.
 inline bool Watch(const Reentry& re) { return re.outer() && ip::Checking(); }
@@ -162,19 +164,23 @@ inline bool RefuseDead(EventKind kind, UadVerb verb, const void* handle, const i
                  re, Names::where, ev_ret))                                                                \
   return __VA_ARGS__
 
-// The event kind's own verb on a destroyed handle (the destroy verbs, the
-// creates under a closed context), as before the table.
-inline bool RefuseDestroyed(EventKind kind, const void* handle, core::StackId stack, const Reentry& re,
-                            bool as_parent = false) {
-  return RefuseDead(kind, UadVerb::kByKind, handle, nullptr, stack, re,
-                    as_parent ? Names::kParent : Names::kObj, as_parent ? -1 : EINVAL);
-}
+// The prologue every exported verb on a handle starts with, in this order:
+// the re-entry guard `re`; the refusal of the handle (REFUSE_IF_DEAD's
+// arguments), then of each other handle it takes (one REFUSE_IF_DEAD
+// each); then, for a verb that emits an event, the caller's stack
+// (`const auto stack = CALLER_STACK();`, REG_STACK() for the
+// registrations); then, for a create, alloc or registration, its fault
+// point (Fails); then the device, through TableOf(context).  A verb on a
+// device or on no handle starts with `Reentry re;` alone.
+#define VERB_PROLOGUE(kind, verb, handle, ctx, where, ev_ret, ...) \
+  Reentry re;                                                      \
+  REFUSE_IF_DEAD(kind, verb, handle, ctx, where, ev_ret, __VA_ARGS__)
 
 // Runs a provider's destroy of `obj` (id `id`): the heap block the provider
 // frees that holds the handle is held back, and on success the handle is
 // remembered as destroyed (interpose/destroyed.h), with checking off too.
 // True in *held when the block is the shim's now.
-// `kept`: softnic keeps the object's memory (its QPs, softnic.h).
+// `kept`: the device keeps the object's memory (softnic's QPs, softnic.h).
 template <typename Call>
 int DestroyHolding(const void* obj, core::ObjId id, Call call, bool* held = nullptr, bool kept = false) {
   if (held) *held = false;
@@ -187,21 +193,18 @@ int DestroyHolding(const void* obj, core::ObjId id, Call call, bool* held = null
   return rc;
 }
 
-// The destroy verbs: one Event (the object's id, taken before it goes),
-// the softnic or real call, then the shim forgets the object.  A handle
-// destroyed before is refused (use-after-destroy).
-template <typename Obj, typename SnFn, typename RealFn>
-int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, SnFn sn_fn, RealFn real,
+// The destroy verbs, after their prologue: one Event (the object's id,
+// taken before it goes), the device's destroy (`entry` of the table of the
+// object's context), then the shim forgets the object.
+template <typename Obj, typename Entry>
+int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, Entry DispatchTable::*entry,
             bool* held = nullptr) {
-  if (RefuseDestroyed(kind, obj, stack, re)) return EINVAL;
   Event e = Ev(kind, stack);
   e.obj = ip::Id(obj);
-  const bool sn = IsSn(obj->context);
+  const DispatchTable& table = ip::TableOf(obj->context);
   int rc = DestroyHolding(
-      obj, e.obj, [&] { return sn     ? sn_fn(obj)
-                               : real ? real(obj)
-                                      : ENOSYS; }, held,
-      /*kept=*/sn && kind == EventKind::kDestroyQp);
+      obj, e.obj, [&] { return (table.*entry)(obj); }, held,
+      /*kept=*/table.keeps_destroyed_qps && kind == EventKind::kDestroyQp);
   if (Watch(re)) Done(e, rc);
   if (!rc) ip::Forget(obj);
   return rc;

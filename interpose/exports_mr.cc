@@ -30,147 +30,101 @@ ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, 
 // --------------------------------------------------------------- PD / MR --
 
 RDMASAN_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
-  REAL(ibv_alloc_pd, "IBVERBS_1.1");
-  Reentry re;
+  VERB_PROLOGUE(kAllocPd, kByKind, context, nullptr, kParent, -1, nullptr);
   const auto stack = CALLER_STACK();
-  if (RefuseDestroyed(EventKind::kAllocPd, context, stack, re, /*as_parent=*/true)) return nullptr;
-  ibv_pd* pd = Fails(re, Point::kAllocPd, context) ? nullptr
-               : IsSn(context)                     ? sn::AllocPd(context)
-               : real                              ? real(context)
-                                                   : (errno = ENOSYS, nullptr);
+  ibv_pd* pd = Fails(re, Point::kAllocPd, context) ? nullptr : ip::TableOf(context).alloc_pd(context);
   return AfterCreate(re, stack, EventKind::kAllocPd, context, pd);
 }
 
 RDMASAN_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
-  REAL(ibv_dealloc_pd, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kDeallocPd, kByKind, pd, pd->context, kObj, EINVAL, EINVAL);
+  VERB_PROLOGUE(kDeallocPd, kByKind, pd, pd->context, kObj, EINVAL, EINVAL);
   const auto stack = CALLER_STACK();
   // A parent domain is a handle of its PD to the books (interpose/domains.h):
   // deallocating it ends no PD.
   if (ip::IsParentDomain(pd)) {
-    const int rc = IsSn(pd->context) ? sn::DeallocPd(pd) : real ? real(pd) : ENOSYS;
+    const int rc = ip::TableOf(pd->context).dealloc_pd(pd);
     if (!rc) ip::ForgetParentDomain(pd);
     return rc;
   }
-  return Destroy(EventKind::kDeallocPd, pd, stack, re, sn::DeallocPd, real);
+  return Destroy(EventKind::kDeallocPd, pd, stack, re, &DispatchTable::dealloc_pd);
 }
 
 // An imported object is a handle of the object the books already know
 // (interpose/domains.h); unimport forgets the handle, nothing else.
 RDMASAN_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
-  REAL(ibv_import_pd, "IBVERBS_1.10");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kImportPd, context, nullptr, kObj, -1, nullptr);
-  if (IsSn(context)) {
-    ibv_pd* original = nullptr;
-    ibv_pd* pd = sn::ImportPd(context, pd_handle, &original);
-    if (pd && re.outer()) ip::NoteAlias(pd, original);
-    return pd;
-  }
-  if (!real) return errno = EOPNOTSUPP, nullptr;
-  return real(context, pd_handle);
+  VERB_PROLOGUE(kOpenDevice, kImportPd, context, nullptr, kObj, -1, nullptr);
+  ibv_pd* original = nullptr;
+  ibv_pd* pd = ip::TableOf(context).import_pd(context, pd_handle, &original);
+  if (pd && re.outer()) ip::NoteAlias(pd, original);  // none for a real provider's
+  return pd;
 }
 
 RDMASAN_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
-  REAL(ibv_unimport_pd, "IBVERBS_1.10");
-  Reentry re;
-  REFUSE_IF_DEAD(kDeallocPd, kUnimportPd, pd, pd->context, kObj, EINVAL);
-  if (IsSn(pd->context)) {
-    ip::Forget(pd);
-    return sn::UnimportPd(pd);
-  }
-  if (real) real(pd);
-}
-
-// The three registration entry points differ only in how they call the
-// real function; softnic takes every one of them the same way.
-template <typename CallReal>
-ibv_mr* RegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, void* addr, size_t length,
-              uint64_t iova, unsigned access, bool have_real, CallReal call_real) {
-  ibv_mr* mr = Fails(re, Point::kRegMr, pd) ? nullptr
-               : IsSn(pd->context)          ? sn::RegMr(pd, addr, length, iova, access)
-               : have_real                  ? call_real()
-                                            : (errno = ENOSYS, nullptr);
-  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
+  VERB_PROLOGUE(kDeallocPd, kUnimportPd, pd, pd->context, kObj, EINVAL);
+  ip::Forget(pd);
+  ip::TableOf(pd->context).unimport_pd(pd);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-  REAL(ibv_reg_mr, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kRegMr, kByKind, pd, pd->context, kParent, -1, nullptr);
+  VERB_PROLOGUE(kRegMr, kByKind, pd, pd->context, kParent, -1, nullptr);
   const auto stack = REG_STACK();
-  return RegMr(re, stack, pd, addr, length, reinterpret_cast<uintptr_t>(addr), access, real != nullptr,
-               [&] { return real(pd, addr, length, access); });
+  ibv_mr* mr =
+      Fails(re, Point::kRegMr, pd) ? nullptr : ip::TableOf(pd->context).reg_mr(pd, addr, length, access);
+  return AfterRegMr(re, stack, pd, mr, addr, length, reinterpret_cast<uintptr_t>(addr), access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
-  REAL(ibv_reg_mr_iova, "IBVERBS_1.7");
-  Reentry re;
-  REFUSE_IF_DEAD(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
+  VERB_PROLOGUE(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
   const auto stack = REG_STACK();
-  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
-               [&] { return real(pd, addr, length, iova, access); });
+  ibv_mr* mr = Fails(re, Point::kRegMr, pd)
+                   ? nullptr
+                   : ip::TableOf(pd->context).reg_mr_iova(pd, addr, length, iova, access);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                                         unsigned access) {
-  REAL(ibv_reg_mr_iova2, "IBVERBS_1.8");
-  Reentry re;
-  REFUSE_IF_DEAD(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
+  VERB_PROLOGUE(kRegMr, kRegMrIova, pd, pd->context, kParent, -1, nullptr);
   const auto stack = REG_STACK();
-  return RegMr(re, stack, pd, addr, length, iova, access, real != nullptr,
-               [&] { return real(pd, addr, length, iova, access); });
+  ibv_mr* mr = Fails(re, Point::kRegMr, pd)
+                   ? nullptr
+                   : ip::TableOf(pd->context).reg_mr_iova2(pd, addr, length, iova, access);
+  return AfterRegMr(re, stack, pd, mr, addr, length, iova, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
                                          int access) {
-  REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12");
-  Reentry re;
-  REFUSE_IF_DEAD(kRegMr, kRegDmabufMr, pd, pd->context, kParent, -1, nullptr);
-  if (IsSn(pd->context) || !real) return errno = EOPNOTSUPP, nullptr;
+  VERB_PROLOGUE(kRegMr, kRegDmabufMr, pd, pd->context, kParent, -1, nullptr);
+  // A device without it (softnic) answers before the fault point.
+  const auto reg = ip::TableOf(pd->context).reg_dmabuf_mr.Find();
+  if (!reg) return errno = EOPNOTSUPP, nullptr;
   if (Fails(re, Point::kRegMr, pd)) return nullptr;
-  return real(pd, offset, length, iova, fd, access);
+  return reg(pd, offset, length, iova, fd, access);
 }
 
 RDMASAN_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
-  REAL(ibv_import_mr, "IBVERBS_1.10");
-  Reentry re;
-  REFUSE_IF_DEAD(kRegMr, kImportMr, pd, pd->context, kParent, -1, nullptr);
-  if (IsSn(pd->context)) {
-    ibv_mr* original = nullptr;
-    ibv_mr* mr = sn::ImportMr(pd, mr_handle, &original);
-    if (mr && re.outer()) ip::NoteAlias(mr, original);
-    return mr;
-  }
-  if (!real) return errno = EOPNOTSUPP, nullptr;
-  return real(pd, mr_handle);
+  VERB_PROLOGUE(kRegMr, kImportMr, pd, pd->context, kParent, -1, nullptr);
+  ibv_mr* original = nullptr;
+  ibv_mr* mr = ip::TableOf(pd->context).import_mr(pd, mr_handle, &original);
+  if (mr && re.outer()) ip::NoteAlias(mr, original);  // none for a real provider's
+  return mr;
 }
 
 RDMASAN_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
-  REAL(ibv_unimport_mr, "IBVERBS_1.10");
-  Reentry re;
-  REFUSE_IF_DEAD(kDeregMr, kUnimportMr, mr, mr->context, kObj, EINVAL);
-  if (IsSn(mr->context)) {
-    ip::Forget(mr);
-    return sn::UnimportMr(mr);
-  }
-  if (real) real(mr);
+  VERB_PROLOGUE(kDeregMr, kUnimportMr, mr, mr->context, kObj, EINVAL);
+  ip::Forget(mr);
+  ip::TableOf(mr->context).unimport_mr(mr);
 }
 
 RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
-  REAL(ibv_rereg_mr, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kReregMr, kByKind, mr, mr->context, kObj, IBV_REREG_MR_ERR_INPUT, IBV_REREG_MR_ERR_INPUT);
+  VERB_PROLOGUE(kReregMr, kByKind, mr, mr->context, kObj, IBV_REREG_MR_ERR_INPUT, IBV_REREG_MR_ERR_INPUT);
   REFUSE_IF_DEAD(kReregMr, kByKind, (flags & IBV_REREG_MR_CHANGE_PD) ? pd : nullptr, nullptr, kParent,
                  IBV_REREG_MR_ERR_INPUT, IBV_REREG_MR_ERR_INPUT);
   const auto stack = REG_STACK();
   void* const old_addr = mr->addr;
   const size_t old_length = mr->length;
   const uint32_t old_lkey = mr->lkey;
-  const int rc = IsSn(mr->context) ? sn::ReregMr(mr, flags, pd, addr, length, access)
-                 : real            ? real(mr, flags, pd, addr, length, access)
-                                   : IBV_REREG_MR_ERR_INPUT;
+  const int rc = ip::TableOf(mr->context).rereg_mr(mr, flags, pd, addr, length, access);
   const rdmasan::core::ObjId id = ip::Id(mr);
   if (Watch(re) && id) {
     Event e = Ev(EventKind::kReregMr, stack);
@@ -199,20 +153,15 @@ RDMASAN_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, s
 }
 
 RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
-  REAL(ibv_dereg_mr, "IBVERBS_1.1");
-  Reentry re;
-  REFUSE_IF_DEAD(kDeregMr, kByKind, mr, mr->context, kObj, EINVAL, EINVAL);
+  VERB_PROLOGUE(kDeregMr, kByKind, mr, mr->context, kObj, EINVAL, EINVAL);
   const auto stack = REG_STACK();
-  if (RefuseDestroyed(EventKind::kDeregMr, mr, stack, re)) return EINVAL;
   Event e = Ev(EventKind::kDeregMr, stack);
   e.obj = ip::Id(mr);
   e.lkey = mr->lkey;
   void* const addr = mr->addr;
   const size_t length = mr->length;
   const bool tracked = e.obj != 0;
-  int rc = DestroyHolding(mr, e.obj, [&] {
-    return IsSn(mr->context) ? sn::DeregMr(mr) : real ? real(mr) : ENOSYS;
-  });
+  int rc = DestroyHolding(mr, e.obj, [&] { return ip::TableOf(mr->context).dereg_mr(mr); });
   if (Watch(re)) Done(e, rc);
   // The memory of WRs still in flight stays watched (free-in-flight) after
   // their MR is gone (dereg-in-flight was just reported): the NIC may still
@@ -223,16 +172,11 @@ RDMASAN_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 }
 
 RDMASAN_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
-  REAL(ibv_import_dm, "IBVERBS_1.13");
-  Reentry re;
-  REFUSE_IF_DEAD(kOpenDevice, kImportDm, context, nullptr, kObj, -1, nullptr);
-  if (IsSn(context)) return sn::ImportDm(context, dm_handle);
-  if (!real) return errno = EOPNOTSUPP, nullptr;
-  return real(context, dm_handle);
+  VERB_PROLOGUE(kOpenDevice, kImportDm, context, nullptr, kObj, -1, nullptr);
+  return ip::TableOf(context).import_dm(context, dm_handle);
 }
 
 RDMASAN_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
-  REAL(ibv_unimport_dm, "IBVERBS_1.13");
-  if (IsSn(dm->context)) return sn::UnimportDm(dm);
-  if (real) real(dm);
+  Reentry re;
+  ip::TableOf(dm->context).unimport_dm(dm);
 }

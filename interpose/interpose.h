@@ -1,12 +1,14 @@
 // interpose: the verbs calls of an unmodified program, seen from the inside.
 //
-// Two layers (docs/RULES.md has the rules; the layering is described here).  (a) exports.cc defines every
+// Two layers (docs/RULES.md has the rules; the layering is described here).  (a) exports*.cc define every
 // function an application can call from libibverbs (the default-version
 // exports IBVERBS_1.0 .. 1.14); the dynamic linker binds the program's
 // versioned references to these unversioned definitions when librdmasan.so
-// is preloaded.  Objects of a softnic context go to softnic; everything else
-// goes to the real function, found with dlvsym(RTLD_NEXT, name, version)
-// or, when the program loaded libibverbs RTLD_LOCAL, in that library
+// is preloaded.  Each runs one prologue and its checks, then reaches the
+// device through the dispatch table of the object's context (dispatch.h):
+// softnic's functions for a softnic context, libibverbs' own exported
+// functions for any other, found with dlvsym(RTLD_NEXT, name, version) or,
+// when the program loaded libibverbs RTLD_LOCAL, in that library
 // (loader.h); a loader's own dlsym/dlvsym of a verb on a libibverbs handle
 // is handed the shim's definition (dl_hooks.cc).
 // (b) wrap.cc swaps the inline data-path dispatch pointers of each real
