@@ -55,6 +55,7 @@ const StackBounds& ThreadStackBounds() {
   }
   return b;
 }
+
 // ------------------------------------------------------ hidden text --
 // rdmasan's own frames never appear in a report: a stack captured inside
 // the shim (an ibv_wr_* batch that softnic posts, a hook the shim calls
