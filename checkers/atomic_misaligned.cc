@@ -16,7 +16,6 @@ namespace {
 }  // namespace
 
 void CheckAtomicMisaligned(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   for (const core::SendWr& w : c.e.send_wrs) {
     uint64_t total = 0;
     if (AtomicMisaligned(w, &total)) ReportAtomicMisaligned(c, w, total);

@@ -11,7 +11,6 @@
 namespace rdmasan::checkers {
 
 void CheckBufferModifiedInFlight(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kRetire) return;
   for (const auto& w : c.e.send_wrs) {
     for (size_t i = 0; i < w.sges.size(); ++i) {
       const core::Sge& g = w.sges[i];

@@ -71,14 +71,12 @@ void CheckCqOverrun(CheckContext& c) {
     cq = q->send_cq;
     st = q->scq;
     for (const core::SendWr& w : c.Posted()) adding += q->sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
-  } else if (e.kind == core::EventKind::kPostRecv) {
+  } else {  // post_recv
     const QpState* q = c.qp;
     if (!q) return;
     cq = q->recv_cq;
     st = q->rcq;
     adding = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
-  } else {
-    return;
   }
   if (!st || !adding) return;
   const uint64_t pending = c.s.PendingOn(*st) + adding;

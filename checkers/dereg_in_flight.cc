@@ -43,7 +43,6 @@ const OutstandingWr* OldestUseOfLkey(const State& s, uint32_t lkey, uint64_t* co
 }
 
 void CheckDeregInFlight(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kDeregMr) return;
   const MrState* mr = c.s.Mr(c.e.obj);
   if (!mr) return;
   // Count every use; name the oldest one on the object with the lowest id.

@@ -14,108 +14,60 @@ namespace {
 
 using core::EventKind;
 
-// Which checks look at which events, in report order.
-struct Entry {
-  EventKind kind;
-  core::CheckId id;  // the one check id the function reports
-  CheckFn fn;
-};
-constexpr Entry kChecks[] = {
-    {EventKind::kPostSend, core::CheckId::kPostBadQpState, CheckPostBadQpState},
-    {EventKind::kPostSend, core::CheckId::kPostAfterError, CheckPostAfterError},
-    {EventKind::kPostSend, core::CheckId::kSqOverflow, CheckSqOverflow},
-    {EventKind::kPostSend, core::CheckId::kUnsignaledDeadlock, CheckUnsignaledDeadlock},
-    {EventKind::kPostSend, core::CheckId::kUnsignaledRun, CheckUnsignaledRun},
-    {EventKind::kPostSend, core::CheckId::kCqOverrun, CheckCqOverrun},
-    {EventKind::kPostSend, core::CheckId::kSgeCount, CheckSgeCount},
-    {EventKind::kPostSend, core::CheckId::kInvalidLkey, CheckInvalidLkey},
-    {EventKind::kPostSend, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
-    {EventKind::kPostSend, core::CheckId::kMrAccess, CheckMrAccess},
-    {EventKind::kPostSend, core::CheckId::kInlineTooLarge, CheckInlineTooLarge},
-    {EventKind::kPostSend, core::CheckId::kAtomicMisaligned, CheckAtomicMisaligned},
-    {EventKind::kPostSend, core::CheckId::kWrIdDuplicate, CheckWrIdDuplicate},
-    {EventKind::kPostSend, core::CheckId::kRkeyNotBumped, CheckRkeyNotBumped},
-    {EventKind::kPostSend, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kPostRecv, core::CheckId::kPostBadQpState, CheckPostBadQpState},
-    {EventKind::kPostRecv, core::CheckId::kPostAfterError, CheckPostAfterError},
-    {EventKind::kPostRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
-    {EventKind::kPostRecv, core::CheckId::kCqOverrun, CheckCqOverrun},
-    {EventKind::kPostRecv, core::CheckId::kSgeCount, CheckSgeCount},
-    {EventKind::kPostRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
-    {EventKind::kPostRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
-    {EventKind::kPostRecv, core::CheckId::kMrAccess, CheckMrAccess},
-    {EventKind::kPostSrqRecv, core::CheckId::kRqOverflow, CheckRqOverflow},
-    {EventKind::kPostSrqRecv, core::CheckId::kCqOverrun, CheckCqOverrun},
-    {EventKind::kCreateQp, core::CheckId::kCqOverrun, CheckCqOverrun},
-    {EventKind::kResizeCq, core::CheckId::kCqOverrun, CheckCqOverrun},
-    {EventKind::kPostSrqRecv, core::CheckId::kSgeCount, CheckSgeCount},
-    {EventKind::kPostSrqRecv, core::CheckId::kInvalidLkey, CheckInvalidLkey},
-    {EventKind::kPostSrqRecv, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
-    {EventKind::kPostSrqRecv, core::CheckId::kMrAccess, CheckMrAccess},
-    // A TAG_ADD's buffer, as a receive's: its MR, bounds and LOCAL_WRITE.
-    {EventKind::kPostSrqOps, core::CheckId::kInvalidLkey, CheckInvalidLkey},
-    {EventKind::kPostSrqOps, core::CheckId::kSgeOutOfBounds, CheckSgeOutOfBounds},
-    {EventKind::kPostSrqOps, core::CheckId::kMrAccess, CheckMrAccess},
-    {EventKind::kPollCq, core::CheckId::kErrorCompletion, CheckErrorCompletion},
-    {EventKind::kRetire, core::CheckId::kBufferModifiedInFlight, CheckBufferModifiedInFlight},
-    {EventKind::kDeregMr, core::CheckId::kDeregInFlight, CheckDeregInFlight},
-    {EventKind::kDeregMr, core::CheckId::kDestroyInUse, CheckDestroyInUse},
-    {EventKind::kDeregMr, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kReregMr, core::CheckId::kReregInFlight, CheckReregInFlight},
-    {EventKind::kReregMr, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kBindMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kDeallocMw, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kDestroyCq, core::CheckId::kDestroyInUse, CheckDestroyInUse},
-    {EventKind::kDestroyCq, core::CheckId::kUnackedCqEvents, CheckUnackedCqEvents},
-    {EventKind::kDeallocPd, core::CheckId::kDestroyInUse, CheckDestroyInUse},
-    {EventKind::kDestroySrq, core::CheckId::kDestroyInUse, CheckDestroyInUse},
-    {EventKind::kDestroyAh, core::CheckId::kDestroyInUse, CheckDestroyInUse},
-    {EventKind::kWaitCqEvent, core::CheckId::kNotifyWithoutPoll, CheckNotifyWithoutPoll},
-    {EventKind::kFreeRange, core::CheckId::kFreeInFlight, CheckFreeInFlight},
-    {EventKind::kFreeRange, core::CheckId::kFreeRegistered, CheckFreeRegistered},
-    {EventKind::kFreeRange, core::CheckId::kInvalidateInFlight, CheckInvalidateInFlight},
-    {EventKind::kFork, core::CheckId::kForkWithMrs, CheckForkWithMrs},
-    {EventKind::kAckCqEvents, core::CheckId::kUnackedCqEvents, CheckUnackedCqEvents},
-    // A call on a destroyed handle (the interposer refused it).  These
-    // events name no live queue, so they never reach the quiet filters.
-    {EventKind::kPostSend, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kPostRecv, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kPostSrqRecv, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kPollCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kReqNotifyCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDestroyQp, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDestroyCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDestroySrq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDestroyAh, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDeallocPd, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDeregMr, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCloseDevice, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kAllocPd, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCreateCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCreateCompChannel, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kOpenDevice, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDestroyCompChannel, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCreateSrq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kModifySrq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCreateQp, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kModifyQp, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kCreateAh, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kRegMr, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kReregMr, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kAllocMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kDeallocMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kBindMw, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kAckCqEvents, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kResizeCq, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kGetCqEvent, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-    {EventKind::kPostSrqOps, core::CheckId::kUseAfterDestroy, CheckUseAfterDestroy},
-};
+// The dispatch, generated from the table of checks (core/checks.inc): for
+// each event kind, the checks whose row names it, in report order.
 
-constexpr size_t kNumEntries = sizeof(kChecks) / sizeof(kChecks[0]);
+// The EventKinds of a row's events column, as a mask.
+template <typename... Kinds>
+constexpr uint64_t KindMask(Kinds... kinds) {
+  return (uint64_t{0} | ... | (uint64_t{1} << static_cast<unsigned>(kinds)));
+}
+static_assert(static_cast<size_t>(EventKind::kCount) <= 64, "an events column is one word (KindMask)");
+static_assert(core::kNumChecks <= 64, "the enabled checks are one word (Engine::enabled_)");
+
+constexpr std::array<uint64_t, core::kNumChecks> kKindsOfCheck = [] {
+  using enum EventKind;
+  return std::array<uint64_t, core::kNumChecks>{
+#define RDMASAN_CHECK_ROW(name, id, severity, on, order, events, invariant) KindMask events,
+#include "core/checks.inc"
+#undef RDMASAN_CHECK_ROW
+  };
+}();
+
+constexpr bool Handles(core::CheckId id, EventKind k) {
+  return kKindsOfCheck[static_cast<size_t>(id)] >> static_cast<unsigned>(k) & 1;
+}
+
+// Every check id, by the table's order column (ties in row order).
+constexpr std::array<core::CheckId, core::kNumChecks> kReportOrder = [] {
+  constexpr int kOrder[] = {
+#define RDMASAN_CHECK_ROW(name, id, severity, on, order, events, invariant) order,
+#include "core/checks.inc"
+#undef RDMASAN_CHECK_ROW
+  };
+  std::array<core::CheckId, core::kNumChecks> ids{};
+  for (size_t i = 0; i < core::kNumChecks; ++i) ids[i] = static_cast<core::CheckId>(i);
+  for (size_t i = 1; i < ids.size(); ++i)  // insertion sort: stable, and constexpr
+    for (size_t j = i; j > 0 && kOrder[static_cast<size_t>(ids[j])] < kOrder[static_cast<size_t>(ids[j - 1])];
+         --j)
+      std::swap(ids[j], ids[j - 1]);
+  return ids;
+}();
+
+// Calls the check's function.  A template on the context's type, so that
+// the functions of the rows with no events (declared, never defined) are
+// never named outside a discarded branch.
+template <core::CheckId Id, typename Context>
+inline void CallCheck(Context& c) {
+#define RDMASAN_CHECK_ROW(name, id, severity, on, order, events, invariant) \
+  if constexpr (Id == core::CheckId::k##name) Check##name(c);
+#include "core/checks.inc"
+#undef RDMASAN_CHECK_ROW
+}
 
 constexpr size_t ChecksOf(EventKind k) {
   size_t n = 0;
-  for (const Entry& e : kChecks) n += e.kind == k;
+  for (size_t i = 0; i < core::kNumChecks; ++i) n += Handles(static_cast<core::CheckId>(i), k);
   return n;
 }
 // The quiet filters (checkers/quiet.h) test the condition of every check of
@@ -123,27 +75,28 @@ constexpr size_t ChecksOf(EventKind k) {
 static_assert(ChecksOf(EventKind::kPostSend) == 16, "add the new post_send check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPostRecv) == 9, "add the new post_recv check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
-static_assert(kNumEntries <= 128, "the enabled mask is two words (Engine::Mask)");
 
-// The checks of one event kind, in table order, as direct calls (the
+// The checks of one event kind, in report order, as direct calls (the
 // checkers library is built as one translation unit, so they can be
-// inlined here): an event pays for no indirect call per check.
-template <EventKind K, size_t... I>
-void RunKind(CheckContext& c, const uint64_t* enabled, std::index_sequence<I...>) {
+// inlined here): an event pays for no indirect call per check, and a check
+// that is not enabled costs one bit test.
+template <EventKind K, size_t... P>
+void RunKind(CheckContext& c, uint64_t enabled, std::index_sequence<P...>) {
   (
       [&] {
-        if constexpr (kChecks[I].kind == K)
-          if (enabled[I / 64] & (uint64_t{1} << (I % 64))) kChecks[I].fn(c);
+        constexpr core::CheckId kId = kReportOrder[P];
+        if constexpr (Handles(kId, K))
+          if (enabled & (uint64_t{1} << static_cast<size_t>(kId))) CallCheck<kId>(c);
       }(),
       ...);
 }
 
 template <size_t K>
-void RunKind(CheckContext& c, const uint64_t* enabled) {
-  RunKind<static_cast<EventKind>(K)>(c, enabled, std::make_index_sequence<kNumEntries>());
+void RunKind(CheckContext& c, uint64_t enabled) {
+  RunKind<static_cast<EventKind>(K)>(c, enabled, std::make_index_sequence<core::kNumChecks>());
 }
 
-using RunFn = void (*)(CheckContext&, const uint64_t*);
+using RunFn = void (*)(CheckContext&, uint64_t);
 template <size_t... K>
 constexpr std::array<RunFn, sizeof...(K)> MakeRunTable(std::index_sequence<K...>) {
   return {&RunKind<K>...};
@@ -222,11 +175,12 @@ struct alignas(64) Engine::Domain {  // its own cache lines: no false sharing of
 Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
     : assign_seq_(assign_seq), one_thread_(one_thread), domain_of_(std::make_unique<core::DenseIdTable>()) {
   // A disabled check is never reported: it does not run either.
-  for (size_t i = 0; i < kNumEntries; ++i)
-    if (enabled.Enabled(kChecks[i].id)) {
-      enabled_[i / 64] |= uint64_t{1} << (i % 64);
-      any_by_kind_[static_cast<size_t>(kChecks[i].kind)] = true;
-    }
+  for (size_t i = 0; i < core::kNumChecks; ++i) {
+    if (!enabled.Enabled(static_cast<core::CheckId>(i))) continue;
+    enabled_ |= uint64_t{1} << i;
+    for (size_t k = 0; k < static_cast<size_t>(EventKind::kCount); ++k)
+      if (kKindsOfCheck[i] >> k & 1) any_by_kind_[k] = true;
+  }
 }
 
 Engine::~Engine() = default;

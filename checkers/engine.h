@@ -134,7 +134,7 @@ class Engine {
   const bool assign_seq_;
   const bool one_thread_;
   bool quiet_filters_ = true;
-  uint64_t enabled_[2] = {};  // bit i % 64 of word i / 64: entry i of the check table runs
+  uint64_t enabled_ = 0;  // bit i: the check with CheckId i runs
   bool any_by_kind_[static_cast<size_t>(core::EventKind::kCount)] = {};
   State state_;
   std::unique_ptr<core::DenseIdTable> domain_of_;  // CQ, SRQ or QP id -> Node*

@@ -49,7 +49,6 @@ const char* StatusName(uint32_t s) {
 }  // namespace
 
 void CheckErrorCompletion(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPollCq) return;
   absl::flat_hash_set<core::ObjId> reported;
   for (const auto& wc : c.e.wcs) {
     if (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_WR_FLUSH_ERR) continue;

@@ -7,7 +7,7 @@
 namespace rdmasan::checkers {
 
 void CheckForkWithMrs(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kFork || c.s.fork_initialized() || c.s.mrs().empty()) return;
+  if (c.s.fork_initialized() || c.s.mrs().empty()) return;
   auto pinned = [](const MrState& m) { return !(m.access & IBV_ACCESS_ON_DEMAND); };
   const core::ObjId id = LowestIdWhere(c.s.mrs(), pinned);
   if (!id) return;

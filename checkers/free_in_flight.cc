@@ -28,7 +28,7 @@ const OutstandingWr* InFlight(const State& s, const Queue& q, uint64_t addr, uin
 }  // namespace
 
 void CheckFreeInFlight(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kFreeRange || c.e.length == 0) return;
+  if (c.e.length == 0) return;
   const uint64_t addr = c.e.addr, len = c.e.length;
   // The WR on the object with the lowest id (QPs and SRQs), so a replay
   // names the same one.

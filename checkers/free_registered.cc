@@ -24,7 +24,7 @@ bool ImplicitOdp(const MrState& m) { return (m.access & IBV_ACCESS_ON_DEMAND) &&
 }  // namespace
 
 void CheckFreeRegistered(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kFreeRange || c.e.length == 0) return;
+  if (c.e.length == 0) return;
   const uint64_t addr = c.e.addr, len = c.e.length;
   if (!c.s.mws().empty())
     if (core::ObjId id = LowestIdWhere(c.s.mws(), [&](const MwState& m) {

@@ -15,7 +15,6 @@ namespace {
 }  // namespace
 
 void CheckInlineTooLarge(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
   for (const core::SendWr& w : c.e.send_wrs) {

@@ -9,7 +9,6 @@
 namespace rdmasan::checkers {
 
 void CheckNotifyWithoutPoll(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kWaitCqEvent) return;
   // The CQs of this channel armed and not polled since, lowest id first.
   core::ObjId cq_id = c.s.LowestCqWhere([&](const CqState& cq) {
     return cq.channel == c.e.obj && cq.armed && !cq.polled_since_arm && cq.armed_with_pending;

@@ -8,7 +8,6 @@ namespace rdmasan::checkers {
 void CheckPostBadQpState(CheckContext& c) {
   const auto& e = c.e;
   const bool send = e.kind == core::EventKind::kPostSend;
-  if (!send && e.kind != core::EventKind::kPostRecv) return;
   const QpState* q = c.qp;
   if (!q || q->state == IBV_QPS_ERR) return;
   const char* verb = send ? "post_send" : "post_recv";

@@ -54,7 +54,7 @@ std::string Changes(const core::Event& e, const MrState& mr) {
 
 void CheckReregInFlight(CheckContext& c) {
   const core::Event& e = c.e;
-  if (e.kind != core::EventKind::kReregMr || !ReregTouchesMr(e)) return;
+  if (!ReregTouchesMr(e)) return;
   const MrState* mr = c.s.Mr(e.obj);
   if (!mr) return;
   const std::string what =

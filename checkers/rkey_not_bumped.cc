@@ -11,8 +11,7 @@ namespace rdmasan::checkers {
 
 void CheckRkeyNotBumped(CheckContext& c) {
   const auto& e = c.e;
-  if (e.kind != core::EventKind::kPostSend || e.send_wrs.empty() || c.Repeated(core::CheckId::kRkeyNotBumped))
-    return;
+  if (e.send_wrs.empty() || c.Repeated(core::CheckId::kRkeyNotBumped)) return;
   for (const core::SendWr& w : c.Posted()) {
     if (w.opcode != IBV_WR_BIND_MW) continue;
     const MwState* m = c.s.Mw(w.bind.mw);

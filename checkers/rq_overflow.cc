@@ -23,14 +23,12 @@ void CheckRqOverflow(CheckContext& c) {
     outstanding = q->rq.size();
     limit = q->caps.max_recv_wr;
     made = q->stack;
-  } else if (e.kind == core::EventKind::kPostSrqRecv) {
+  } else {  // post_srq_recv
     const SrqState* s = c.s.Srq(e.obj);
     if (!s) return;
     outstanding = s->rq.size();
     limit = s->max_wr;
     made = s->stack;
-  } else {
-    return;
   }
   if (outstanding + e.recv_wrs.size() <= limit) return;
   const std::string name =

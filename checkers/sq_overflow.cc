@@ -22,7 +22,6 @@ namespace {
 }  // namespace
 
 void CheckSqOverflow(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
   if (q->type == IBV_QPT_XRC_RECV) {

@@ -20,7 +20,7 @@ void CheckUnackedCqEvents(CheckContext& c) {
            {{core::StackKind::kCreated, "CQ created at", cq->stack}});
     return;
   }
-  if (c.e.kind != core::EventKind::kDestroyCq) return;
+  // ibv_destroy_cq.
   const CqState* cq = c.s.Cq(c.e.obj);
   if (!cq || cq->events_got <= cq->events_acked) return;
   c.Emit(

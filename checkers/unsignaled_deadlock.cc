@@ -17,7 +17,6 @@ namespace {
 }  // namespace
 
 void CheckUnsignaledDeadlock(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q || q->caps.max_send_wr == 0) return;
   uint64_t occupancy = q->sq.size();

@@ -17,7 +17,6 @@ namespace {
 }  // namespace
 
 void CheckUnsignaledRun(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q || q->sq_sig_all || q->caps.max_send_wr < 2) return;
   uint32_t run = q->unsignaled_run;

@@ -5,7 +5,6 @@
 namespace rdmasan::checkers {
 
 void CheckWrIdDuplicate(CheckContext& c) {
-  if (c.e.kind != core::EventKind::kPostSend) return;
   const QpState* q = c.qp;
   if (!q) return;
   for (size_t i = 0; i < c.e.send_wrs.size(); ++i) {
