@@ -292,6 +292,13 @@ class Fx {
 
 inline const Ids kNone = {};
 
+// The wr_ids of an SRQ's outstanding receives, oldest first.
+inline std::vector<uint64_t> SrqWrIds(const Fx& f, ObjId srq) {
+  std::vector<uint64_t> v;
+  for (const auto& w : f.eng.state().Srq(srq)->rq) v.push_back(w.wr_id);
+  return v;
+}
+
 // A PD with one all-access MR [0x10000, +0x10000) lkey 0x11, one CQ, one RC
 // QP in RTS on it (send and receive), with the given send depth.
 struct Basic {
