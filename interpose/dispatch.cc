@@ -18,7 +18,7 @@ extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsign
 
 namespace rdmasan::interpose {
 
-thread_local bool RealDeviceListOnly::active = false;
+constinit thread_local bool RealDeviceListOnly::active = false;
 
 namespace {
 

@@ -124,7 +124,7 @@ inline const DispatchTable& TableOfCommandFd(int cmd_fd) {
 struct RealDeviceListOnly {
   RealDeviceListOnly() { active = true; }
   ~RealDeviceListOnly() { active = false; }
-  static thread_local bool active;
+  static constinit thread_local bool active;
 };
 
 }  // namespace rdmasan::interpose
