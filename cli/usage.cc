@@ -179,7 +179,9 @@ std::string FuzzFlagsSynopsis() {
 }
 
 std::string FuzzUsageText() {
-  std::string out = Wrap(absl::StrCat("usage: rdmasan fuzz ", FuzzFlagsSynopsis(), " ", kFuzzRest), 0, 100);
+  constexpr absl::string_view kLead = "usage: rdmasan fuzz ";
+  std::string out = Wrap(absl::StrCat(FuzzFlagsSynopsis(), " ", kFuzzRest), kLead.size(), 100);
+  out.replace(0, kLead.size(), kLead.data(), kLead.size());  // continuation lines stay indented under it
   absl::StrAppend(&out, "flags:\n");
   for (const FuzzFlagRow& f : kFuzzFlags)
     absl::StrAppend(&out, "  ", FuzzFlag(f), "\n", Wrap(absl::StrCat(f.help, FuzzDefault(f)), 8, 100));
