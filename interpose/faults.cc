@@ -20,6 +20,7 @@
 #include "core/options.h"
 #include "core/own_fd.h"
 #include "core/report.h"
+#include "interpose/dispatch.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/sched.h"
@@ -288,10 +289,7 @@ int MoveQpToError(ibv_qp* qp) {
   ibv_qp_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_ERR;
-  if (softnic::IsContext(qp->context)) return softnic::ModifyQp(qp, &attr, IBV_QP_STATE);
-  static constinit RealSym real_sym("ibv_modify_qp", "IBVERBS_1.1");
-  const auto real = reinterpret_cast<int (*)(ibv_qp*, ibv_qp_attr*, int)>(real_sym.Get());
-  return real ? real(qp, &attr, IBV_QP_STATE) : ENOSYS;
+  return TableOf(qp->context).modify_qp(qp, &attr, IBV_QP_STATE);
 }
 
 void PoisonErrorWc(ibv_wc* wc) {
