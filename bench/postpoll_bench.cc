@@ -124,10 +124,10 @@ void SetMode(Setup& s, Mode mode) {
                             : mode == kReorder  ? "reorder=random"
                                                 : "faults=:reorder=off");
   if (mode == kNoShim) {
-    ip::UnwrapRealContext(s.ctx);
+    ip::UnwrapContext(s.ctx);
     return;
   }
-  ip::WrapRealContext(s.ctx);
+  ip::WrapContext(s.ctx);
   ip::SetChecking(mode >= kFullChecking);
 }
 

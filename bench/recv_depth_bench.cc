@@ -173,10 +173,10 @@ void SetMode(Mode mode) {
   namespace ip = rdmasan::interpose;
   ip::ResetDecisionsForTest("faults=:reorder=off");
   if (mode == kNoShim) {
-    ip::UnwrapRealContext(g_shared.ctx);
+    ip::UnwrapContext(g_shared.ctx);
     return;
   }
-  ip::WrapRealContext(g_shared.ctx);
+  ip::WrapContext(g_shared.ctx);
   ip::SetChecking(true);
 }
 

@@ -3,7 +3,8 @@
 //
 // ibv_reg_dm_mr and ibv_alloc_parent_domain are inline in verbs.h and
 // dispatch through the context's verbs_context ops: wrapped like the data
-// path, for real providers and softnic alike.  A DM MR is a kRegMr event
+// path, for real providers and softnic alike (their wrappers, wrap::RegDmMr
+// and wrap::AllocParentDomain, are in the list of interpose/wrap_ops.inc).  A DM MR is a kRegMr event
 // with addr 0 and iova 0 (zero-based: the program addresses it from 0; its
 // memory is the device's, none of the program's), access as asked
 // (IBV_ACCESS_ZERO_BASED in it).  A parent domain, and an imported PD or
@@ -19,10 +20,6 @@
 #include <infiniband/verbs.h>
 
 namespace rdmasan::interpose {
-
-// Swaps / restores a context's reg_dm_mr and alloc_parent_domain ops.
-void WrapDomainOps(ibv_context* ctx);
-void UnwrapDomainOps(ibv_context* ctx);
 
 // `obj` is a handle of the object `of` is (its id); Forget drops that.
 void NoteAlias(const void* obj, const void* of);

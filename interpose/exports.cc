@@ -147,7 +147,7 @@ namespace {
 // get the data-path wrappers and an id.
 ibv_context* NoteContext(const Reentry& re, ibv_context* ctx) {
   if (ctx && re.outer()) {
-    ip::WrapContext(ctx, /*softnic=*/false);  // the flag is ignored: wrapped alike
+    ip::WrapContext(ctx);
     ip::Assign(ctx);
   }
   return ctx;
@@ -164,7 +164,7 @@ RDMASAN_EXPORT int ibv_close_device(ibv_context* context) {
   const auto stack = CALLER_STACK();
   Event e = Ev(EventKind::kCloseDevice, stack);
   e.obj = ip::Id(context);
-  ip::UnwrapRealContext(context);
+  ip::UnwrapContext(context);
   ip::Forget(context);
   bool held = false;
   int rc = DestroyHolding(

@@ -6,7 +6,7 @@
 // the program's QPs.  Every non-zero decision becomes a kDecision event
 // (in the trace, and kept by the checkers to name in reports) and a line of
 // decision_log=PATH.  The fault points themselves live where the calls are:
-// the post wrappers (wrap.cc) fail a post at a chosen WR of the chain, the
+// the post wrappers (wrap_post.cc) fail a post at a chosen WR of the chain, the
 // create/alloc/reg exports (exports.cc) fail with NULL and an errno, the
 // scheduler turns a completion into an error and moves its QP to ERR
 // through the provider's own modify_qp.

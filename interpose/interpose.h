@@ -11,10 +11,13 @@
 // when the program loaded libibverbs RTLD_LOCAL, in that library
 // (loader.h); a loader's own dlsym/dlvsym of a verb on a libibverbs handle
 // is handed the shim's definition (dl_hooks.cc).
-// (b) wrap.cc swaps the inline data-path dispatch pointers of each real
-// context after creation (ops.post_send, post_recv, post_srq_recv, poll_cq,
-// req_notify_cq; verbs_context create_cq_ex, create_qp_ex, query_port) and
-// chains to the provider's value.
+// (b) the wrap*.cc files swap the inline data-path dispatch pointers of
+// each context after it is opened, real and softnic alike
+// (interpose/wrap_ops.inc lists them: ops.post_send, post_recv,
+// post_srq_recv, poll_cq, req_notify_cq, the memory-window ops;
+// verbs_context create_cq_ex, create_qp_ex, create_srq_ex, post_srq_ops,
+// query_port, reg_dm_mr, alloc_parent_domain) and chain to the provider's
+// value.
 //
 // May not: crash or change the result of a verb (wrappers return exactly
 // what the provider returned, errno included; the one exception is a call
@@ -36,12 +39,12 @@
 
 namespace rdmasan::interpose {
 
-// Swaps the data-path pointers of a context; idempotent.  The ibv_qp_ex
-// setters of its QPs are shadowed too, on every provider (softnic's
-// included: it refuses some batches before they reach post_send), so each
-// ibv_wr_* batch is one event as the application built it.
-void WrapContext(ibv_context* ctx, bool softnic);
-void WrapRealContext(ibv_context* ctx);
+// Swaps the data-path pointers of a context, real or softnic alike;
+// idempotent.  The ibv_qp_ex setters of its QPs are shadowed too, on every
+// provider (softnic's included: it refuses some batches before they reach
+// post_send), so each ibv_wr_* batch is one event as the application built
+// it.
+void WrapContext(ibv_context* ctx);
 // Drops the qp_ex shadow of a QP after it is destroyed (kept a while: a
 // thread may still be inside one of its hooks).
 void ForgetQp(ibv_qp* qp);
@@ -49,8 +52,9 @@ void ForgetQp(ibv_qp* qp);
 // ibv_wr_* batch another thread has open on it ends first, a later one is
 // refused at ibv_wr_start.
 void QuiesceQpEx(ibv_qp* qp, bool dying);
-// Forgets a real context before it is closed (restores its pointers).
-void UnwrapRealContext(ibv_context* ctx);
+// Forgets a context before it is closed: gives it back the provider's
+// pointers (real and softnic alike).
+void UnwrapContext(ibv_context* ctx);
 // After a successful close whose block the shim holds (interpose/destroyed.h):
 // the closed context's data-path ops lead to wrappers that refuse every
 // call through it (use-after-destroy), as the exports refuse its handles.

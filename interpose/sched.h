@@ -1,6 +1,6 @@
 // interpose/sched: legal completion reordering and delay, and injected
 // error completions (wc.error), in the poll paths of every wrapped context
-// (softnic and real providers alike: wrap.cc calls in here).
+// (softnic and real providers alike: wrap_poll.cc calls in here).
 //
 // When the run decides anything about completions (reorder=random|pct,
 // faults= naming wc.error, or schedule=), each CQ gets a bounded buffer

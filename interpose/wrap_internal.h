@@ -1,48 +1,91 @@
-// interpose/wrap_internal: what the data-path wrappers' files share
-// (wrap.cc: contexts, posts, polls and the extended creates;
-// wrap_qp_ex.cc: the ibv_qp_ex shadows; wrap_mw.cc: memory windows): the
-// provider's saved function pointers per context, and the refusal of a
-// call that reaches a wrapper through a dead object.
+// interpose/wrap_internal: what the data-path wrappers' files share: the
+// provider's saved ops per context (one list, wrap_ops.inc), the prologue
+// every post entry point starts with, and the refusal of a call that
+// reaches a wrapper through a dead object.  The files: wrap_context.cc
+// (the saved ops: save, swap, restore), wrap_post.cc (posts),
+// wrap_poll.cc (polls, the extended CQ), wrap_qp_ex.cc (the ibv_qp_ex
+// shadows), wrap_mw.cc (memory windows), wrap_create.cc (the extended
+// creates), domains.cc (device memory, parent domains).
 //
 // A context the program closed keeps (in its held-back block,
 // interpose/destroyed.h) ops that lead to these wrappers; they find no
 // saved pointers for it and refuse the call (use-after-destroy of the
 // context) instead of calling the provider.
 //
-// May not: be included outside interpose/wrap*.cc, or take a lock or a
-// map lookup on the data path beyond what wrap.cc's header allows.
+// May not: be included outside interpose/wrap*.cc and domains.cc, or take a
+// lock or a map lookup on the data path (the saved ops are found by a
+// lock-free scan: pass-through costs a few nanoseconds).
 #ifndef RDMASAN_INTERPOSE_WRAP_INTERNAL_H_
 #define RDMASAN_INTERPOSE_WRAP_INTERNAL_H_
 
+#include <errno.h>
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <cstddef>
+#include <memory>
+#include <type_traits>
 
 #include "checkers/use_after_destroy.h"
 #include "core/event.h"
 #include "core/stack.h"
+#include "interpose/destroyed.h"
+#include "interpose/interpose.h"
 
 namespace rdmasan::interpose::wrap {
 
-// The provider's pointers of one wrapped context.
+// The type of a wrapped op (wrap_ops.inc's table column).
+#define RDMASAN_WRAPPED_OP_TYPE_Ops(field) decltype(ibv_context_ops::field)
+#define RDMASAN_WRAPPED_OP_TYPE_Ext(field) decltype(verbs_context::field)
+
+// The provider's ops of one wrapped context (null: the provider has none).
 struct Saved {
   std::atomic<ibv_context*> ctx{nullptr};
-  int (*post_send)(ibv_qp*, ibv_send_wr*, ibv_send_wr**) = nullptr;
-  int (*post_recv)(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
-  int (*post_srq_recv)(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) = nullptr;
-  int (*poll_cq)(ibv_cq*, int, ibv_wc*) = nullptr;
-  int (*req_notify_cq)(ibv_cq*, int) = nullptr;
-  ibv_cq_ex* (*create_cq_ex)(ibv_context*, ibv_cq_init_attr_ex*) = nullptr;
-  ibv_qp* (*create_qp_ex)(ibv_context*, ibv_qp_init_attr_ex*) = nullptr;
-  ibv_srq* (*create_srq_ex)(ibv_context*, ibv_srq_init_attr_ex*) = nullptr;
-  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*, size_t) = nullptr;
-  ibv_mw* (*alloc_mw)(ibv_pd*, ibv_mw_type) = nullptr;
-  int (*dealloc_mw)(ibv_mw*) = nullptr;
-  int (*bind_mw)(ibv_qp*, ibv_mw*, ibv_mw_bind*) = nullptr;
-  int (*post_srq_ops)(ibv_srq*, ibv_ops_wr*, ibv_ops_wr**) = nullptr;
+#define RDMASAN_WRAPPED_OP(table, field, wrapper, on_closed) \
+  RDMASAN_WRAPPED_OP_TYPE_##table(field) field = nullptr;
+#include "interpose/wrap_ops.inc"
+#undef RDMASAN_WRAPPED_OP
 };
 
+// The wrappers, each of its op's own type.
+#define RDMASAN_WRAPPED_OP(table, field, wrapper, on_closed) \
+  std::remove_pointer_t<RDMASAN_WRAPPED_OP_TYPE_##table(field)> wrapper;
+#include "interpose/wrap_ops.inc"
+#undef RDMASAN_WRAPPED_OP
+
+// The saved ops of a wrapped context, or null.  Lock-free.
 Saved* Find(const ibv_context* ctx);
+
+// verbs_get_ctx_op's rule: an extended op (at `offset` in verbs_context)
+// exists if the provider's struct is big enough to hold it.
+inline bool HasOp(const verbs_context* v, size_t offset) { return v && v->sz >= sizeof(*v) - offset; }
+
+// The start of every post entry point (post_send, post_recv,
+// post_srq_recv, post_srq_ops, bind_mw; the ibv_qp_ex batches start the
+// same way over their own hooks), in one order:
+//   1. the re-entry guard (held for the whole call);
+//   2. the context's saved op (Real);
+//   3. the refusal of a dead handle, asked only if MayBeDead (one load
+//      while nothing was destroyed);
+//   then a missing op fails (Missing), a nested call (the shim's or a
+//   provider's own, !Outer) goes straight to the provider, and the body
+//   reaches 4. the fault point and 5. its checks (Checking()).
+class PostEntry {
+ public:
+  explicit PostEntry(const ibv_context* ctx) : saved_(Find(ctx)) {}
+  bool MayBeDead() const { return !saved_ || __builtin_expect(AnyDestroyed(), 0); }
+  template <typename Op>
+  Op Real(Op Saved::*op) const {
+    return saved_ ? saved_->*op : nullptr;
+  }
+  // A post through a context with no saved ops, or without the op.
+  int Missing() const { return saved_ ? EOPNOTSUPP : ENODEV; }
+  bool Outer() const { return re_.outer(); }
+
+ private:
+  Reentry re_;
+  Saved* saved_;
+};
 
 // Hashes the payloads the NIC will read (buffer-modified-in-flight), if
 // this post is among those the buffer_check option samples.
@@ -55,17 +98,22 @@ inline void Bump(std::atomic<uint64_t>& c) {
   c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-// The extended creates of QPs and SRQs (wrap_create.cc).
-ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
-ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+// Each thread's event of one of the busiest kinds (posts, polls), reused:
+// its vectors keep their storage, so a steady stream of posts and polls
+// neither constructs nor frees one (a fresh event costs more than many of
+// the checks).  `gone` is set by the holder's destructor: a verbs call
+// from a later thread destructor gets a fresh event in `spare`.  Only that
+// kind's calls use it, and each writes every field that kind's events
+// carry; what a call writes only sometimes it resets itself.
+inline core::Event& FreshEvent(core::Event& reused, bool gone, std::unique_ptr<core::Event>& spare,
+                               core::EventKind kind) {
+  core::Event& e = gone ? *(spare = std::make_unique<core::Event>()) : reused;
+  e.kind = kind;
+  return e;
+}
 
 // Shadows the ibv_wr_* setters of a provider's qp_ex (wrap_qp_ex.cc).
 void HookQpEx(ibv_qp_ex* q);
-
-// The context ops of memory windows (wrap_mw.cc).
-ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type);
-int DeallocMw(ibv_mw* mw);
-int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 
 // A wrapper reached for `obj` (of event kind `kind`, verb `verb`) whose
 // context `ctx` has no saved pointers: if `obj` or `ctx` is dead (the

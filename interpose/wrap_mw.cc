@@ -94,23 +94,30 @@ int DeallocMw(ibv_mw* mw) {
   return rc;
 }
 
+// ibv_bind_mw posts a bind WR to the QP's send queue: the post prologue
+// (wrap_internal.h), and post_send's fault point for a chain of one (the
+// provider is not called; ibv_bind_mw returns the errno).
 int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
-  Saved* s = Find(mw->context);
-  if (!s || AnyDestroyed()) {
-    if (RefuseDeadCall(qp, qp->context, core::EventKind::kBindMw, checkers::UadVerb::kByKind, EINVAL,
-                       RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME) ||
-        RefuseDeadCall(mw, mw->context, core::EventKind::kBindMw, checkers::UadVerb::kByKind, EINVAL,
-                       RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME, DeadMwToBind))
-      return EINVAL;
-  }
-  if (!s || !s->bind_mw) return EOPNOTSUPP;
-  Reentry re;
-  if (!re.outer() || !Checking()) return s->bind_mw(qp, mw, bind);
+  const PostEntry entry(mw->context);
+  if (entry.MayBeDead() &&
+      (RefuseDeadCall(qp, qp->context, core::EventKind::kBindMw, checkers::UadVerb::kByKind, EINVAL,
+                      RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME) ||
+       RefuseDeadCall(mw, mw->context, core::EventKind::kBindMw, checkers::UadVerb::kByKind, EINVAL,
+                      RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME, DeadMwToBind)))
+    return EINVAL;
+  const auto bind_mw = entry.Real(&Saved::bind_mw);
+  if (!bind_mw) return EOPNOTSUPP;
+  if (!entry.Outer()) return bind_mw(qp, mw, bind);
+  uint32_t at = 0;
+  const int injected = __builtin_expect(FaultActive(core::Point::kPostSend), 0)
+                           ? PostFault(core::Point::kPostSend, Id(qp), qp->qp_num, 1, &at)
+                           : 0;
+  if (!Checking()) return injected ? injected : bind_mw(qp, mw, bind);
   core::Event e;
   e.kind = core::EventKind::kBindMw;
   e.stack = RDMASAN_CAPTURE_CALLER_STACK();
   e.obj = Id(qp);
-  const int rc = s->bind_mw(qp, mw, bind);
+  const int rc = injected ? injected : bind_mw(qp, mw, bind);
   core::SendWr& w = e.send_wrs.emplace_back();
   w.wr_id = bind->wr_id;
   w.opcode = IBV_WR_BIND_MW;

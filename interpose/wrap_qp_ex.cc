@@ -241,6 +241,9 @@ int CompleteOrFault(WrHooks* h, ibv_qp_ex* q, uint32_t n) {
   return err;
 }
 
+// The post prologue's order (wrap_internal.h) over the QP's hooks: the
+// re-entry guard, the provider's functions, the refusal of a dead QP, the
+// fault point (not for a nested call), then the checks.
 int ShComplete(ibv_qp_ex* q) {
   Reentry re;
   WrHooks* h = WrHooksOf(q);
@@ -250,7 +253,7 @@ int ShComplete(ibv_qp_ex* q) {
     return EINVAL;
   if (!h || !h->started) return EINVAL;
   if (!h->open) {
-    const int rc = CompleteOrFault(h, q, 1);
+    const int rc = re.outer() ? CompleteOrFault(h, q, 1) : h->orig.wr_complete(q);
     EndBatch(h);
     return rc;
   }

@@ -80,12 +80,12 @@ class StubNic : public ::testing::Test {
     ctx_->ops.poll_cq = StubPoll;
     ctx_->ops.req_notify_cq = StubNotify;
     cq_.context = ctx_;
-    WrapRealContext(ctx_);
+    WrapContext(ctx_);
   }
   void TearDown() override {
     sched::ForgetCq(&cq_);
     for (auto& q : qp_) ForgetQpNum(&q);
-    UnwrapRealContext(ctx_);
+    UnwrapContext(ctx_);
   }
   // Call after Configure: the QPs are noted for the decider in force.
   void NoteQps() {

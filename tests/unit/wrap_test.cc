@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "core/report.h"
+#include "interpose/destroyed.h"
+#include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
@@ -57,7 +59,7 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   cq.context = &ctx;
 
   SetChecking(true);  // counters count checked calls
-  WrapRealContext(&ctx);
+  WrapContext(&ctx);
   ASSERT_TRUE(IsWrapped(&ctx));
   EXPECT_NE(ctx.ops.post_send, StubPostSend);
   Counters& c = GetCounters();
@@ -88,13 +90,13 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   EXPECT_EQ(c.post_send - sends0, 1u);
   EXPECT_EQ(c.poll_cq - polls0, 1u);
 
-  WrapRealContext(&ctx);  // idempotent: no double wrapping
+  WrapContext(&ctx);  // idempotent: no double wrapping
   EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
   EXPECT_EQ(g_stub.poll_cq, 2);
   EXPECT_EQ(c.poll_cq - polls0, 2u);
 
   SetChecking(false);
-  UnwrapRealContext(&ctx);
+  UnwrapContext(&ctx);
   EXPECT_FALSE(IsWrapped(&ctx));
   EXPECT_EQ(ctx.ops.post_send, StubPostSend);
   EXPECT_EQ(v.query_port, StubQueryPort);
@@ -164,7 +166,7 @@ TEST(WrapRealContext, AtomicWriteIsAWrTheCheckersJudge) {
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx.ops.post_send = StubPostSend;
   SetChecking(true);
-  WrapRealContext(&ctx);
+  WrapContext(&ctx);
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = 8;
@@ -195,7 +197,7 @@ TEST(WrapRealContext, AtomicWriteIsAWrTheCheckersJudge) {
   EXPECT_EQ(r.Count(core::CheckId::kAtomicMisaligned), misaligned + 1);
   ForgetQp(qp);
   SetChecking(false);
-  UnwrapRealContext(&ctx);
+  UnwrapContext(&ctx);
 }
 
 TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
@@ -206,7 +208,7 @@ TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx.ops.post_send = StubPostSend;
   SetChecking(true);
-  WrapRealContext(&ctx);
+  WrapContext(&ctx);
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = 1;
@@ -235,7 +237,7 @@ TEST(WrapRealContext, QpExBatchesOfARealProviderAreEvents) {
   EXPECT_EQ(core::GlobalReporter().Count(core::CheckId::kSqOverflow), overflows + 1);
   ForgetQp(qp);
   SetChecking(false);
-  UnwrapRealContext(&ctx);
+  UnwrapContext(&ctx);
 }
 
 }  // namespace
@@ -342,7 +344,7 @@ TEST(WrapRealContext, WindowVerbsAndWrsAreEvents) {
   ctx.ops.dealloc_mw = StubDeallocMw;
   ctx.ops.bind_mw = StubBindMw;
   SetChecking(true);
-  WrapRealContext(&ctx);
+  WrapContext(&ctx);
   EXPECT_NE(ctx.ops.alloc_mw, StubAllocMw);
   ibv_pd pd{};
   pd.context = &ctx;
@@ -404,7 +406,7 @@ TEST(WrapRealContext, WindowVerbsAndWrsAreEvents) {
   EXPECT_EQ(g_mw.deallocs, 1);
   ForgetQp(qp);
   SetChecking(false);
-  UnwrapRealContext(&ctx);
+  UnwrapContext(&ctx);
   EXPECT_EQ(ctx.ops.alloc_mw, StubAllocMw);
 }
 
@@ -433,6 +435,149 @@ TEST(ChainCopy, BindAndLocalInvWrs) {
   EXPECT_EQ(e.send_wrs[1].imm_data, 0x4000101u);
   EXPECT_TRUE(e.send_wrs[1].sges.empty());
   EXPECT_EQ(e.send_wrs[1].num_sge, 0);
+}
+
+}  // namespace
+}  // namespace rdmasan::interpose
+
+namespace rdmasan::interpose {
+namespace {
+
+// The saved-ops list (interpose/wrap_ops.inc), over every op it names: each
+// op the provider has is saved and swapped for the shim's wrapper, and
+// given back at unwrap; an op it left NULL, or an extended op its struct
+// is too small to hold, is not touched.  A closed context's block leads to
+// the refusing wrappers.
+#define RDMASAN_TEST_OP_Ops(v, field) (v).context.ops.field
+#define RDMASAN_TEST_OP_Ext(v, field) (v).field
+
+TEST(WrapRealContext, SavedOpsGoBackAtUnwrap) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  uintptr_t fake = 0x1000;  // the provider's pointers, never called
+#define RDMASAN_WRAPPED_OP(table, field, wrapper, on_closed) \
+  RDMASAN_TEST_OP_##table(v, field) =                        \
+      reinterpret_cast<decltype(RDMASAN_TEST_OP_##table(v, field))>(fake += 0x10);
+#include "interpose/wrap_ops.inc"
+#undef RDMASAN_WRAPPED_OP
+  v.context.ops.bind_mw = nullptr;  // a provider without it
+  verbs_context provider;
+  std::memcpy(&provider, &v, sizeof(v));
+  WrapContext(&v.context);
+  ASSERT_TRUE(IsWrapped(&v.context));
+  int swapped = 0;
+#define RDMASAN_WRAPPED_OP(table, field, wrapper, on_closed)                                          \
+  if (RDMASAN_TEST_OP_##table(provider, field)) {                                                     \
+    EXPECT_NE(RDMASAN_TEST_OP_##table(v, field), RDMASAN_TEST_OP_##table(provider, field)) << #field; \
+    ++swapped;                                                                                        \
+  }
+#include "interpose/wrap_ops.inc"
+#undef RDMASAN_WRAPPED_OP
+  EXPECT_GE(swapped, 14);
+  EXPECT_EQ(v.context.ops.bind_mw, nullptr);
+  UnwrapContext(&v.context);
+  EXPECT_FALSE(IsWrapped(&v.context));
+#define RDMASAN_WRAPPED_OP(table, field, wrapper, on_closed) \
+  EXPECT_EQ(RDMASAN_TEST_OP_##table(v, field), RDMASAN_TEST_OP_##table(provider, field)) << #field;
+#include "interpose/wrap_ops.inc"
+#undef RDMASAN_WRAPPED_OP
+
+  // A provider whose verbs_context ends before query_port (the newest op).
+  v.sz = sizeof(v) - offsetof(verbs_context, advise_mr);
+  WrapContext(&v.context);
+  EXPECT_EQ(v.query_port, provider.query_port);
+  EXPECT_NE(v.create_qp_ex, provider.create_qp_ex);
+  UnwrapContext(&v.context);
+  EXPECT_EQ(v.create_qp_ex, provider.create_qp_ex);
+
+  // Closed (its block held): the ops the list refuses on lead to the shim.
+  RefuseOnClosedContext(&v.context);
+  EXPECT_NE(v.context.ops.post_send, provider.context.ops.post_send);
+  EXPECT_NE(v.context.ops.bind_mw, nullptr);
+  EXPECT_EQ(v.reg_dm_mr, provider.reg_dm_mr);
+}
+
+#undef RDMASAN_TEST_OP_Ops
+#undef RDMASAN_TEST_OP_Ext
+
+// Every post entry point starts alike (wrap_internal.h, PostEntry):
+// post_srq_ops refuses a dead SRQ as post_srq_recv does, and reaches the
+// SRQ's fault point; bind_mw reaches post_send's.
+struct StubOps {
+  int ops = 0, binds = 0;
+} g_ops;
+
+int StubPostSrqOps(ibv_srq*, ibv_ops_wr* wr, ibv_ops_wr** bad) {
+  for (; wr; wr = wr->next) {
+    ++g_ops.ops;
+    if (wr->opcode == IBV_WR_TAG_ADD) wr->tm.handle = 0x40 + g_ops.ops;
+  }
+  *bad = nullptr;
+  return 0;
+}
+int StubBindMwOnly(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return ++g_ops.binds, 0; }
+
+TEST(WrapRealContext, PostSrqOpsStartsAsEveryPost) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  v.post_srq_ops = StubPostSrqOps;
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.bind_mw = StubBindMwOnly;
+  WrapContext(&ctx);
+  ibv_srq srq{};
+  srq.context = &ctx;
+  ibv_ops_wr add2{}, add1{};
+  add1.opcode = add2.opcode = IBV_WR_TAG_ADD;
+  add1.next = &add2;
+  ibv_ops_wr* bad = nullptr;
+  for (bool checking : {false, true}) {
+    SetChecking(checking);
+    g_ops = {};
+    EXPECT_EQ(ibv_post_srq_ops(&srq, &add1, &bad), 0);
+    EXPECT_EQ(g_ops.ops, 2);
+
+    // A destroyed SRQ: refused whole, the provider never called.
+    NoteDestroyed(&srq, 0, /*kept=*/true);
+    ASSERT_NE(DestroyedId(&srq), 0u);
+    bad = nullptr;
+    EXPECT_EQ(ibv_post_srq_ops(&srq, &add1, &bad), EINVAL);
+    EXPECT_EQ(bad, &add1);
+    EXPECT_EQ(g_ops.ops, 2);
+    ForgetDestroyed(&srq);
+
+    // The SRQ's fault point fails the chain at its second op: the first is
+    // done, its handle written into the program's WR.
+    ResetDecisionsForTest("faults=post_srq_recv:once:wr=1:errno=ENOMEM");
+    g_ops = {};
+    add1.tm.handle = add2.tm.handle = 0;
+    EXPECT_EQ(ibv_post_srq_ops(&srq, &add1, &bad), ENOMEM);
+    EXPECT_EQ(bad, &add2);
+    EXPECT_EQ(g_ops.ops, 1);
+    EXPECT_EQ(add1.tm.handle, 0x41u);
+    EXPECT_EQ(add2.tm.handle, 0u);
+
+    // ibv_bind_mw posts one bind WR: post_send's fault point fails it.
+    ResetDecisionsForTest("faults=post_send:once:errno=ENOMEM");
+    ibv_pd pd{};
+    pd.context = &ctx;
+    ibv_mw mw{};
+    mw.context = &ctx;
+    mw.pd = &pd;
+    mw.type = IBV_MW_TYPE_1;
+    ibv_qp qp{};
+    qp.context = &ctx;
+    qp.pd = &pd;
+    ibv_mw_bind mb{};
+    EXPECT_EQ(ibv_bind_mw(&qp, &mw, &mb), ENOMEM);
+    EXPECT_EQ(g_ops.binds, 0);
+    EXPECT_EQ(ibv_bind_mw(&qp, &mw, &mb), 0);
+    EXPECT_EQ(g_ops.binds, 1);
+    ResetDecisionsForTest("faults=");
+  }
+  SetChecking(false);
+  UnwrapContext(&ctx);
 }
 
 }  // namespace
