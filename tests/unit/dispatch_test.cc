@@ -127,5 +127,25 @@ TEST(DispatchTable, RealEntryIsFoundOnceLibibverbsIsLoaded) {
   dlclose(h);
 }
 
+// Each entry's symbol and version name a function of the installed
+// libibverbs (the adapters find theirs themselves).
+TEST(DispatchTable, EveryRealEntryNamesALibibverbsFunction) {
+  void* h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) GTEST_SKIP() << "libibverbs.so.1 not installed: " << dlerror();
+  const DispatchTable& t = RealTable();
+  auto in_libibverbs = [h](const char* symbol, const char* version) {
+    return version ? dlvsym(h, symbol, version) : dlsym(h, symbol);
+  };
+#define RDMASAN_DISPATCH(entry, Ret, Params, symbol, version, softnic, real, missing)              \
+  EXPECT_NE(in_libibverbs(#symbol, version), nullptr) << #symbol;                                  \
+  if (std::string(#real) == "nullptr")                                                             \
+    EXPECT_EQ(reinterpret_cast<void*>(t.entry.Find()), in_libibverbs(#symbol, version)) << #entry; \
+  else                                                                                             \
+    EXPECT_NE(t.entry.Find(), nullptr) << #entry;
+#include "interpose/dispatch.inc"
+#undef RDMASAN_DISPATCH
+  dlclose(h);
+}
+
 }  // namespace
 }  // namespace rdmasan::interpose
