@@ -500,6 +500,14 @@ int DestroyQp(ibv_qp* ibqp) {
     std::unique_lock<std::mutex> scq = PollerLock(qp->send_cq);
     std::unique_lock<std::mutex> rcq = PollerLock(qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr);
     FabricLock lock(p->fab);
+    // The QP's completions not yet polled go with it, as a provider's
+    // destroy_qp cleans them from its CQs (mlx5_destroy_qp: __mlx5_cq_clean
+    // of both CQs): a ULP frees the receive buffers of a QP it destroyed and
+    // polls on (libfabric's rxm crashed reading the flush of a receive of a
+    // connection it had shut down).  A CQ another thread keeps in the middle
+    // of an ibv_start_poll keeps them.
+    if (scq.owns_lock()) CleanCqLocked(p, qp->send_cq, qp->slot, qp->shm->qpn, qp->srq);
+    if (rcq.owns_lock()) CleanCqLocked(p, qp->recv_cq, qp->slot, qp->shm->qpn, qp->srq);
     DetachAllMcastLocked(p, qp->slot);
     DetachAllFlowsLocked(p, qp->slot);
     if (qp->ind_table) ReleaseRssLocked(p, qp);

@@ -453,6 +453,21 @@ TEST_F(SoftnicPair, AdviseMrTakesOdpKeysOnly) {
   EXPECT_EQ(ibv_dereg_mr(odp), 0);
 }
 
+// A destroyed QP takes its completions not yet polled with it, as a
+// provider's destroy_qp cleans them from its CQs (mlx5_destroy_qp): a ULP
+// that frees a destroyed QP's receive buffers never polls their flushes.
+TEST_F(SoftnicPair, DestroyQpCleansItsCompletions) {
+  ASSERT_EQ(Post(1, IBV_WR_RDMA_WRITE, 0x30, 0, 8), 0);  // side 1's own send completion
+  ASSERT_EQ(PostRecv(1, 0x31, 0, 64), 0);
+  ASSERT_EQ(PostRecv(1, 0x32, 64, 64), 0);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(qp_[1], &a, IBV_QP_STATE), 0);  // flushes both receives
+  ASSERT_EQ(ibv_destroy_qp(qp_[1]), 0);
+  qp_[1] = nullptr;
+  EXPECT_TRUE(Poll(1, 1, 50).empty()) << "a flush of the destroyed QP was delivered";
+}
+
 // ibv_resize_cq: the unpolled completions move to the new ring in order;
 // a size below them is EINVAL, as on rxe and mlx5.
 TEST_F(SoftnicPair, ResizeCqKeepsUnpolledCompletions) {
