@@ -21,13 +21,14 @@
 #include "softnic/access.h"
 #include "softnic/internal.h"
 #include "softnic/interrupt.h"
+#include "softnic/owned.h"
 
 namespace rdmasan::softnic {
 
 ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
   Process* p = GetProcess();
   if (!p) return nullptr;
-  auto* ch = new (std::nothrow) SnChannel();
+  auto ch = NewOwned<SnChannel>();
   if (!ch) {
     errno = ENOMEM;
     return nullptr;
@@ -37,16 +38,12 @@ ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
     ShmHeader* h = p->fab->hdr();
     uint32_t slot = FreeSlot(h->channels);
     if (slot == kNone) {
-      delete ch;
       errno = EMFILE;
       return nullptr;
     }
     uint32_t gen = h->channels[slot].gen;
     ch->ch.fd = MakeEventSocket(p->fab, EventSocket::kChannel, slot, &gen);
     if (ch->ch.fd < 0) {
-      int e = errno;
-      delete ch;
-      errno = e;
       return nullptr;
     }
     h->channels[slot].in_use = 1;
@@ -57,7 +54,7 @@ ibv_comp_channel* CreateCompChannel(ibv_context* ctx) {
   }
   ch->ch.context = ctx;
   ch->ch.refcnt = 0;
-  return &ch->ch;
+  return &ch.release()->ch;  // the program's handle now
 }
 
 int DestroyCompChannel(ibv_comp_channel* ibch) {
@@ -83,7 +80,7 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
     errno = EINVAL;
     return nullptr;
   }
-  auto* cq = new (std::nothrow) SnCq();
+  auto cq = NewOwned<SnCq>();
   if (!cq) {
     errno = ENOMEM;
     return nullptr;
@@ -96,7 +93,6 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   uint32_t slot = FreeSlot(h->cqs);
   uint64_t ring = slot == kNone ? 0 : p->fab->Alloc(uint64_t(nslots) * sizeof(ShmCqe));
   if (slot == kNone || !ring) {
-    delete cq;
     errno = ENOMEM;
     return nullptr;
   }
@@ -127,10 +123,10 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   x.cqe = cqe;
   pthread_mutex_init(&x.mutex, nullptr);
   pthread_cond_init(&x.cond, nullptr);
-  InstallCqExOps(cq);
+  InstallCqExOps(cq.get());
   if (ibch) ++ibch->refcnt;
-  p->cqs[slot] = cq;
-  return &cq->cqx;
+  p->cqs[slot] = cq.get();
+  return &cq.release()->cqx;  // the program's handle now
 }
 
 }  // namespace
@@ -380,7 +376,7 @@ bool ProgressIfDue(Process* p, SnCq* cq) {
 
 }  // namespace
 
-int PollCq(ibv_cq* ibcq, int n, ibv_wc* wc) {
+int PollCqOp(ibv_cq* ibcq, int n, ibv_wc* wc) {
   Process* p = GetProcess();
   if (!p || n < 0) return -1;
   SnCq* cq = Cq(ibcq);
@@ -421,7 +417,7 @@ void CleanCqLocked(Process* p, SnCq* cq, uint32_t qp_slot, uint32_t qpn, SnSrq* 
   (void)p;
 }
 
-int ReqNotifyCq(ibv_cq* ibcq, int solicited_only) {
+int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
   SnCq* cq = Cq(ibcq);
   if (!ibcq->channel) return EINVAL;
   cq->shm->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);

@@ -14,8 +14,10 @@
 // every earlier WR of the SQ); receive slots likewise; errors move the QP
 // to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
 // receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in
-// cq.cc; windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV)
-// in mw.cc.  IBV_SEND_FENCE needs nothing more: a WR runs only after every
+// cq.cc; SENDs to a tag-matching SRQ in tag_matching.cc; RDMA WRITE, READ
+// and the atomics in one_sided.cc (execute.h: what these rooms share);
+// windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV) in
+// mw.cc.  IBV_SEND_FENCE needs nothing more: a WR runs only after every
 // earlier WR of its QP, RDMA READs and atomics included, has landed.  An
 // error completion's reason goes to the fabric's ring (explain.cc).
 //
@@ -30,18 +32,16 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
 #include "softnic/access.h"
+#include "softnic/execute.h"
 #include "softnic/internal.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
-namespace {
-
-constexpr int kPending = -1;  // RNR: stays in the SQ
+namespace exec {
 
 // Responder's RNR NAK timer (IB spec table 45), in nanoseconds.
 uint64_t RnrTimerNs(uint32_t code) {
@@ -74,36 +74,6 @@ ibv_wc_opcode WcOpcode(uint32_t wr_opcode) {
   }
 }
 
-struct Exec {
-  Process* p;
-  ShmHeader* h;
-  SnQp* qp;
-  pid_t self;
-  MrTables mrs;
-  uint64_t wr_id = 0;  // of the WR executing
-  char why[kWhyText];  // the reason of its error completion
-  // Where the executing WR lands at its responder: the PD its keys must
-  // be of (an XRC target's: the SRQ's), and an XRC message's SRQ slot.
-  uint32_t resp_proc = kNone;
-  uint32_t resp_pd = kNone;
-  uint32_t xrc_srq = kNone;
-  // Tag matching: the tag a message took (given back if it cannot land),
-  // and a rendezvous's FIN, which reaches the requester after its SEND's
-  // own completion.
-  uint32_t tm_srq = kNone;
-  uint32_t tm_handle = kNone;
-  bool fin_pending = false;
-  uint64_t fin_tag = 0;  // network order, as in the TMH
-  uint32_t fin_from = 0;
-};
-
-__attribute__((format(printf, 2, 3))) void Why(Exec& x, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(x.why, sizeof(x.why), fmt, ap);
-  va_end(ap);
-}
-
 ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
   uint32_t slot = qpn & 0xfff;
   if (slot >= kMaxQps) return nullptr;
@@ -120,14 +90,6 @@ bool CanReceive(const ShmQp& q) {
   auto s = q.state.load(std::memory_order_relaxed);
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD;
 }
-
-// A receive WQE as the requester uses it: copied out of shared memory once
-// (its owner, or anyone, may rewrite the ring meanwhile), with num_sge
-// bounded by the queue's SGE count.
-struct RecvCopy {
-  alignas(ShmRecvWqe) uint8_t bytes[sizeof(ShmRecvWqe) + kMaxSge * sizeof(ShmSge)];
-  ShmRecvWqe* wqe() { return reinterpret_cast<ShmRecvWqe*>(bytes); }
-};
 
 // Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
 // nullptr if none is posted.  *corrupt: the queue's shared fields do not
@@ -474,197 +436,6 @@ bool Land(Exec& x, const SendWqe& w, ShmQp& resp, int* st) {
   return true;
 }
 
-// ----------------------------------------------------------- tag matching --
-// A SEND to an RC QP on a TM SRQ (tm.cc keeps the tag list): its payload
-// starts with a struct ibv_tmh.  EAGER with a matching tag: the payload
-// after the TMH lands in the tagged buffer (IBV_WC_TM_RECV, TM_MATCH |
-// TM_DATA_VALID, the tag and app_ctx in the TM info).  RNDV with a match:
-// a TM_RECV with TM_MATCH at once, then the responder reads the data the
-// struct ibv_rvh names from the requester (its rkey must grant
-// REMOTE_READ) into the tagged buffer (TM_RECV, TM_DATA_VALID; a read that
-// fails completes TM_RNDV_INCOMPLETE and software finishes it), and sends
-// the requester a FIN (a TMH of op IBV_TMH_FIN) into its next receive.
-// Unmatched EAGER or RNDV: unexpected, the whole message lands in an
-// ordinary receive of the SRQ (TM_RECV, no TM flags) and the SRQ counts
-// it; NO_TAG likewise, as IBV_WC_TM_NO_TAG, uncounted.  Anything else is
-// a plain IBV_WC_RECV.
-
-// Segments `lseg` less their first `skip` bytes.
-uint32_t SkipBytes(const Seg* lseg, uint32_t nl, uint64_t skip, Seg* out) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < nl; ++i) {
-    if (skip >= lseg[i].len) {
-      skip -= lseg[i].len;
-      continue;
-    }
-    out[n++] = {lseg[i].va + skip, static_cast<uint32_t>(lseg[i].len - skip), lseg[i].key};
-    skip = 0;
-  }
-  return n;
-}
-
-// A tag entry as a receive WQE (its buffer and recv_wr_id).
-ShmRecvWqe* TagAsRecv(const ShmTag& t, RecvCopy* copy) {
-  ShmRecvWqe* w = copy->wqe();
-  w->wr_id = t.recv_wr_id;
-  w->num_sge = t.num_sge;
-  for (uint32_t i = 0; i < t.num_sge; ++i) w->sge[i] = t.sge[i];
-  return w;
-}
-
-int DeliverRndv(Exec& x, const SendWqe& w, ShmQp& resp, const ShmTag& t, const ibv_tmh& tmh,
-                const ibv_rvh& rvh, pid_t dst_pid, uint64_t len) {
-  ShmQp& me = *x.qp->shm;
-  RecvCopy copy;
-  ShmRecvWqe* rw = TagAsRecv(t, &copy);
-  ShmCqe head{};
-  InitRecvCqe(w, len, &head);
-  head.opcode = IBV_WC_TM_RECV;
-  head.wc_flags |= IBV_WC_TM_MATCH;
-  head.tm = kTmTagFirst;
-  head.tm_srq = x.tm_srq;
-  head.tm_handle = x.tm_handle;
-  head.tm_tag = be64toh(tmh.tag);
-  head.tm_priv = be32toh(tmh.app_ctx);
-  RecvCompletion(x, resp, rw, head, IBV_WC_SUCCESS);
-  // The responder's RDMA READ: the requester's QP is its responder.
-  const uint32_t rlen = be32toh(rvh.len);
-  const uint32_t srq_pd = x.h->srqs[x.tm_srq].pd;
-  Seg rseg[kMaxSge];
-  uint32_t nr = 0;
-  uint64_t cap = 0, src_va = 0;
-  uint32_t status = IBV_WC_SUCCESS;
-  if (!ValidateSges(x.mrs, x.resp_proc, srq_pd, rw->sge, std::min(rw->num_sge, kTmMaxSge),
-                    IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap) ||
-      rlen > cap ||
-      !ValidateRkeyIn(x.mrs, me, x.p->fab->self_proc(), me.pd, be32toh(rvh.rkey), be64toh(rvh.va), rlen,
-                      IBV_ACCESS_REMOTE_READ, &src_va)) {
-    Why(x,
-        "TM_RNDV_INCOMPLETE at the responder QP 0x%x: the rendezvous read of %u bytes (rkey 0x%x) was "
-        "refused",
-        resp.qpn, rlen, be32toh(rvh.rkey));
-    status = IBV_WC_TM_RNDV_INCOMPLETE;
-  } else if (rlen) {
-    Seg src{src_va, rlen};
-    if (Move(x.self, dst_pid, rseg, nr, x.self, &src, 1)) {
-      Why(x, "TM_RNDV_INCOMPLETE at the responder QP 0x%x: memory of the rendezvous read is gone", resp.qpn);
-      status = IBV_WC_TM_RNDV_INCOMPLETE;
-    }
-  }
-  ShmCqe data{};
-  data.opcode = IBV_WC_TM_RECV;
-  data.wc_flags = status == IBV_WC_SUCCESS ? IBV_WC_TM_DATA_VALID : 0;
-  data.byte_len = status == IBV_WC_SUCCESS ? rlen : 0;
-  data.tm = kTmTagLast;
-  data.tm_srq = x.tm_srq;
-  data.tm_handle = x.tm_handle;
-  RecvCompletion(x, resp, rw, data, status);
-  if (status == IBV_WC_SUCCESS) {
-    x.fin_pending = true;
-    x.fin_tag = tmh.tag;
-    x.fin_from = resp.qpn;
-  }
-  return IBV_WC_SUCCESS;
-}
-
-// The FIN of a rendezvous, into the requester's next receive (after its
-// SEND's completion).  With none posted the FIN is lost (a NIC's responder
-// would retry on RNR; software learns of the data from its own SEND).
-void DeliverFinLocked(Exec& x) {
-  x.fin_pending = false;
-  ShmQp& me = *x.qp->shm;
-  x.xrc_srq = kNone;
-  x.tm_handle = kNone;
-  uint32_t srq_slot;
-  RecvCopy copy;
-  bool corrupt;
-  ShmRecvWqe* rw = TakeRecv(x, me, &srq_slot, &copy, &corrupt);
-  if (!rw) return;
-  ibv_tmh fin{};
-  fin.opcode = IBV_TMH_FIN;
-  fin.tag = x.fin_tag;
-  const uint32_t pd = srq_slot != kNone ? x.h->srqs[srq_slot].pd : me.pd;
-  Seg rseg[kMaxSge];
-  uint32_t nr = 0;
-  uint64_t cap = 0;
-  uint32_t status = IBV_WC_SUCCESS;
-  if (!ValidateSges(x.mrs, x.p->fab->self_proc(), pd, rw->sge, std::min(rw->num_sge, kMaxSge),
-                    IBV_ACCESS_LOCAL_WRITE, rseg, &nr, &cap)) {
-    status = IBV_WC_LOC_PROT_ERR;
-  } else if (cap < sizeof(fin)) {
-    status = IBV_WC_LOC_LEN_ERR;
-  } else {
-    Seg src{reinterpret_cast<uint64_t>(&fin), sizeof(fin)};
-    if (Move(x.self, x.self, rseg, nr, x.self, &src, 1)) status = IBV_WC_LOC_PROT_ERR;
-  }
-  ShmCqe c{};
-  c.wr_id = rw->wr_id;
-  c.status = status;
-  c.opcode = IBV_WC_RECV;
-  c.byte_len = sizeof(fin);
-  c.qp_num = me.qpn;
-  c.qp_slot = x.qp->slot;
-  c.src_qp = x.fin_from;
-  c.slid = 1;
-  PushCqeLocked(x.p, me.recv_cq, c);
-}
-
-int ExecuteTmSend(Exec& x, SendWqe& w, ShmQp& resp, const Seg* lseg, uint32_t nl, uint64_t len) {
-  ShmQp& me = *x.qp->shm;
-  uint8_t hdr[sizeof(ibv_tmh) + sizeof(ibv_rvh)] = {};
-  const uint32_t hl = static_cast<uint32_t>(std::min<uint64_t>(len, sizeof(hdr)));
-  Seg hs{reinterpret_cast<uint64_t>(hdr), hl};
-  if (hl && Move(x.self, x.self, &hs, 1, x.self, lseg, nl)) {
-    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
-    return IBV_WC_LOC_PROT_ERR;
-  }
-  ibv_tmh tmh;
-  ibv_rvh rvh;
-  memcpy(&tmh, hdr, sizeof(tmh));
-  memcpy(&rvh, hdr + sizeof(tmh), sizeof(rvh));
-  const uint32_t srq = resp.srq;
-  const uint32_t op = len >= sizeof(tmh) ? tmh.opcode : 0xff;
-  const bool tagged = op == IBV_TMH_EAGER || (op == IBV_TMH_RNDV && len >= sizeof(hdr));
-  const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
-  if (!dst_pid) return NoResponder(x);
-  if (tagged) {
-    ShmTag t;
-    const uint32_t handle = MatchTagLocked(x.p->fab, srq, be64toh(tmh.tag), &t);
-    if (handle != kNone) {
-      x.tm_srq = srq;
-      x.tm_handle = handle;
-      if (op == IBV_TMH_RNDV) return DeliverRndv(x, w, resp, t, tmh, rvh, dst_pid, len);
-      RecvCopy copy;
-      ShmRecvWqe* rw = TagAsRecv(t, &copy);
-      Seg body[kMaxSge];
-      const uint32_t nb = SkipBytes(lseg, nl, sizeof(tmh), body);
-      ShmCqe c{};
-      InitRecvCqe(w, len - sizeof(tmh), &c);
-      c.opcode = IBV_WC_TM_RECV;
-      c.wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
-      c.tm = kTmTagLast;
-      c.tm_srq = srq;
-      c.tm_handle = handle;
-      c.tm_tag = be64toh(tmh.tag);
-      c.tm_priv = be32toh(tmh.app_ctx);
-      return DeliverSend(x, w, resp, rw, srq, c, dst_pid, body, nb, len - sizeof(tmh));
-    }
-  }
-  // Unexpected, NO_TAG, or no TMH: an ordinary receive of the SRQ.
-  uint32_t srq_slot;
-  RecvCopy copy;
-  bool corrupt;
-  ShmRecvWqe* rw = TakeRecv(x, resp, &srq_slot, &copy, &corrupt);
-  if (corrupt) return NoResponder(x);
-  if (!rw) return NoReceiveWqe(x, me, resp, w);
-  ShmCqe c{};
-  InitRecvCqe(w, len, &c);
-  c.opcode = tagged ? IBV_WC_TM_RECV : op == IBV_TMH_NO_TAG ? IBV_WC_TM_NO_TAG : IBV_WC_RECV;
-  const int st = DeliverSend(x, w, resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
-  if (st == IBV_WC_SUCCESS && tagged) ++x.h->srqs[srq].tm_unexpected;
-  return st;
-}
-
 // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the WRs that consume a receive
 // WQE of the responder, delivered to `resp` (found live and of a matching
 // type by the caller).
@@ -789,126 +560,6 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
   if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
   return SendTo(x, w, resp, lseg, nl, len);
-}
-
-int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
-                 uint64_t len) {
-  uint64_t va = 0;
-  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, len,
-                      IBV_ACCESS_REMOTE_WRITE, &va)) {
-    if (x.qp->shm->type == IBV_QPT_UC) return IBV_WC_SUCCESS;
-    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, x.why, sizeof(x.why));
-    ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
-    return IBV_WC_REM_ACCESS_ERR;
-  }
-  if (!len) return IBV_WC_SUCCESS;
-  Seg dst{va, static_cast<uint32_t>(len)};
-  int e = Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
-  if (e == ESRCH) return NoResponder(x);
-  if (e && LocalFault(lseg, nl, false)) {
-    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
-    return IBV_WC_LOC_PROT_ERR;
-  }
-  if (e) {
-    Why(x, "REM_ACCESS_ERR: the target memory is no longer mapped in the responder's process");
-    ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
-    return IBV_WC_REM_ACCESS_ERR;
-  }
-  if (dst_pid != x.self) ++x.h->ops;
-  return IBV_WC_SUCCESS;
-}
-
-int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
-                uint64_t len) {
-  uint64_t va = 0;
-  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ,
-                      &va)) {
-    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, len, IBV_ACCESS_REMOTE_READ, x.why, sizeof(x.why));
-    ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
-    return IBV_WC_REM_ACCESS_ERR;
-  }
-  if (!len) return IBV_WC_SUCCESS;
-  Seg src{va, static_cast<uint32_t>(len)};
-  int e = Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
-  if (e == ESRCH) return NoResponder(x);
-  if (e && LocalFault(lseg, nl, true)) {
-    Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
-    return IBV_WC_LOC_PROT_ERR;
-  }
-  if (e) {
-    Why(x, "REM_ACCESS_ERR: the source memory is no longer mapped in the responder's process");
-    ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
-    return IBV_WC_REM_ACCESS_ERR;
-  }
-  return IBV_WC_SUCCESS;
-}
-
-// The value an atomic leaves at its target.
-uint64_t AtomicResult(const SendWqe& w, uint64_t old) {
-  if (w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) return old + w.compare_add;
-  return old == w.compare_add ? w.swap : old;
-}
-
-// An atomic at its target (in another process or ours): read, then write
-// back if changed, with copies that fail instead of faulting.  All softnic
-// atomics run under the fabric lock, so the read-modify-write is atomic
-// with respect to each other (IBV_ATOMIC_HCA: not to the CPU's).
-int AtomicAtTarget(Exec& x, const SendWqe& w, pid_t dst_pid, uint64_t va, uint64_t* old) {
-  Seg rs{va, 8}, ls{reinterpret_cast<uint64_t>(old), 8};
-  int e = Move(x.self, x.self, &ls, 1, dst_pid, &rs, 1);
-  if (e == ESRCH) return NoResponder(x);
-  if (e) return IBV_WC_REM_ACCESS_ERR;
-  uint64_t nv = AtomicResult(w, *old);
-  if (nv != *old) {
-    Seg ns{reinterpret_cast<uint64_t>(&nv), 8};
-    e = Move(x.self, dst_pid, &rs, 1, x.self, &ns, 1);
-    if (e) return IBV_WC_REM_ACCESS_ERR;
-  }
-  return IBV_WC_SUCCESS;
-}
-
-// CMP_AND_SWP, FETCH_AND_ADD: the original value lands in the local SGE.
-int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
-                  uint64_t len) {
-  if (len != 8 || nl != 1) {
-    Why(x, "LOC_LEN_ERR: an atomic's local buffer must be one 8-byte SGE");
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if (w.remote_addr % 8) {
-    Why(x, "REM_INV_REQ_ERR: atomic remote address 0x%" PRIx64 " is not 8-byte aligned", w.remote_addr);
-    ResponderError(x, resp, IBV_EVENT_QP_REQ_ERR);
-    return IBV_WC_REM_INV_REQ_ERR;
-  }
-  uint64_t va = 0;
-  if (!ValidateRkeyIn(x.mrs, resp, x.resp_proc, x.resp_pd, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC,
-                      &va)) {
-    WhyRkey(x.mrs, resp, w.rkey, w.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC, x.why, sizeof(x.why));
-    ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
-    return IBV_WC_REM_ACCESS_ERR;
-  }
-  uint64_t old = 0;
-  int st = AtomicAtTarget(x, w, dst_pid, va, &old);
-  if (st != IBV_WC_SUCCESS) return st;
-  Seg from{reinterpret_cast<uint64_t>(&old), 8};
-  return Move(x.self, x.self, lseg, 1, x.self, &from, 1) ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
-}
-
-// ATOMIC_WRITE: the 8 bytes land at an 8-aligned address the rkey grants
-// for REMOTE_WRITE, in one copy under the fabric lock (so no other softnic
-// access sees half of it).  A misaligned address is a NAK Invalid Request,
-// as for the other atomics.
-int ExecuteAtomicWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
-                       uint64_t len) {
-  if (len != kAtomicWriteBytes) {
-    Why(x, "LOC_LEN_ERR: an atomic write carries exactly 8 bytes, not %" PRIu64, len);
-    return IBV_WC_LOC_LEN_ERR;
-  }
-  if (w.remote_addr % kAtomicWriteBytes) {
-    Why(x, "REM_INV_REQ_ERR: atomic write remote address 0x%" PRIx64 " is not 8-byte aligned", w.remote_addr);
-    ResponderError(x, resp, IBV_EVENT_QP_REQ_ERR);
-    return IBV_WC_REM_INV_REQ_ERR;
-  }
-  return ExecuteWrite(x, w, resp, dst_pid, lseg, nl, len);
 }
 
 // RDMA_WRITE, RDMA_READ and the atomics: one-sided, no receive WQE.
@@ -1044,14 +695,18 @@ bool OpcodeAllowed(uint32_t type, uint32_t op) {
   }
 }
 
-}  // namespace
+}  // namespace exec
+
+using exec::FindQp;
+using exec::OpcodeAllowed;
+using exec::RunSqLocked;
 
 void FlushSq(Process* p, SnQp* qp) {
   FabricLock lock(p->fab);
   RunSqLocked(p, qp);
 }
 
-int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Process* p = GetProcess();
   SnQp* qp = Qp(ibqp);
   if (!p) {

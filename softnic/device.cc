@@ -36,13 +36,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/options.h"
 #include "core/report.h"
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 
 namespace rdmasan::softnic {
 namespace {
@@ -224,13 +227,12 @@ Process* AttachProcess() {
     errno = g_process_errno;
     return nullptr;
   }
-  auto* p = new Process();
+  auto p = std::make_unique<Process>();
   p->fab = Fabric::Attach(core::GlobalOptions().softnic_fabric);
   if (!p->fab) {
     g_process_errno = errno ? errno : ENODEV;
     core::Diag(absl::StrCat("softnic: cannot attach fabric '", core::GlobalOptions().softnic_fabric,
                             "': ", strerror(g_process_errno)));
-    delete p;
     errno = g_process_errno;
     return nullptr;
   }
@@ -241,8 +243,8 @@ Process* AttachProcess() {
     core::AddBeforeExitHook(RemoveFabricFileAtExit);
     pthread_atfork(nullptr, nullptr, ForgetParentProcess);
   }
-  g_process.store(p, std::memory_order_release);
-  return p;
+  g_process.store(p.get(), std::memory_order_release);
+  return p.release();  // the process's for life
 }
 
 }  // namespace
@@ -305,7 +307,7 @@ __be64 DeviceGuid() { return htobe64(kNodeGuidHost); }
 ibv_context* OpenDevice(ibv_device* dev) {
   Process* p = GetProcess();
   if (!p) return nullptr;
-  auto* c = new (std::nothrow) SnContext();
+  auto c = NewOwned<SnContext>();
   if (!c) {
     errno = ENOMEM;
     return nullptr;
@@ -327,25 +329,31 @@ ibv_context* OpenDevice(ibv_device* dev) {
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx.num_comp_vectors = 1;
   pthread_mutex_init(&ctx.mutex, nullptr);
-  ctx.ops.poll_cq = PollCq;
-  ctx.ops.req_notify_cq = ReqNotifyCq;
-  ctx.ops.post_send = PostSend;
-  ctx.ops.post_recv = PostRecv;
-  ctx.ops.post_srq_recv = PostSrqRecv;
+  ctx.ops.poll_cq = PollCqOp;
+  ctx.ops.req_notify_cq = ReqNotifyCqOp;
+  ctx.ops.post_send = PostSendOp;
+  ctx.ops.post_recv = PostRecvOp;
+  ctx.ops.post_srq_recv = PostSrqRecvOp;
   ctx.ops.alloc_mw = AllocMw;
   ctx.ops.dealloc_mw = DeallocMw;
   ctx.ops.bind_mw = BindMw;
   // A memfd of its own: its identity names the context to ibv_import_device
   // (import.cc), which a dup of /dev/null could not.
   ctx.cmd_fd = memfd_create("softnic-context", MFD_CLOEXEC);
+  // Until the context is the program's, a failure gives back what it holds
+  // (errno stays the failure's).
+  absl::Cleanup give_back = [&ctx] {
+    const int e = errno;
+    close(ctx.cmd_fd);
+    pthread_mutex_destroy(&ctx.mutex);
+    errno = e;
+  };
   {
     std::lock_guard<std::mutex> g(p->mu);
     FabricLock lock(p->fab);
     ShmHeader* h = p->fab->hdr();
     uint32_t slot = FreeSlot(h->ctxs);
     if (slot == kNone) {
-      close(ctx.cmd_fd);
-      delete c;
       errno = ENOMEM;
       return nullptr;
     }
@@ -353,21 +361,15 @@ ibv_context* OpenDevice(ibv_device* dev) {
     // that is not ours yet.
     uint32_t gen = h->ctxs[slot].gen;
     ctx.async_fd = MakeEventSocket(p->fab, EventSocket::kAsync, slot, &gen);
-    if (ctx.async_fd < 0) {
-      int e = errno;
-      close(ctx.cmd_fd);
-      pthread_mutex_destroy(&ctx.mutex);
-      delete c;
-      errno = e;
-      return nullptr;
-    }
+    if (ctx.async_fd < 0) return nullptr;
     h->ctxs[slot].in_use = 1;
     h->ctxs[slot].proc = p->fab->self_proc();
     h->ctxs[slot].gen = gen;
     c->slot = slot;
     c->gen = gen;
-    p->ctxs[slot] = c;
+    p->ctxs[slot] = c.release();  // the program's handle now
   }
+  std::move(give_back).Cancel();
   return &ctx;
 }
 

@@ -29,6 +29,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
@@ -57,20 +58,20 @@ struct Use {
   uint64_t type;
 };
 
-struct Domains {
+struct DomainTable {
   std::mutex mu;
   absl::flat_hash_map<const ibv_pd*, SnParentDomain*> parents;
   absl::flat_hash_map<const ibv_pd*, uint32_t> of_protection;  // parent domains per PD
   absl::flat_hash_map<const void*, Use> uses;
 };
-Domains& D() {
-  static Domains* d = new Domains();
-  return *d;
+DomainTable& Domains() {
+  static DomainTable* table = new DomainTable();
+  return *table;
 }
 
 SnParentDomain* FindLocked(const ibv_pd* pd) {
-  auto it = D().parents.find(pd);
-  return it == D().parents.end() ? nullptr : it->second;
+  auto it = Domains().parents.find(pd);
+  return it == Domains().parents.end() ? nullptr : it->second;
 }
 
 // Records `obj` as made with `pd` (if a parent domain), taking its block
@@ -78,7 +79,7 @@ SnParentDomain* FindLocked(const ibv_pd* pd) {
 bool Attach(ibv_pd* pd, const void* obj, uint64_t type, size_t size) {
   SnParentDomain* d;
   {
-    std::lock_guard<std::mutex> g(D().mu);
+    std::lock_guard<std::mutex> g(Domains().mu);
     d = FindLocked(pd);
     if (!d) return true;
   }
@@ -91,9 +92,9 @@ bool Attach(ibv_pd* pd, const void* obj, uint64_t type, size_t size) {
     }
     if (block == IBV_ALLOCATOR_USE_DEFAULT) block = nullptr;
   }
-  std::lock_guard<std::mutex> g(D().mu);
+  std::lock_guard<std::mutex> g(Domains().mu);
   ++d->users;
-  D().uses[obj] = {d, block, type};
+  Domains().uses[obj] = {d, block, type};
   return true;
 }
 
@@ -116,7 +117,7 @@ ibv_td* AllocTd(ibv_context* ctx, ibv_td_init_attr* attr) {
 int DeallocTd(ibv_td* ibtd) {
   auto* td = reinterpret_cast<SnTd*>(ibtd);
   {
-    std::lock_guard<std::mutex> g(D().mu);
+    std::lock_guard<std::mutex> g(Domains().mu);
     if (td->users) return EBUSY;
   }
   delete td;
@@ -138,15 +139,14 @@ ibv_pd* AllocParentDomain(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* d = new (std::nothrow) SnParentDomain();
+  auto d = NewOwned<SnParentDomain>();
   if (!d) {
     errno = ENOMEM;
     return nullptr;
   }
-  std::lock_guard<std::mutex> g(D().mu);
+  std::lock_guard<std::mutex> g(Domains().mu);
   // A parent domain's protection domain is a PD, not another parent domain.
   if (FindLocked(attr->pd)) {
-    delete d;
     errno = EINVAL;
     return nullptr;
   }
@@ -161,18 +161,18 @@ ibv_pd* AllocParentDomain(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
   }
   if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) d->pd_context = attr->pd_context;
   if (d->td) ++d->td->users;
-  ++D().of_protection[attr->pd];
-  D().parents[&d->base.pd] = d;
-  return &d->base.pd;
+  ++Domains().of_protection[attr->pd];
+  Domains().parents[&d->base.pd] = d.get();
+  return &d.release()->base.pd;  // the program's handle now
 }
 
 bool IsParentDomain(const ibv_pd* pd) {
-  std::lock_guard<std::mutex> g(D().mu);
+  std::lock_guard<std::mutex> g(Domains().mu);
   return FindLocked(pd) != nullptr;
 }
 
 ibv_pd* ProtectionDomainOf(ibv_pd* pd) {
-  std::lock_guard<std::mutex> g(D().mu);
+  std::lock_guard<std::mutex> g(Domains().mu);
   SnParentDomain* d = FindLocked(pd);
   return d ? d->protection : pd;
 }
@@ -180,13 +180,13 @@ ibv_pd* ProtectionDomainOf(ibv_pd* pd) {
 int DeallocParentDomain(ibv_pd* pd) {
   SnParentDomain* d;
   {
-    std::lock_guard<std::mutex> g(D().mu);
+    std::lock_guard<std::mutex> g(Domains().mu);
     d = FindLocked(pd);
     if (!d) return EINVAL;
     if (d->users) return EBUSY;
-    D().parents.erase(pd);
-    auto it = D().of_protection.find(d->protection);
-    if (it != D().of_protection.end() && --it->second == 0) D().of_protection.erase(it);
+    Domains().parents.erase(pd);
+    auto it = Domains().of_protection.find(d->protection);
+    if (it != Domains().of_protection.end() && --it->second == 0) Domains().of_protection.erase(it);
     if (d->td) --d->td->users;
   }
   delete d;
@@ -194,8 +194,8 @@ int DeallocParentDomain(ibv_pd* pd) {
 }
 
 bool HasParentDomains(const ibv_pd* pd) {
-  std::lock_guard<std::mutex> g(D().mu);
-  return D().of_protection.contains(pd);
+  std::lock_guard<std::mutex> g(Domains().mu);
+  return Domains().of_protection.contains(pd);
 }
 
 ibv_qp* QpInDomain(ibv_qp* qp, ibv_pd* pd) {
@@ -237,11 +237,11 @@ void DetachFromDomain(const void* obj) {
   void* pd_context = nullptr;
   Use u;
   {
-    std::lock_guard<std::mutex> g(D().mu);
-    auto it = D().uses.find(obj);
-    if (it == D().uses.end()) return;
+    std::lock_guard<std::mutex> g(Domains().mu);
+    auto it = Domains().uses.find(obj);
+    if (it == Domains().uses.end()) return;
     u = it->second;
-    D().uses.erase(it);
+    Domains().uses.erase(it);
     // Read before the count drops: the domain may go as soon as it does.
     user_free = u.domain->free;
     pd = &u.domain->base.pd;

@@ -18,6 +18,7 @@
 #include "core/report.h"
 #include "core/spin_lock.h"
 #include "softnic/leftovers.h"
+#include "softnic/owned.h"
 #include "softnic/user_dir.h"
 
 namespace rdmasan::softnic {
@@ -144,12 +145,9 @@ ShmHeader* MapFabricFile(const std::string& path, uint64_t total, int* fd_out) {
     }
     // The tables and the heap's first free block are touched at once.
     if (int e = Reserve(fd, 0, HeaderBytes() + kPage)) {
-      fprintf(
-          stderr,
-          "==%d==rdmasan: softnic: no room for the fabric's tables (%llu KiB) in %s: %s; free space there "
-          "or set RDMASAN_SOFTNIC_DIR to another tmpfs\n",
-          getpid(), static_cast<unsigned long long>((HeaderBytes() + kPage) >> 10), path.c_str(),
-          strerror(e));
+      core::Diag(absl::StrCat("softnic: no room for the fabric's tables (", (HeaderBytes() + kPage) >> 10,
+                              " KiB) in ", path, ": ", strerror(e),
+                              "; free space there or set RDMASAN_SOFTNIC_DIR to another tmpfs"));
       close(fd);
       errno = ENOMEM;
       return nullptr;
@@ -204,7 +202,7 @@ ShmHeader* Fabric::MapNamed(uint64_t total) {
 }
 
 Fabric* Fabric::Attach(const std::string& name) {
-  auto* f = new (std::nothrow) Fabric();
+  Owned<Fabric> f(new (std::nothrow) Fabric());  // the constructor is private
   if (!f) {
     errno = ENOMEM;
     return nullptr;
@@ -220,7 +218,6 @@ Fabric* Fabric::Attach(const std::string& name) {
   if (f->inproc_) {
     void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-      delete f;
       return nullptr;
     }
     f->hdr_ = static_cast<ShmHeader*>(p);
@@ -228,9 +225,6 @@ Fabric* Fabric::Attach(const std::string& name) {
   } else {
     f->hdr_ = f->MapNamed(total);
     if (!f->hdr_) {
-      int e = errno;
-      delete f;
-      errno = e;
       return nullptr;
     }
   }
@@ -246,7 +240,7 @@ Fabric* Fabric::Attach(const std::string& name) {
   f->owner_pid_ = getpid();
   uint32_t slot = kNone;
   {
-    FabricLock lock(f);
+    FabricLock lock(f.get());
     f->ReapDeadLocked();
     for (uint32_t i = 0; i < kMaxProcs && slot == kNone; ++i)
       if (!f->hdr_->procs[i].in_use) slot = i;
@@ -259,11 +253,10 @@ Fabric* Fabric::Attach(const std::string& name) {
     }
   }
   if (slot == kNone) {
-    delete f;  // its lock on the file goes with it
     errno = EMFILE;
-    return nullptr;
+    return nullptr;  // f goes, and its lock on the file with it
   }
-  return f;
+  return f.release();  // the process's now
 }
 
 void Fabric::Lock() {

@@ -23,6 +23,7 @@
 #include <new>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
@@ -211,7 +212,7 @@ ibv_flow* CreateFlow(ibv_qp* qp, ibv_flow_attr* attr) {
     return nullptr;
   }
   AndInto(&v, m);
-  auto* f = new (std::nothrow) SnFlow();
+  auto f = NewOwned<SnFlow>();
   if (!f) {
     errno = ENOMEM;
     return nullptr;
@@ -221,7 +222,6 @@ ibv_flow* CreateFlow(ibv_qp* qp, ibv_flow_attr* attr) {
   ShmHeader* h = p->fab->hdr();
   const uint32_t slot = FreeSlot(h->flows);
   if (slot == kNone) {
-    delete f;
     errno = ENOMEM;
     return nullptr;
   }
@@ -240,7 +240,7 @@ ibv_flow* CreateFlow(ibv_qp* qp, ibv_flow_attr* attr) {
   f->gen = s.gen;
   f->flow.context = qp->context;
   f->flow.handle = slot;
-  return &f->flow;
+  return &f.release()->flow;  // the program's handle now
 }
 
 int DestroyFlow(ibv_flow* flow) {

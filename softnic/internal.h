@@ -260,10 +260,11 @@ void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* ms
 void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t obj_kind, uint32_t obj_slot);
 enum : uint32_t { kObjNone = 0, kObjCq = 1, kObjQp = 2, kObjSrq = 3, kObjPort = 4 };
 
-// CQs (cq.cc).  The verbs_context ops of ibv_create_cq_ex and the poll ops.
+// CQs (cq.cc).  The verbs_context ops of ibv_create_cq_ex and the poll ops
+// (the *Op functions: ibv_context_ops').
 ibv_cq_ex* VCreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
-int PollCq(ibv_cq* cq, int n, ibv_wc* wc);
-int ReqNotifyCq(ibv_cq* cq, int solicited_only);
+int PollCqOp(ibv_cq* cq, int n, ibv_wc* wc);
+int ReqNotifyCqOp(ibv_cq* cq, int solicited_only);
 void InstallCqExOps(SnCq* cq);
 // Removes the completions of the QP in `qp_slot` not yet polled from `cq`
 // (fabric lock and cq->mu held), as a provider cleans its CQs when a QP
@@ -408,10 +409,11 @@ bool HasParentDomains(const ibv_pd* pd);
 // The verbs_context ops of device memory and domains (set at open).
 void InstallDmDomainOps(verbs_context* v);
 
-// Data path (datapath.cc, recv.cc, qp_ex.cc).
-int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
-int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
-int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+// Data path (datapath.cc, recv.cc, qp_ex.cc).  The *Op functions are the
+// context's ops (ibv_context_ops) the inline verbs call.
+int PostSendOp(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int PostRecvOp(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int PostSrqRecvOp(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 void InstallQpExOps(SnQp* qp);
 void FlushSq(Process* p, SnQp* qp);
 // Drives pending (RNR) work and liveness for QPs bound to `cq`.

@@ -21,6 +21,7 @@
 #include <new>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
@@ -43,7 +44,7 @@ ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* mw = new (std::nothrow) SnMw();
+  auto mw = NewOwned<SnMw>();
   if (!mw) {
     errno = ENOMEM;
     return nullptr;
@@ -52,7 +53,6 @@ ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
   ShmHeader* h = p->fab->hdr();
   const uint32_t slot = FreeSlot(h->mws);
   if (slot == kNone) {
-    delete mw;
     errno = ENOMEM;
     return nullptr;
   }
@@ -79,7 +79,7 @@ ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
   mw->mw.rkey = m.rkey;
   mw->mw.handle = slot;
   mw->mw.type = type;
-  return &mw->mw;
+  return &mw.release()->mw;  // the program's handle now
 }
 
 int DeallocMw(ibv_mw* ibmw) {
@@ -117,7 +117,7 @@ int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   ibv_send_wr* bad = nullptr;
   // Straight to softnic's post_send: the bind is the application's one
   // verb, not a post the interpose layer should see as another.
-  int rc = PostSend(qp, &wr, &bad);
+  int rc = PostSendOp(qp, &wr, &bad);
   if (rc == 0) mw->rkey = wr.bind_mw.rkey;
   return rc;
 }

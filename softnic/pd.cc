@@ -38,6 +38,7 @@
 #include <new>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 
 namespace rdmasan::softnic {
 namespace {
@@ -191,7 +192,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acc
 ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned access, void* addr) {
   Process* p = GetProcess();
   if (!p) return nullptr;
-  auto* mr = new (std::nothrow) SnMr();
+  auto mr = NewOwned<SnMr>();
   if (!mr) {
     errno = ENOMEM;
     return nullptr;
@@ -200,7 +201,6 @@ ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned
   ShmHeader* h = p->fab->hdr();
   uint32_t slot = FreeSlot(h->mrs, 1);
   if (slot == kNone) {
-    delete mr;
     errno = ENOMEM;
     return nullptr;
   }
@@ -230,7 +230,7 @@ ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned
   own.pd = m.pd;
   own.key.store(m.key, std::memory_order_release);
   NoteMr(&mr->mr);
-  return &mr->mr;
+  return &mr.release()->mr;  // the program's handle now
 }
 
 int AdviseMr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge) {

@@ -15,6 +15,7 @@
 #include <new>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 
 namespace rdmasan::softnic {
 
@@ -186,7 +187,7 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
     return nullptr;
   }
   if (srq) cap.max_recv_wr = cap.max_recv_sge = 0;
-  auto* qp = new (std::nothrow) SnQp();
+  auto qp = NewOwned<SnQp>();
   if (!qp) {
     errno = ENOMEM;
     return nullptr;
@@ -194,7 +195,6 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   try {
     qp->sq.resize(std::max<uint32_t>(1, cap.max_send_wr));
   } catch (...) {
-    delete qp;
     errno = ENOMEM;
     return nullptr;
   }
@@ -203,7 +203,6 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   ShmHeader* h = p->fab->hdr();
   uint32_t slot = FreeSlot(h->qps, 1);
   if (slot == kNone || !InitRq(p->fab, &h->qps[slot].rq, srq ? 0 : cap.max_recv_wr, cap.max_recv_sge)) {
-    delete qp;
     errno = ENOMEM;
     return nullptr;
   }
@@ -239,12 +238,11 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   qp->slot = slot;
   qp->shm = &s;
   if (rss) {
-    if (int e = SetupRssLocked(p, qp, a)) {
+    if (int e = SetupRssLocked(p, qp.get(), a)) {
       p->fab->Free(s.rq.ring_off);
       s.rq.ring_off = 0;
       s.in_use = 0;
       s.qpn = 0;
-      delete qp;
       errno = e;
       return nullptr;
     }
@@ -272,8 +270,8 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   q.qp_type = a->qp_type;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
-  InstallQpExOps(qp);
-  p->qps[slot] = qp;
+  InstallQpExOps(qp.get());
+  p->qps[slot] = qp.release();  // the program's handle now
   return &q;
 }
 

@@ -44,7 +44,7 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
 
 }  // namespace
 
-int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Process* p = GetProcess();
   SnQp* qp = Qp(ibqp);
   // With an SRQ, or XRC (an initiator has no receive queue, a target's
@@ -62,7 +62,7 @@ int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
                         qp->shm);
 }
 
-int PostSrqRecv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Process* p = GetProcess();
   SnSrq* srq = Srq(ibsrq);
   if (!p) {

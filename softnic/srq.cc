@@ -9,6 +9,7 @@
 #include <new>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 
 namespace rdmasan::softnic {
 
@@ -20,7 +21,7 @@ ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq
     errno = EINVAL;
     return nullptr;
   }
-  auto* srq = new (std::nothrow) SnSrq();
+  auto srq = NewOwned<SnSrq>();
   if (!srq) {
     errno = ENOMEM;
     return nullptr;
@@ -30,7 +31,6 @@ ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq
   ShmHeader* h = p->fab->hdr();
   uint32_t slot = FreeSlot(h->srqs);
   if (slot == kNone || !InitRq(p->fab, &h->srqs[slot].rq, attr->attr.max_wr, attr->attr.max_sge)) {
-    delete srq;
     errno = ENOMEM;
     return nullptr;
   }
@@ -61,8 +61,8 @@ ibv_srq* CreateSrqCommon(ibv_pd* pd, ibv_srq_init_attr* attr, SnXrcd* xrcd, SnCq
   srq->srq.handle = slot;
   pthread_mutex_init(&srq->srq.mutex, nullptr);
   pthread_cond_init(&srq->srq.cond, nullptr);
-  p->srqs[slot] = srq;
-  return &srq->srq;
+  p->srqs[slot] = srq.get();
+  return &srq.release()->srq;  // the program's handle now
 }
 
 ibv_srq* CreateSrq(ibv_pd* pd, ibv_srq_init_attr* attr) {

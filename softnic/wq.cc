@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "softnic/internal.h"
+#include "softnic/owned.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
@@ -54,7 +55,7 @@ std::atomic<int> g_next_table{1};
 SnWq* Wq(ibv_wq* w) { return reinterpret_cast<SnWq*>(w); }
 
 int PostWqRecv(ibv_wq* wq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return PostRecv(&Wq(wq)->q.qpx.qp_base, wr, bad);
+  return PostRecvOp(&Wq(wq)->q.qpx.qp_base, wr, bad);
 }
 
 ibv_wq* CreateWq(ibv_context* ctx, ibv_wq_init_attr* a) {
@@ -76,7 +77,7 @@ ibv_wq* CreateWq(ibv_context* ctx, ibv_wq_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* w = new (std::nothrow) SnWq();
+  auto w = NewOwned<SnWq>();
   if (!w) {
     errno = ENOMEM;
     return nullptr;
@@ -86,7 +87,6 @@ ibv_wq* CreateWq(ibv_context* ctx, ibv_wq_init_attr* a) {
   ShmHeader* h = p->fab->hdr();
   const uint32_t slot = FreeSlot(h->qps, 1);
   if (slot == kNone || !InitRq(p->fab, &h->qps[slot].rq, a->max_wr, a->max_sge)) {
-    delete w;
     errno = ENOMEM;
     return nullptr;
   }
@@ -135,7 +135,7 @@ ibv_wq* CreateWq(ibv_context* ctx, ibv_wq_init_attr* a) {
   wq.state = IBV_WQS_RESET;
   wq.wq_type = IBV_WQT_RQ;
   wq.post_recv = PostWqRecv;
-  return &wq;
+  return &w.release()->wq;  // the program's handle now
 }
 
 ibv_qp_state QpStateOf(ibv_wq_state s) {

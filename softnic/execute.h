@@ -1,0 +1,115 @@
+// softnic/execute: the requester's execution of one work request, shared
+// by the rooms of softnic's data path: datapath.cc (post, run the SQ,
+// SENDs, complete, flush), tag_matching.cc (SENDs to a tag-matching SRQ)
+// and one_sided.cc (RDMA WRITE and READ, the atomics).  Every function here runs under the fabric lock, on
+// the post/poll path.
+//
+// May not: touch memory outside what a valid key grants, allocate, or call
+// the application.
+#ifndef RDMASAN_SOFTNIC_EXECUTE_H_
+#define RDMASAN_SOFTNIC_EXECUTE_H_
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+
+#include "softnic/access.h"
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic::exec {
+
+constexpr int kPending = -1;  // RNR: stays in the SQ
+
+// One WR executing: its process and QP, the keys it may use, and what it
+// leaves behind (the reason of an error completion, a rendezvous's FIN).
+struct Exec {
+  Process* p;
+  ShmHeader* h;
+  SnQp* qp;
+  pid_t self;
+  MrTables mrs;
+  uint64_t wr_id = 0;  // of the WR executing
+  char why[kWhyText];  // the reason of its error completion
+  // Where the executing WR lands at its responder: the PD its keys must
+  // be of (an XRC target's: the SRQ's), and an XRC message's SRQ slot.
+  uint32_t resp_proc = kNone;
+  uint32_t resp_pd = kNone;
+  uint32_t xrc_srq = kNone;
+  // Tag matching: the tag a message took (given back if it cannot land),
+  // and a rendezvous's FIN, which reaches the requester after its SEND's
+  // own completion.
+  uint32_t tm_srq = kNone;
+  uint32_t tm_handle = kNone;
+  bool fin_pending = false;
+  uint64_t fin_tag = 0;  // network order, as in the TMH
+  uint32_t fin_from = 0;
+};
+
+// Says why the executing WR completes in error (the fabric's ring keeps it,
+// explain.cc).
+__attribute__((format(printf, 2, 3))) inline void Why(Exec& x, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x.why, sizeof(x.why), fmt, ap);
+  va_end(ap);
+}
+
+// A receive WQE as the requester uses it: copied out of shared memory once
+// (its owner, or anyone, may rewrite the ring meanwhile), with num_sge
+// bounded by the queue's SGE count.
+struct RecvCopy {
+  alignas(ShmRecvWqe) uint8_t bytes[sizeof(ShmRecvWqe) + kMaxSge * sizeof(ShmSge)];
+  ShmRecvWqe* wqe() { return reinterpret_cast<ShmRecvWqe*>(bytes); }
+};
+
+// ---- datapath.cc: the steps the other rooms share.
+
+// Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
+// nullptr if none is posted.  *corrupt: the queue's shared fields do not
+// describe a ring (its owner sees a dead responder).
+ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, bool* corrupt);
+// Completes receive WQE `w` of `resp` with `c` and `status`.
+void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t status);
+// The responder's QP goes to ERR with async `event` (reliable QPs only).
+void ResponderError(Exec& x, ShmQp& resp, uint32_t event);
+// The responder does not answer: RETRY_EXC_ERR on a reliable QP.
+int NoResponder(Exec& x);
+// No receive WQE at the responder: RNR (kPending while retries are left).
+int NoReceiveWqe(Exec& x, const ShmQp& me, const ShmQp& resp, SendWqe& w);
+// The responder's completion of a SEND-like WR `w` of `len` bytes.
+void InitRecvCqe(const SendWqe& w, uint64_t len, ShmCqe* c);
+// Lands a SEND's payload `lseg` in receive WQE `rw` and completes it with `c`.
+int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c,
+                pid_t dst_pid, const Seg* lseg, uint32_t nl, uint64_t len);
+// Whether local segments `lseg` are (no longer) accessible: a copy that
+// failed faulted on this side.
+bool LocalFault(const Seg* lseg, uint32_t nl, bool write);
+
+// ---- tag_matching.cc
+
+// A SEND to an RC QP on a tag-matching SRQ.
+int ExecuteTmSend(Exec& x, SendWqe& w, ShmQp& resp, const Seg* lseg, uint32_t nl, uint64_t len);
+// The FIN of a rendezvous, into the requester's next receive (after its
+// SEND's completion).
+void DeliverFinLocked(Exec& x);
+
+// ---- one_sided.cc: at the memory the WR's rkey grants at `resp`.
+
+// RDMA_WRITE of `lseg`; RDMA_READ into it.
+int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
+                 uint64_t len);
+int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
+                uint64_t len);
+// CMP_AND_SWP, FETCH_AND_ADD: the original value lands in the local SGE.
+int ExecuteAtomic(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
+                  uint64_t len);
+// ATOMIC_WRITE: 8 bytes to an 8-aligned address, in one copy.
+int ExecuteAtomicWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg* lseg, uint32_t nl,
+                       uint64_t len);
+
+}  // namespace rdmasan::softnic::exec
+
+#endif  // RDMASAN_SOFTNIC_EXECUTE_H_
