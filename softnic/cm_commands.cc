@@ -4,6 +4,9 @@
 // it against the id's state as the kernel's rdma_ucm does, moves the
 // state machine and collects the messages to send; Command runs it under
 // the table's lock and sends those messages after dropping it.
+//
+// May not: send or block in a handler (the lock is held), or touch the
+// program's memory except through CopyIn/CopyOut.
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>

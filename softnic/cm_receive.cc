@@ -4,6 +4,9 @@
 // RTU, REJ, DREQ, DREP move the id and queue the event the kernel would
 // give), and GET_EVENT, which delivers queued events, reads the inbox and
 // waits on a blocking channel.
+//
+// May not: wait or read the inbox while holding the table's lock, or act on
+// a datagram cm_wire's ValidMsg refused.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/epoll.h>

@@ -130,8 +130,9 @@ void MarkChannel(int fd, bool channel);
 // A random 24-bit number (a PSN, an ephemeral port's seed).
 uint32_t Random24();
 
-// The machine's steps over Table().  Every member but Flush, GetEvent and
-// CloseChannel runs with Table().mu held.
+// The machine's steps over Table().  Command, Flush, GetEvent and
+// CloseChannel take Table().mu themselves; every other member runs with it
+// held.
 class ConnectionManager {
  public:
   ConnectionManager() : table_(Table()) {}
