@@ -63,13 +63,15 @@ inline bool HasOp(const verbs_context* v, size_t offset) { return v && v->sz >= 
 // The start of every post entry point (post_send, post_recv,
 // post_srq_recv, post_srq_ops, bind_mw; the ibv_qp_ex batches start the
 // same way over their own hooks), in one order:
-//   1. the re-entry guard (held for the whole call);
-//   2. the context's saved op (Real);
+//   1. the re-entry test (Outer): a nested call, the shim's or a
+//      provider's own, goes straight to the provider once 2 and 3 passed;
+//   2. the context's saved op (Real; Missing when there is none);
 //   3. the refusal of a dead handle, asked only if MayBeDead (one load
 //      while nothing was destroyed);
-//   then a missing op fails (Missing), a nested call (the shim's or a
-//   provider's own, !Outer) goes straight to the provider, and the body
-//   reaches 4. the fault point and 5. its checks (Checking()).
+//   4. the fault point, on the way to the provider (checking on or off);
+//   5. with checking on, the checks, under a held Reentry guard.
+// With checking off the prologue adds one thread-local load to the
+// pass-through: the guard is taken only where there are checks.
 class PostEntry {
  public:
   explicit PostEntry(const ibv_context* ctx) : saved_(Find(ctx)) {}
@@ -80,10 +82,9 @@ class PostEntry {
   }
   // A post through a context with no saved ops, or without the op.
   int Missing() const { return saved_ ? EOPNOTSUPP : ENODEV; }
-  bool Outer() const { return re_.outer(); }
+  static bool Outer() { return Reentry::Depth() == 0; }
 
  private:
-  Reentry re_;
   Saved* saved_;
 };
 

@@ -113,6 +113,7 @@ int BindMw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
                            ? PostFault(core::Point::kPostSend, Id(qp), qp->qp_num, 1, &at)
                            : 0;
   if (!Checking()) return injected ? injected : bind_mw(qp, mw, bind);
+  const Reentry re;  // the checks: what they call is not the program's
   core::Event e;
   e.kind = core::EventKind::kBindMw;
   e.stack = RDMASAN_CAPTURE_CALLER_STACK();

@@ -185,6 +185,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (!entry.Outer()) return post(qp, wr, bad);
   if (__builtin_expect(AnyAsyncActive(), 0)) MaybeInjectAsync(qp);
   if (!Checking()) return PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
+  const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_send);
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   // Copy (and hash the payloads) before the provider runs: the NIC may read
@@ -215,6 +216,7 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (!post) return *bad = wr, entry.Missing();
   if (!entry.Outer()) return post(qp, wr, bad);
   if (!Checking()) return PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post);
+  const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_recv);
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
@@ -230,6 +232,7 @@ int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (!post) return *bad = wr, entry.Missing();
   if (!entry.Outer()) return post(srq, wr, bad);
   if (!Checking()) return PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, post);
+  const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_srq_recv);
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   return PostRecvCommon(core::EventKind::kPostSrqRecv, srq, wr, bad,
@@ -251,6 +254,7 @@ int PostSrqOps(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad) {
   if (!post) return *bad = wr, entry.Missing();
   if (!entry.Outer()) return post(srq, wr, bad);
   if (!Checking()) return PostOrFault(core::Point::kPostSrqRecv, srq, 0, wr, bad, post);
+  const Reentry re;  // the checks: what they call is not the program's
   core::Event e;
   e.kind = core::EventKind::kPostSrqOps;
   e.stack = RDMASAN_CAPTURE_CALLER_STACK();
