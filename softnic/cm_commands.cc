@@ -411,12 +411,7 @@ int MigrateId(ConnectionManager& cm, const CommandCall& call) {
     for (auto e = from->second.events.begin(); e != from->second.events.end();) {
       if (e->owner == id->handle) {
         to->second.events.push_back(*e);
-        uint64_t v;
-        const uint64_t one = 1;
-        if (::read(from->second.efd, &v, sizeof(v)) != sizeof(v) ||
-            ::write(to->second.efd, &one, sizeof(one)) != sizeof(one)) {
-          // Counts stay consistent enough: a reader re-checks the queue.
-        }
+        if (from->second.UncountEvent()) to->second.CountEvent();
         e = from->second.events.erase(e);
       } else {
         ++e;

@@ -175,10 +175,7 @@ ssize_t ConnectionManager::GetEvent(int fd, uint64_t response, size_t out_len) {
       while (!c.events.empty()) {
         CmEvent e = c.events.front();
         c.events.pop_front();
-        uint64_t v;
-        if (::read(c.efd, &v, sizeof(v)) != sizeof(v)) {
-          // The count is at least the queue's length; never empty here.
-        }
+        c.UncountEvent();  // the count is at least the queue's length: never empty here
         auto owner = table_.ids.find(e.owner);
         if (owner == table_.ids.end()) continue;
         if (e.mc) {

@@ -16,6 +16,16 @@
 
 namespace rdmasan::softnic::cm {
 
+bool Channel::CountEvent() const {
+  const uint64_t one = 1;
+  return ::write(efd, &one, sizeof(one)) == sizeof(one);
+}
+
+bool Channel::UncountEvent() const {
+  uint64_t v;
+  return ::read(efd, &v, sizeof(v)) == sizeof(v);
+}
+
 CmTable& Table() {
   static CmTable* table = new CmTable();
   return *table;
@@ -38,10 +48,7 @@ void ConnectionManager::Queue(CmId& owner, uint32_t id, uint32_t event, int32_t 
   e.resp.event = event;
   e.resp.status = static_cast<uint32_t>(status);
   it->second.events.push_back(e);
-  const uint64_t one = 1;
-  if (::write(it->second.efd, &one, sizeof(one)) != sizeof(one)) {
-    // The counter is far from its maximum; nothing to do.
-  }
+  it->second.CountEvent();  // the counter is far from its maximum
 }
 
 Msg ConnectionManager::NewMsg(const CmId& from, MsgType type) {
@@ -138,15 +145,19 @@ void ConnectionManager::PublishPort(const CmId& id) {
                                         it == table_.chans.end() ? "" : it->second.name));
 }
 
+void ConnectionManager::SendRefusal(const CmId& id, Outbox* out) {
+  Msg m = NewMsg(id, id.qp_type == IBV_QPT_UD ? MsgType::kSidrRep : MsgType::kRej);
+  m.reason = id.qp_type == IBV_QPT_UD ? kSidrReject : kRejConsumer;
+  Send(out, id, m);
+}
+
 void ConnectionManager::Teardown(CmId& id, Outbox* out) {
   switch (id.st) {
     case IdState::kReqRcvd:
     case IdState::kRepSent:
     case IdState::kConnect: {
       if (id.peer_inbox.empty()) break;
-      Msg m = NewMsg(id, id.qp_type == IBV_QPT_UD ? MsgType::kSidrRep : MsgType::kRej);
-      m.reason = id.qp_type == IBV_QPT_UD ? kSidrReject : kRejConsumer;
-      Send(out, id, m);
+      SendRefusal(id, out);
       break;
     }
     case IdState::kRepRcvd:
@@ -166,17 +177,11 @@ void ConnectionManager::Teardown(CmId& id, Outbox* out) {
         if (e->resp.event == kEventConnectRequest && e->resp.id != id.handle) {
           auto child = table_.ids.find(e->resp.id);
           if (child != table_.ids.end()) {
-            CmId& c = child->second;
-            Msg m = NewMsg(c, c.qp_type == IBV_QPT_UD ? MsgType::kSidrRep : MsgType::kRej);
-            m.reason = c.qp_type == IBV_QPT_UD ? kSidrReject : kRejConsumer;
-            Send(out, c, m);
+            SendRefusal(child->second, out);
             table_.ids.erase(child);
           }
         }
-        uint64_t v;
-        if (::read(it->second.efd, &v, sizeof(v)) != sizeof(v)) {
-          // Already drained by a reader racing us: nothing to undo.
-        }
+        it->second.UncountEvent();  // a reader racing us may have drained it
         e = q.erase(e);
       } else {
         ++e;
@@ -267,10 +272,7 @@ int ConnectionManager::LeaveMcast(int fd, uint32_t mc_handle, uint32_t* reported
       auto& q = it->second.events;
       for (auto e = q.begin(); e != q.end();) {
         if (e->owner == id.handle && e->mc == mc_handle) {
-          uint64_t v;
-          if (::read(it->second.efd, &v, sizeof(v)) != sizeof(v)) {
-            // Already drained by a reader racing us: nothing to undo.
-          }
+          it->second.UncountEvent();  // a reader racing us may have drained it
           e = q.erase(e);
         } else {
           ++e;

@@ -67,6 +67,13 @@ struct Channel {
   int efd = -1;    // eventfd: one count per queued event
   std::string name;
   std::deque<CmEvent> events;
+
+  // The eventfd counts the queued events (a semaphore the program's epoll
+  // sees): one up per event queued, one down per event taken or dropped.
+  // Each says whether the count moved; a count off by one only costs a
+  // reader a look at an empty queue.
+  bool CountEvent() const;
+  bool UncountEvent() const;
 };
 
 // An rdma_cm id.
@@ -160,6 +167,9 @@ class ConnectionManager {
   void Send(Outbox* out, const CmId& from, const Msg& m, uint32_t on_fail = ~0u, int32_t status = 0) {
     out->push_back({from.peer_inbox, m, from.handle, on_fail, status});
   }
+  // The consumer's refusal of `id`'s connection request, to its peer: a
+  // REJ, or a SIDR REP with status REJECT.
+  void SendRefusal(const CmId& id, Outbox* out);
   // Sends what a command or a message produced; failures become events.
   // Takes the lock itself.
   void Flush(Outbox* out);
