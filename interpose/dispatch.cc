@@ -144,8 +144,9 @@ constexpr bool IsLibibverbsSignature(Declared) {
 namespace dispatch_detail {
 
 constinit DispatchTable g_softnic_table = {
-#define RDMASAN_DISPATCH(entry, Ret, Params, symbol, version, softnic, real, missing) \
-  .entry = {Softnic<Ret Params, softnic>::Fn(), RDMASAN_MISSING(Ret, Params, missing)},
+#define RDMASAN_DISPATCH(entry, Ret, Params, symbol, version, softnic, real, missing)  \
+  .entry = {Softnic<Ret Params, softnic>::Fn(), RDMASAN_MISSING(Ret, Params, missing), \
+            !std::is_same_v<decltype(softnic), std::nullptr_t>},
 #include "interpose/dispatch.inc"
 #undef RDMASAN_DISPATCH
     .cq_is_cq_ex = true,
@@ -154,8 +155,12 @@ constinit DispatchTable g_softnic_table = {
 
 constinit DispatchTable g_real_table = {
 #define RDMASAN_DISPATCH(entry, Ret, Params, symbol, version, softnic, real, missing) \
-  .entry = {RealAdapter<Ret Params, real>(), RDMASAN_MISSING(Ret, Params, missing),   \
-            &DispatchEntry<Ret Params>::template LookUp<&DispatchTable::entry>, #symbol, version},
+  .entry = {RealAdapter<Ret Params, real>(),                                          \
+            RDMASAN_MISSING(Ret, Params, missing),                                    \
+            &DispatchEntry<Ret Params>::template LookUp<&DispatchTable::entry>,       \
+            #symbol,                                                                  \
+            version,                                                                  \
+            !std::is_same_v<decltype(real), std::nullptr_t>},
 #include "interpose/dispatch.inc"
 #undef RDMASAN_DISPATCH
     .cq_is_cq_ex = false,

@@ -46,13 +46,20 @@ class DispatchEntry<Ret(Args...)> {
  public:
   using Fn = Ret (*)(Args...);
 
-  // A fixed entry (softnic's): `fn`, or `missing` where it is null.
-  constexpr DispatchEntry(Fn fn, Fn missing)
-      : fn_(fn ? fn : missing), missing_(missing), sym_(nullptr, nullptr), looked_up_(false) {}
-  // A real entry: `adapter` if not null (it finds what it calls itself),
-  // else libibverbs' `symbol` at `version`, looked up on the first call.
-  constexpr DispatchEntry(Fn adapter, Fn missing, Fn look_up, const char* symbol, const char* version)
-      : fn_(adapter ? adapter : look_up), missing_(missing), sym_(symbol, version), looked_up_(!adapter) {}
+  // A fixed entry (softnic's): `fn` if `has_fn`, else `missing`.  (Whether
+  // a function is there is said, not tested: under -fsanitize=undefined a
+  // function's address compared with null is no constant expression.)
+  constexpr DispatchEntry(Fn fn, Fn missing, bool has_fn)
+      : fn_(has_fn ? fn : missing), missing_(missing), sym_(nullptr, nullptr), looked_up_(false) {}
+  // A real entry: `adapter` if `has_adapter` (it finds what it calls
+  // itself), else libibverbs' `symbol` at `version`, looked up on the first
+  // call.
+  constexpr DispatchEntry(Fn adapter, Fn missing, Fn look_up, const char* symbol, const char* version,
+                          bool has_adapter)
+      : fn_(has_adapter ? adapter : look_up),
+        missing_(missing),
+        sym_(symbol, version),
+        looked_up_(!has_adapter) {}
 
   Ret operator()(Args... args) const { return fn_.load(std::memory_order_acquire)(args...); }
 
