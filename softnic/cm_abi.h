@@ -11,6 +11,11 @@
 #define RDMASAN_SOFTNIC_CM_ABI_H_
 
 #include <infiniband/verbs.h>
+// libc's socket addresses first: the kernel's headers then leave in6_addr
+// and sockaddr_in6 to libc (linux/libc-compat.h).  Included after them,
+// libc's would be a second definition, one the LTO link refuses (-Wodr)
+// in the files that see the other.
+#include <netinet/in.h>
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_cm.h>
