@@ -97,6 +97,13 @@ constexpr CheckRow kChecks[] = {
 constexpr char kEnvironment[] =
     "RDMASAN_OPTIONS=name=value:name=value sets options (the command line wins); RDMASAN_LIB names "
     "librdmasan.so (or its folder) to override where it is found.";
+constexpr char kExitStatus[] =
+    "the program's own; exitcode (66) after Error findings; 2 for a bad command line or option; 3 for a "
+    "file that is not a readable trace; 126 when the program cannot be executed, 127 when it cannot be "
+    "found; 128+n when it dies of signal n.";
+constexpr char kDocumentation[] =
+    "rdmasan(1); README.md and docs/ in share/doc/rdmasan (docs/checks.md: every check, with a report, "
+    "why it is a bug and how to fix it).";
 
 // Greedy word wrap of `text` at `width` columns, each line after `indent`.
 std::string Wrap(absl::string_view text, size_t indent, size_t width) {
@@ -168,7 +175,9 @@ std::string UsageText() {
   for (const Row& c : kCommands)
     absl::StrAppend(&out, "  ", Synopsis(c.synopsis), "\n", Wrap(c.description, 8, 78));
   absl::StrAppend(&out, "\noptions: `rdmasan run --help=1` lists every option and its default.\n",
-                  Wrap(absl::StrCat("environment: ", kEnvironment), 0, 78));
+                  Wrap(absl::StrCat("environment: ", kEnvironment), 0, 78),
+                  Wrap(absl::StrCat("exit status: ", kExitStatus), 0, 78),
+                  Wrap(absl::StrCat("documentation: ", kDocumentation), 0, 78));
   return out;
 }
 
@@ -205,11 +214,10 @@ std::string ManPage(const std::string& version, const std::string& date) {
     absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
   absl::StrAppend(
       &out, ManOptions(), ManFuzzFlags(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
-      ".SH EXIT STATUS\nThe program's own status; \\fBexitcode\\fR (66) after Error findings; 2 for a "
-      "bad command line; 3 for a file that is not a readable trace; 126 when the program cannot be "
-      "executed, 127 when it cannot be found.\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
+      ".SH EXIT STATUS\n", Roff(kExitStatus), "\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
       "installed command; "
-      "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files.\n");
+      "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files; \\fIshare/doc/rdmasan/\\fR, README.md and "
+      "the pages of docs/.\n");
   return out;
 }
 
