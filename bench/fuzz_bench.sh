@@ -8,9 +8,9 @@
 #     bookkeeping) shows as a ratio under 1 at --jobs=1;
 #   - runs to first find: for each planted program of tests/e2e/fuzz and
 #     each strategy (and the default campaign, no --faults), over SEEDS
-#     campaign seeds, the index (1-based) of the first run that found the
-#     planted bug, read from the campaign's runs.txt ("-" when RUNS runs
-#     did not find it);
+#     campaign seeds, the index of the first run that found the planted
+#     bug, read from the campaign's runs.txt and counted from 0 as
+#     `rdmasan fuzz` counts runs ("-" when RUNS runs did not find it);
 #   - hangs the books prove: runs/s of a campaign whose runs nearly all
 #     hang (post_error_hang, --faults=post_send:p=0.2, --timeout=10).
 # Shrinking is off (--shrink_time=0): only the search is measured.
@@ -73,11 +73,11 @@ first_find() {
       --out="$d" "$@" -- "$prog" >"$d.log" 2>&1
     local first
     first=$(awk -v id="-$id" '$1 == "run" && $2 != "baseline" && index($0, id) { if (m == "" || $2 + 0 < m) m = $2 + 0 }
-                              END { if (m != "") print m + 1 }' "$d/runs.txt" 2>/dev/null)
+                              END { if (m != "") print m }' "$d/runs.txt" 2>/dev/null)
     total=$((total + 1))
     if [[ -n $first ]]; then found=$((found + 1)); line+=" $first"; else line+=" -"; fi
   done
-  printf 'fuzz_bench: %-34s %-26s found by %d/%d seeds, first at run:%s\n' "$name" "$id" "$found" "$total" "$line"
+  printf 'fuzz_bench: %-34s %-26s found by %d/%d seeds, first found in run:%s\n' "$name" "$id" "$found" "$total" "$line"
 }
 first_find order_dependent.random buffer-modified-in-flight campaign_order_dependent --strategy=random --faults=none
 first_find order_dependent.pct buffer-modified-in-flight campaign_order_dependent --strategy=pct --faults=none
