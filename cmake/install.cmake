@@ -6,7 +6,11 @@
 #                                     loader's path: it is only ever preloaded)
 #   include/rdmasan/*.h               the public interface headers
 #   share/rdmasan/suppressions/       shipped suppression files
-#   share/rdmasan/doc/                README, the rules, the trace format
+#   share/doc/rdmasan/                the user documentation as in the source
+#                                     tree: README.md, CHANGELOG.md,
+#                                     CONTRIBUTING.md, LICENSE, LICENSES/,
+#                                     docs/ (with docs/examples/),
+#                                     traces/FORMAT.md, examples/ci/
 #   share/man/man1/rdmasan.1          generated from the option, check and
 #                                     command tables (cli/)
 #
@@ -17,9 +21,17 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/rdmasan
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/suppressions/
         DESTINATION ${RDMASAN_INSTALL_DATADIR}/suppressions COMPONENT rdmasan
         FILES_MATCHING PATTERN "*.supp")
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/RULES.md
-              ${PROJECT_SOURCE_DIR}/traces/FORMAT.md
-        DESTINATION ${RDMASAN_INSTALL_DATADIR}/doc COMPONENT rdmasan)
+# The pages keep their places relative to README.md, so its links to docs/
+# and docs' links to ../traces/FORMAT.md work in the installed folder too.
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+              ${PROJECT_SOURCE_DIR}/CONTRIBUTING.md ${PROJECT_SOURCE_DIR}/LICENSE
+        DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT rdmasan)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/LICENSES ${PROJECT_SOURCE_DIR}/docs
+        DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT rdmasan)
+install(FILES ${PROJECT_SOURCE_DIR}/traces/FORMAT.md
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/traces COMPONENT rdmasan)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ci
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT rdmasan USE_SOURCE_PERMISSIONS)
 
 # `cpack -G DEB` (or `cmake --build build --target package`) in the build
 # folder: rdmasan_<version>_<arch>.deb.  Its dependencies come from

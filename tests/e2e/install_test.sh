@@ -41,11 +41,19 @@ esac
 
 rdmasan=$root/bin/rdmasan
 lib=$(find "$root" -path '*/rdmasan/librdmasan.so' -print -quit)
+docs=$root/share/doc/rdmasan
 for f in "$rdmasan" "$lib" "$root/share/rdmasan/suppressions/perftest.supp" \
-         "$root/share/rdmasan/doc/README.md" "$root/share/rdmasan/doc/FORMAT.md" \
+         "$docs/README.md" "$docs/CHANGELOG.md" "$docs/CONTRIBUTING.md" "$docs/LICENSE" \
+         "$docs/LICENSES/BSD-2-Clause.txt" "$docs/LICENSES/GPL-2.0.txt" "$docs/traces/FORMAT.md" \
+         "$docs/examples/ci/rdmasan-tests.sh" \
          "$root/share/man/man1/rdmasan.1" "$root/include/rdmasan/rdmasan_interface.h"; do
   [[ -n $f && -f $f ]] || fail "missing from the installed tree: ${f:-lib*/rdmasan/librdmasan.so}"
 done
+# Every page of docs/ is installed, in its place.
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+while IFS= read -r page; do
+  [[ -f $docs/$page ]] || fail "docs page $page is not installed in $docs"
+done < <(cd "$src" && find docs -type f)
 # The installed command preloads the installed shim, not the build tree's.
 preload=$(env -u RDMASAN_LIB "$rdmasan" run --softnic_fabric="install-$mode-$$" -- \
             sh -c 'echo "$LD_PRELOAD"' 2>&1) || fail "rdmasan run -- sh: $preload"
@@ -56,7 +64,7 @@ preload=$(env -u RDMASAN_LIB "$rdmasan" run --softnic_fabric="install-$mode-$$" 
 man_src=$(sed 's/\\-/-/g' "$root/share/man/man1/rdmasan.1")
 options=$(env -u RDMASAN_LIB "$rdmasan" run --help=1 2>&1 | sed -nE 's/^  ([a-z_]+) +(string|int|bool) .*/\1/p')
 [[ -n $options ]] || fail "rdmasan run --help=1 listed no option"
-checks=$(env -u RDMASAN_LIB "$rdmasan" checks | sed -nE 's/^([a-z]+(-[a-z]+)+) .*/\1/p')
+checks=$(env -u RDMASAN_LIB "$rdmasan" checks | sed -nE 's/^([a-z]+(-[a-z]+)*) +(ERROR|WARNING) .*/\1/p')
 [[ -n $checks ]] || fail "rdmasan checks listed no check"
 for name in $options $checks; do
   grep -Fq "\\fB$name\\fR" <<<"$man_src" || fail "rdmasan.1 does not describe '$name'"
