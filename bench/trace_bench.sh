@@ -27,7 +27,7 @@ run_send_bw() {
   local port
   port=$(free_port)
   "$repo/tests/e2e/run_pair.sh" --rdmasan "$build/rdmasan" --outdir "$out" --timeout 300 --quiet \
-    --opt "suppressions=$repo/suppressions/perftest.supp" "$@" \
+    --opt softnic=on --opt "suppressions=$repo/suppressions/perftest.supp" "$@" \
     "$name" "$port" -- ib_send_bw -d softnic0 -p "$port" -F -s 8 -n "$iters" \
     --- ib_send_bw -d softnic0 -p "$port" -F -s 8 -n "$iters" 127.0.0.1 >/dev/null 2>&1 || return 1
   awk '$1 == 8 && NF >= 5 { print $5 }' "$out/$name.client.log" | tail -1

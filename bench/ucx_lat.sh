@@ -31,7 +31,7 @@ for ((r = 1; r <= rounds; ++r)); do
     name=ucx_lat.$checking.$r
     port=$(free_port) || { echo "bench: no free port" >&2; exit 1; }
     "$repo/tests/e2e/run_pair.sh" --rdmasan "$build/rdmasan" --outdir "$out" --quiet --timeout 120 \
-      --allow-findings --opt checking=$checking --opt exitcode=0 \
+      --allow-findings --opt softnic=on --opt checking=$checking --opt exitcode=0 \
       "$name" "$port" -- ucx_perftest -p @PORT@ --- ucx_perftest 127.0.0.1 -p @PORT@ -t tag_lat -n "$iters" \
       >/dev/null || { echo "bench: $name failed (logs in $out)" >&2; exit 1; }
     m=$(awk '/^Final:/ { print $3 }' "$out/$name.client.log")
