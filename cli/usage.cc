@@ -212,12 +212,13 @@ std::string ManPage(const std::string& version, const std::string& date) {
                   "device.\n.SH COMMANDS\n");
   for (const Row& c : kCommands)
     absl::StrAppend(&out, ".TP\n\\fB", Roff(c.name), "\\fR\n", Roff(c.description), "\n");
-  absl::StrAppend(
-      &out, ManOptions(), ManFuzzFlags(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment), "\n",
-      ".SH EXIT STATUS\n", Roff(kExitStatus), "\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
-      "installed command; "
-      "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files; \\fIshare/doc/rdmasan/\\fR, README.md and "
-      "the pages of docs/.\n");
+  absl::StrAppend(&out, ManOptions(), ManFuzzFlags(), ManChecks(), ".SH ENVIRONMENT\n", Roff(kEnvironment),
+                  "\n", ".SH EXIT STATUS\n", Roff(kExitStatus),
+                  "\n.SH FILES\n\\fIlib/rdmasan/librdmasan.so\\fR relative to the "
+                  "installed command; "
+                  "\\fIshare/rdmasan/suppressions/\\fR, shipped suppression files; "
+                  "\\fIshare/doc/rdmasan/\\fR, README.md and "
+                  "the pages of docs/.\n");
   return out;
 }
 
