@@ -1,6 +1,7 @@
 // buffer-modified-in-flight: the bytes of a send-side SGE are unchanged from
-// the post until the completion that retires the WR is polled (docs/RULES.md:
-// only that completion proves the NIC is done with the buffer).  The
+// the post until the completion that retires the WR is polled
+// (docs/checks.md#buffer-modified-in-flight: only that completion proves
+// the NIC is done with the buffer).  The
 // interposer hashes each SGE at post and again at retirement and sends both
 // in a kRetire event; this check compares them.  The report names where the
 // SGE's MR was registered too: whose memory it is (a library's own buffer

@@ -1,5 +1,5 @@
 // cq-overrun: every completion that can be pending on a CQ fits in its cqe
-// (docs/RULES.md): at each post, the signaled sends and posted receives still
+// (docs/checks.md#cq-overrun): at each post, the signaled sends and posted receives still
 // outstanding on every QP and SRQ bound to the CQ are counted; at
 // ibv_resize_cq, the new size is held against that count.  Capacities
 // at create_qp are not summed: programs routinely size a QP beyond what they

@@ -1,4 +1,4 @@
-// checkers: pure checkers of the verbs rules (docs/RULES.md).
+// checkers: pure checkers of the verbs rules (docs/checks.md).
 //
 // The Engine takes Events and returns the Findings they raise: every check
 // looks at the event against the books as they stood before it, then the

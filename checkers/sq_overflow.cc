@@ -1,5 +1,5 @@
 // sq-overflow: outstanding WRs plus the posted chain fit in the max_send_wr
-// the provider returned (docs/RULES.md: track SQEs directly, check every post).
+// the provider returned (docs/checks.md#sq-overflow: track SQEs directly, check every post).
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {

@@ -1,6 +1,6 @@
 // unsignaled-deadlock: the SQ never becomes full while no signaled WR is
 // outstanding — unsignaled WRs are retired only by a later signaled one, so
-// such an SQ can never drain (docs/RULES.md: signal the WR that fills the SQ).
+// such an SQ can never drain (docs/checks.md#unsignaled-deadlock: signal the WR that fills the SQ).
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {

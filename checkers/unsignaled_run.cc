@@ -1,5 +1,5 @@
-// unsignaled-run: no run of unsignaled WRs passes half the SQ depth (docs/RULES.md:
-// signal at least at the half mark).
+// unsignaled-run: no run of unsignaled WRs passes half the SQ depth
+// (docs/checks.md#unsignaled-run: signal at least at the half mark).
 #include "checkers/check.h"
 
 namespace rdmasan::checkers {

@@ -1,6 +1,7 @@
 // interpose: the verbs calls of an unmodified program, seen from the inside.
 //
-// Two layers (docs/RULES.md has the rules; the layering is described here).  (a) exports*.cc define every
+// Two layers (docs/checks.md has the rules; the layering is described
+// here).  (a) exports*.cc define every
 // function an application can call from libibverbs (the default-version
 // exports IBVERBS_1.0 .. 1.14); the dynamic linker binds the program's
 // versioned references to these unversioned definitions when librdmasan.so

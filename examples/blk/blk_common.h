@@ -8,9 +8,9 @@
  *             server RDMA-WRITEs the blocks into it, then replies;
  *   BLK_WRITE (client writes the device): the window grants REMOTE_READ, the
  *             server RDMA-READs the blocks, then replies.
- * Invalidation, the seeds' register -> bind -> invalidate -> reuse order
- * (docs/RULES.md): by default the server answers with SEND_WITH_INV naming
- * the window's rkey, and the client's receive completion carries
+ * Invalidation, in the register -> bind -> invalidate -> reuse order
+ * (docs/checks.md#invalidate-in-flight): by default the server answers
+ * with SEND_WITH_INV naming the window's rkey, and the client's receive completion carries
  * IBV_WC_WITH_INV and the invalidated rkey; with --inv local the client
  * posts a signaled LOCAL_INV itself and reuses the buffer only once that
  * completion is polled.  Each bind gives the window a new key

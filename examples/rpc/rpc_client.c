@@ -1,5 +1,6 @@
 /* rpc_client.c: an RPC-over-RDMA client that runs its send queue the way
- * the linux-rdma advice in docs/RULES.md says a ULP should (Jason Gunthorpe on linux-rdma, 2015).
+ * the linux-rdma advice in docs/checks.md#sq-overflow says a ULP should
+ * (Jason Gunthorpe on linux-rdma, 2015).
  *
  * What it shows:
  *  - a fixed number of RPC slots moving through three pools: IDLE (waiting

@@ -1,4 +1,4 @@
-/* rpc_common.c: SQE credit accounting and signaling policy (docs/RULES.md), and
+/* rpc_common.c: SQE credit accounting and signaling policy (docs/checks.md#sq-overflow), and
  * the connection plumbing shared by rpc_client and rpc_server: open the
  * device, create CQs and an RC QP, exchange LID/QPN/PSN/GID (+ rkey/addr)
  * over TCP, move the QP INIT -> RTR -> RTS, waits with deadlines. */

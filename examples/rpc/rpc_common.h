@@ -1,7 +1,7 @@
 /* rpc_common.h: what the RPC client and server share.
  *
  * Shows (1) the wire format of the example RPC, (2) SQE credit accounting as
- * Jason Gunthorpe describes it on linux-rdma (docs/RULES.md: "directly track the
+ * Jason Gunthorpe describes it on linux-rdma (docs/checks.md#sq-overflow: "directly track the
  * number of SQEs used and available, [check] before every post"), (3) the
  * signaling policy "at the 1/2 point, and whenever free space is < N", and
  * (4) the plumbing every verbs program needs: device, RC QP connected over a
@@ -31,7 +31,7 @@
 #define RPC_WRITE_EVERY 4  /* every 4th RPC writes its bulk data first */
 #define RPC_WAIT_S 5.0     /* no wait in these programs lasts longer */
 
-/* Most SQEs one RPC can use (docs/RULES.md, SQ credit; step 1): client: RDMA WRITE + SEND;
+/* Most SQEs one RPC can use (docs/checks.md#sq-overflow; step 1): client: RDMA WRITE + SEND;
  * server: the reply SEND. */
 #define RPC_CLIENT_WRS_PER_RPC 2
 #define RPC_SERVER_WRS_PER_RPC 1
@@ -91,7 +91,7 @@ int rpc_parse_mode(const char *s); /* -1 if unknown */
  * as soon as the reply is in (rpc_common.c says why that is wrong). */
 void rpc_bug_scrub(uint8_t *req_buf);
 
-/* ---- SQE credit accounting (docs/RULES.md) ---------------------------------- */
+/* ---- SQE credit accounting (docs/checks.md) ---------------------------------- */
 
 /* One QP's send queue, counted in SQEs.  WR number k (k = 0, 1, ...) is
  * posted with wr_id = k, so a completion says by itself how far it retires:
@@ -127,7 +127,7 @@ void sq_check_post(const struct sq_credits *c, uint32_t k, uint32_t held);
  * before teardown must be signaled so teardown can retire everything). */
 unsigned sq_signal_flag(struct sq_credits *c, uint32_t i, uint32_t held, bool final);
 /* After a successful post of `k` WRs with `held` credits: consume k, return
- * the held - k the RPC did not need (docs/RULES.md, SQ credit; step 3). */
+ * the held - k the RPC did not need (docs/checks.md#sq-overflow; step 3). */
 void sq_commit(struct sq_credits *c, uint32_t k, uint32_t held);
 /* A successful send completion for WR `wr_id` was polled (step 4). */
 void sq_retire(struct sq_credits *c, uint64_t wr_id);

@@ -167,7 +167,8 @@ static int drain_sq(struct server *s) {
   }
   /* Normally the last reply was signaled and retired everything.  If the
    * client left early, unsignaled replies may remain: destroying the QP
-   * halts them (docs/RULES.md: "or tearing down the QP and halting the send side"). */
+   * halts them (docs/checks.md#unsignaled-deadlock: "or tearing down the QP and
+   * halting the send side"). */
   if (sq_used(&s->sq) == 0) return 0;
   RPC_LOG(WHO, "%u unsignaled replies left; destroying the QP halts them", sq_used(&s->sq));
   return -1;
