@@ -14,9 +14,9 @@
  *      signaled LOCAL_INV and wait for its completion;
  *   4. only then check the data (BLK_READ) and give the slot back.
  * SQ credits as in examples/rpc: an I/O reserves 3 SQEs (bind, send, local
- * invalidate), and the invalidation is always signaled (seed 000: "the
- * INVALIDATE should be signaled and processing should resume from its
- * completion").  Teardown: every window invalid and every WR retired,
+ * invalidate), and the invalidation is always signaled (linux-rdma advice,
+ * docs/checks.md#invalidate-in-flight: "the INVALIDATE should be signaled
+ * and RPC processing should resume from the SCQ side").  Teardown: every window invalid and every WR retired,
  * destroy the QP, deallocate the windows, deregister, free.
  *
  * usage: blk_client -p PORT [--mode M] [--inv server|local] [-n N] [-d DEV] HOST */
