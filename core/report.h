@@ -244,7 +244,7 @@ class Reporter {
   Format format_ = Format::kText;
   CheckSet checks_;
   Suppressions suppressions_;  // the user's file first, then the shipped ones
-  // Each file loaded, with what verbosity=1 says of it ("shipped, 3 rules").
+  // Each file loaded, with what verbosity=1 says of it ("shipped, 4 rules").
   std::vector<std::pair<std::string, std::string>> suppression_files_;
   std::vector<std::string> config_errors_;
 
