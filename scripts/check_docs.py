@@ -7,6 +7,7 @@ examples/**/*.md and traces/FORMAT.md:
     repository, and an anchor (#name) names a heading of the Markdown file
     it points into, by GitHub's rule (lowercase, punctuation dropped, spaces
     to '-', '-1', '-2' for repeats) or an explicit <a id="..."> / name;
+  - README.md links every page of docs/;
   - the tables of the tool are documented: every option `rdmasan run
     --help=1` lists appears in docs/options.md as `name`, every check id of
     `rdmasan checks` is a heading of docs/checks.md, every command of
@@ -130,6 +131,12 @@ def main():
                     problems.append(f"{rel}:{number}: link '{target}': an anchor into a file that is not Markdown")
                 elif anchor not in page(resolved).anchors:
                     problems.append(f"{rel}:{number}: link '{target}': no heading '#{anchor}' in {resolved}")
+
+    # Every page is reachable: README links each page of docs/.
+    readme_targets = {os.path.normpath(t.partition("#")[0]) for _, t in page("README.md").links()}
+    for rel in files:
+        if rel.startswith("docs/") and rel not in readme_targets:
+            problems.append(f"README.md: no link to {rel}")
 
     def text_of(rel):
         return "\n".join(page(rel).lines) if os.path.exists(os.path.join(repo, rel)) else ""
