@@ -50,7 +50,7 @@ struct Config {
 absl::Status ParseFuzzArgs(int argc, char** argv, Config* c);
 
 // The campaign's faults when --faults is not given (measured on the
-// planted programs of tests/e2e/fuzz, see README "Fuzzing campaigns"):
+// planted programs of tests/e2e/fuzz, see docs/fuzzing.md):
 // every kOrderOnlyEvery-th run (0, 4, 8, ...) is a run of an order-only
 // campaign, so order bugs are found as soon as without faults; the others
 // get kDefaultFaults, BUGGIFY-style: each fault point active for the run

@@ -57,7 +57,7 @@ int OwnFds(int* out, int max);
 // -1, otherwise.  Never leaves f naming another file.
 bool CheckOwnFd(OwnFd* f, const std::string& path);
 
-// The lowest number of the reserved range (for tests and the README).
+// The lowest number of the reserved range (for tests and docs/traces.md).
 int OwnFdBase();
 
 }  // namespace rdmasan::core

@@ -1,5 +1,5 @@
 // traces/tree: the names of the traces of one run's process tree, one file
-// per process image (README, "Traces"):
+// per process image (docs/traces.md, "Process trees"):
 //   PATH                the run's first image to record (the program
 //                       `rdmasan run` started, or the first of its
 //                       descendants to make a verbs call); PATH is the

@@ -12,7 +12,7 @@
 # of it with the expected-outcomes file.  It fails on any difference: a
 # test that passes where a skip was expected fails too, so the file is
 # kept current as softnic grows.  It prints the conformance table
-# (README's) and writes it, with every test's outcome, under --work.
+# (docs/conformance.md's) and writes it, with every test's outcome, under --work.
 #
 # What it may not do: change the suite, retry a test, or accept an outcome
 # the file does not name.  A skip is accepted only with the category the
