@@ -31,7 +31,7 @@
 #                         0: no limit (default)
 #   --fail-on-warnings    a command with Warning findings fails too
 #   --NAME=VALUE          any other rdmasan option, given to every
-#                         `rdmasan run` (e.g. --checks=all;-wr-id-duplicate,
+#                         `rdmasan run` (e.g. --checks=default,-error-completion,
 #                         --hang_timeout=30, --strip_path_prefix=$PWD/)
 #
 # Prints one line per command (PASS or FAIL and why) and a total.
@@ -104,6 +104,7 @@ for o in "${rdmasan_opts[@]+"${rdmasan_opts[@]}"}"; do
 done
 
 mkdir -p "$out"
+out_shown=${out%/}
 out=$(cd "$out" && pwd)
 rm -rf "${out:?}"/[0-9]* "$out/rdmasan.sarif"
 
@@ -225,7 +226,7 @@ fi
 echo "=== rdmasan-tests summary"
 printf '%s\n' "${summary[@]}"
 echo "$me: $n command(s), $((n - failed)) passed, $failed failed;" \
-  "findings: $total_errors error(s), $total_warnings warning(s)${merged:+; SARIF: $merged}"
+  "findings: $total_errors error(s), $total_warnings warning(s)${merged:+; SARIF: $out_shown/rdmasan.sarif}"
 if [[ $with_findings -gt 0 ]]; then exit 66; fi
 if [[ $failed -gt 0 ]]; then exit 1; fi
 exit 0
