@@ -106,11 +106,12 @@ done
 mkdir -p "$out"
 out_shown=${out%/}
 out=$(cd "$out" && pwd)
+[[ $out != "$PWD" ]] || die "--out wants a folder of its own, not the current directory"
 rm -rf "${out:?}"/[0-9]* "$out/rdmasan.sarif"
 
 # Findings of one command: its logs' report headers
 # (==PID==ERROR: rdmasan: ID: ... / ==PID==WARNING: rdmasan: ID: ...).
-# Prints "ERRORS WARNINGS id,id" (ids with their counts, in order seen).
+# Prints "ERRORS WARNINGS id (n), id (n)" (ids in the order first seen).
 count_findings() {
   local dir=$1 errors=0 warnings=0 ids="" sev id
   local -A seen=()
@@ -127,7 +128,7 @@ count_findings() {
   echo "$errors $warnings $ids"
 }
 
-# The shell's words of one command line; leading NAME=value words go to env.
+# Sets words to the shell's words of one command line.
 split_command() {
   local line=$1
   eval "words=($line)" || return 1
