@@ -12,6 +12,11 @@
 #             report is printed; its SARIF log and the merged log hold an
 #             sq-overflow result; the warning passes, and fails the job with
 #             --fail-on-warnings.
+#   pair      PROGRAMS: pair.sh, rpc_server, rpc_client, then a TCP port.
+#             A wrapper script that starts a server and a client is one
+#             command: its correct mode passes; its sq-overflow mode fails
+#             the job (66) with the finding, a SARIF log from each of the
+#             two processes and the finding in the merged log.
 #   failures  no PROGRAMS.  A command exiting 3 and one not found fail the
 #             job with exit 1, each named with its status; a bad option and
 #             no commands are usage errors (exit 2); --commands FILE reads
@@ -101,6 +106,21 @@ case $case_ in
     run_job strict --fail-on-warnings -- "$warn"
     want_status 66 "a Warning finding under --fail-on-warnings"
     want_line "$work/strict.log" "^FAIL  \[1\] $(q "$warn"): exit 0, findings: 0 error\(s\), 1 warning\(s\): error-completion \(1\)$"
+    ;;
+  pair)
+    [[ $# -eq 4 ]] || { echo "pair wants PAIR_SH RPC_SERVER RPC_CLIENT PORT" >&2; exit 2; }
+    pair=$1 server=$2 client=$3 port=$4
+    run_job pair --timeout 60 -- "$pair $server $client $port correct" "$pair $server $client $port sq-overflow"
+    log=$work/pair.log
+    want_status 66 "a pair with a planted sq-overflow"
+    want_line "$log" "^PASS  \[1\] $(q "$pair") .* correct$"
+    want_line "$log" "^FAIL  \[2\] $(q "$pair") .* sq-overflow: exit 66, findings: 1 error\(s\), 0 warning\(s\): sq-overflow \(1\)$"
+    want_sarif_per_command "$work/pair" 2
+    for i in 1 2; do
+      sarifs=("$work/pair/$i"/rdmasan.*.sarif)
+      [[ ${#sarifs[@]} -ge 2 ]] || fail "pair command $i: ${#sarifs[@]} SARIF log(s), wanted one per process (2)"
+    done
+    grep -q '"ruleId": "sq-overflow"' "$work/pair/rdmasan.sarif" || fail "the merged SARIF log has no sq-overflow result"
     ;;
   failures)
     printf '%s\n' "# the project's tests" "" "  sh -c 'exit 3'  " "no-such-test-program --flag" > "$work/commands"
