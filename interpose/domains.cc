@@ -13,6 +13,7 @@
 #include "core/stack.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/thread_domains.h"
 #include "interpose/wrap_internal.h"
 
 namespace rdmasan::interpose {
@@ -65,9 +66,13 @@ ibv_pd* wrap::AllocParentDomain(ibv_context* ctx, ibv_parent_domain_init_attr* a
     return nullptr;
   }
   Reentry re;
+  // thread-domain-race names where a thread domain's parent domain was made.
+  const core::StackId stack =
+      re.outer() && attr && attr->td && Checking() ? RDMASAN_CAPTURE_CALLER_STACK() : 0;
   ibv_pd* pd = alloc_parent_domain(ctx, attr);
   if (pd && re.outer() && attr) {
     NoteAlias(pd, attr->pd);
+    if (Checking()) td::NoteParentDomain(pd, attr->td, stack);
     std::lock_guard<std::mutex> g(g_parents_mu);
     Parents().insert(pd);
   }
@@ -86,6 +91,7 @@ bool IsParentDomain(const void* pd) {
 
 void ForgetParentDomain(const void* pd) {
   Forget(pd);
+  td::ForgetParentDomain(static_cast<const ibv_pd*>(pd));
   std::lock_guard<std::mutex> g(g_parents_mu);
   Parents().erase(pd);
 }

@@ -2,6 +2,7 @@
 // (interpose/exports_internal.h).  Every one that takes a handle refuses a
 // dead one, or one whose device context was closed (use-after-destroy).
 #include "interpose/exports_internal.h"
+#include "interpose/thread_domains.h"
 #include "interpose/watchdog.h"
 
 // ------------------------------------------------------- channels and CQs --
@@ -53,7 +54,10 @@ RDMASAN_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   const bool cq_ex = ip::TableOf(cq->context).cq_is_cq_ex;
   bool held = false;
   int rc = Destroy(EventKind::kDestroyCq, cq, stack, re, &DispatchTable::destroy_cq, &held);
-  if (!rc) ip::ForgetCq(cq);
+  if (!rc) {
+    ip::ForgetCq(cq);
+    ip::td::Unbind(cq);
+  }
   // A softnic CQ is an ibv_cq_ex: its extended poll, read from the block the
   // shim now holds, leads to the wrapper that refuses it (checking off too).
   if (held && cq_ex) ip::RefuseOnDestroyedCqEx(reinterpret_cast<ibv_cq_ex*>(cq));
@@ -170,7 +174,10 @@ RDMASAN_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (re.outer() && (ip::Id(qp) != 0 || !ip::Checking())) ip::ForgetQpNum(qp);
   if (re.outer()) ip::QuiesceQpEx(qp, /*dying=*/true);
   int rc = Destroy(EventKind::kDestroyQp, qp, stack, re, &DispatchTable::destroy_qp);
-  if (!rc) ip::ForgetQp(qp);
+  if (!rc) {
+    ip::ForgetQp(qp);
+    ip::td::Unbind(qp);
+  }
   if (rc && re.outer()) ip::QuiesceQpEx(qp, /*dying=*/false);
   return rc;
 }

@@ -4,6 +4,7 @@
 #include "interpose/destroyed.h"
 #include "interpose/faults.h"
 #include "interpose/ptr_table.h"
+#include "interpose/thread_domains.h"
 #include "interpose/watchdog.h"
 
 #include <signal.h>
@@ -606,6 +607,7 @@ void OnCreateQp(ibv_qp* qp, ibv_pd* pd, const ibv_qp_cap& cap, ibv_cq* send_cq, 
   if (qp) {
     e.obj = Assign(qp, {cap.max_send_sge, cap.max_recv_sge, cap.max_send_wr, cap.max_recv_wr});
     e.qp_num = qp->qp_num;
+    td::Bind(qp, pd);  // made with a parent domain that has a thread domain
   }
   Emit(e);
 }

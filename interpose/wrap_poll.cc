@@ -25,6 +25,7 @@
 #include "interpose/memory.h"
 #include "interpose/ptr_table.h"
 #include "interpose/sched.h"
+#include "interpose/thread_domains.h"
 #include "interpose/watchdog.h"
 #include "interpose/wrap_internal.h"
 #include "softnic/softnic.h"
@@ -165,6 +166,8 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
   Bump(GetCounters().poll_cq);
   Reentry re;
+  const td::Hold hold(re.outer() ? cq : nullptr, td::Verb::kPollCq, 0, RDMASAN_WRAPPER_PC,
+                      RDMASAN_WRAPPER_FRAME);  // thread-domain-race
   int got = ProviderPoll(s->poll_cq, cq, n, wc);
   if (!re.outer()) return got;
   if (got == 0 && watchdog::Enabled())
@@ -325,7 +328,13 @@ int StartPollEx(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
                            checkers::UadVerb::kStartPoll, -1, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
     return EINVAL;
   if (!h) return ENOENT;
+  // thread-domain-race: a successful start_poll holds the CQ until end_poll.
+  td::Gate* gate = nullptr;
+  if (td::Active() && Reentry::Depth() == 0 && Checking() && (gate = td::GateOf(ibv_cq_ex_to_cq(cq))))
+    td::Enter(gate, td::Verb::kCqExPoll, Id(ibv_cq_ex_to_cq(cq)), 0, RDMASAN_WRAPPER_PC,
+              RDMASAN_WRAPPER_FRAME);
   int rc = h->start_poll(cq, attr);
+  if (gate && rc != 0) td::Leave(gate);
   if (!Checking()) return rc;
   Reentry re;
   if (!re.outer()) return rc;
@@ -366,6 +375,8 @@ void EndPollEx(ibv_cq_ex* cq) {
   CqExHooks* h = HooksOf(cq);
   if (!h) return;
   h->end_poll(cq);
+  if (td::Active() && Reentry::Depth() == 0)
+    if (td::Gate* gate = td::GateOf(ibv_cq_ex_to_cq(cq))) td::Leave(gate);
   if (!Checking() || h->batch.wcs.empty()) return;
   Reentry re;
   if (!re.outer()) return;
@@ -442,6 +453,9 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   // layer reads what the scheduler serves.
   if (cq && scheduled) sched::HookCqEx(cq, got_flags);
   if (cq && Checking()) HookCqEx(cq);
+  // A CQ made with a parent domain that has a thread domain (thread-domain-race).
+  if (cq && Checking() && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD))
+    td::Bind(ibv_cq_ex_to_cq(cq), attr->parent_domain);
   return cq;
 }
 

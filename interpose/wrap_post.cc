@@ -18,6 +18,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/memory.h"
+#include "interpose/thread_domains.h"
 #include "interpose/wrap_internal.h"
 
 namespace rdmasan::interpose::wrap {
@@ -188,6 +189,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_send);
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  const td::Hold hold(qp, td::Verb::kPostSend, stack);  // thread-domain-race
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
   std::unique_ptr<core::Event> spare;
@@ -219,6 +221,7 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_recv);
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  const td::Hold hold(qp, td::Verb::kPostRecv, stack);  // thread-domain-race
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
                         PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post), stack);
 }

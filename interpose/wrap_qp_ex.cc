@@ -13,6 +13,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/ptr_table.h"
+#include "interpose/thread_domains.h"
 #include "interpose/wrap_internal.h"
 
 namespace rdmasan::interpose {
@@ -54,6 +55,15 @@ void EndBatch(WrHooks* h) {
   h->started = false;
   h->busy.store(false, std::memory_order_release);
 }
+// thread-domain-race: a batch holds its QP's thread domain from
+// ibv_wr_start to ibv_wr_complete / ibv_wr_abort (ibv_wr_post(3): the
+// critical region).
+void EnterTd(ibv_qp_ex* q, uintptr_t pc, uintptr_t frame) {
+  if (td::Gate* g = td::GateOf(&q->qp_base)) td::Enter(g, td::Verb::kWrBatch, Id(&q->qp_base), 0, pc, frame);
+}
+void LeaveTd(ibv_qp_ex* q) {
+  if (td::Gate* g = td::GateOf(&q->qp_base)) td::Leave(g);
+}
 
 core::SendWr* NewShadowWr(WrHooks* h, ibv_qp_ex* q, uint32_t opcode) {
   if (!h->open) return nullptr;
@@ -84,6 +94,7 @@ void ShStart(ibv_qp_ex* q) {
     h->open = false;
     return EndBatch(h);
   }
+  if (td::Active() && re.outer() && Checking()) EnterTd(q, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
   h->started = true;
   h->orig.wr_start(q);
   h->batch = core::Event();
@@ -255,6 +266,7 @@ int ShComplete(ibv_qp_ex* q) {
   if (!h->open) {
     const int rc = re.outer() ? CompleteOrFault(h, q, 1) : h->orig.wr_complete(q);
     EndBatch(h);
+    if (td::Active() && re.outer()) LeaveTd(q);
     return rc;
   }
   h->open = false;
@@ -267,6 +279,7 @@ int ShComplete(ibv_qp_ex* q) {
   Emit(h->batch);
   h->batch = core::Event();
   EndBatch(h);
+  if (td::Active() && re.outer()) LeaveTd(q);
   return rc;
 }
 void ShAbort(ibv_qp_ex* q) {
@@ -278,6 +291,7 @@ void ShAbort(ibv_qp_ex* q) {
   h->open = false;
   h->batch = core::Event();
   EndBatch(h);
+  if (td::Active() && re.outer()) LeaveTd(q);
 }
 
 // Hooks a provider's qp_ex; every setter the provider offers is shadowed

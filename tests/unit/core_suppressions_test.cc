@@ -154,7 +154,7 @@ TEST(Suppressions, BadLinesAreErrorsNamingFileAndLine) {
   EXPECT_EQ(errors[0],
             "suppressions: /etc/app.supp line 1: unknown stack kind 'registerd' in "
             "'free-registered:registerd=cache_*' (one of: main, registered, posted, created, allocated, "
-            "bound, invalidated, destroyed, waiting)");
+            "bound, invalidated, destroyed, waiting, in-verbs)");
   EXPECT_EQ(errors[1], "suppressions: /etc/app.supp line 2: empty pattern");
   EXPECT_NE(errors[2].find("line 3: unknown stack kind 'registered_at'"), std::string::npos) << errors[2];
   EXPECT_NE(errors[3].find("line 4: unknown check id 'no-such-check'"), std::string::npos) << errors[3];
