@@ -18,14 +18,16 @@
 // and the atomics in one_sided.cc (execute.h: what these rooms share);
 // windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV) in
 // mw.cc.  IBV_SEND_FENCE needs nothing more: a WR runs only after every
-// earlier WR of its QP, RDMA READs and atomics included, has landed.  An
-// error completion's reason goes to the fabric's ring (explain.cc).
+// earlier WR of its QP, RDMA READs and atomics included, has landed.  Under
+// `--chaos=place` a message may land in chunks over several of those calls
+// (placement.h): its WR stays pending, and the WRs behind it wait, until
+// its last chunk.  An error completion's reason goes to the fabric's ring
+// (explain.cc).
 //
 // May not: touch memory outside what a valid key grants, allocate on the
 // post/poll path, or call the application.
 #include <endian.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <infiniband/tm_types.h>
@@ -38,6 +40,7 @@
 #include "softnic/access.h"
 #include "softnic/execute.h"
 #include "softnic/internal.h"
+#include "softnic/placement.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::softnic {
@@ -261,10 +264,14 @@ void InitRecvCqe(const SendWqe& w, uint64_t len, ShmCqe* c) {
 
 // WRITE_WITH_IMM: the payload goes where the rkey says; the receive WQE
 // only reports the immediate.
-int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c, pid_t dst_pid,
-                    uint64_t remote_va, const Seg* lseg, uint32_t nl, uint64_t len) {
+int DeliverWriteImm(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c,
+                    pid_t dst_pid, uint64_t remote_va, const Seg* lseg, uint32_t nl, uint64_t len) {
   Seg dst{remote_va, static_cast<uint32_t>(len)};
-  int e = len ? Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl) : 0;
+  bool more = false;
+  int e = !len ? 0
+          : x.place && PlacesInChunks(x, w, len, rw->wr_id, srq_slot == kNone)
+              ? PlaceStep(x, dst_pid, &dst, 1, x.self, lseg, nl, &more)
+              : Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
   if (e == ESRCH) return NoResponder(x);
   if (e && LocalFault(lseg, nl, false)) {
     UntakeRecv(x, resp, srq_slot);
@@ -275,6 +282,10 @@ int DeliverWriteImm(Exec& x, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, Shm
     Why(x, "REM_ACCESS_ERR: the target memory is no longer mapped in the responder's process");
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
+  }
+  if (more) {
+    UntakeRecv(x, resp, srq_slot);  // taken again, with its completion, at the last step
+    return kPending;
   }
   RecvCompletion(x, resp, rw, c, IBV_WC_SUCCESS);
   return IBV_WC_SUCCESS;
@@ -289,47 +300,6 @@ int RecvBufferError(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, uint32_t re
   if (resp.type == IBV_QPT_RAW_PACKET || resp.type == kQptWq) return IBV_WC_SUCCESS;  // as UD
   MoveToErrorLocked(x.p, &resp);
   return IsReliable(resp.type) ? rc_status : IBV_WC_SUCCESS;
-}
-
-// The 40-byte GRH a UD receiver finds ahead of the payload: an IPv6-style
-// GRH from the sender's source GID, or, for RoCE v2 between IPv4-mapped
-// GIDs, the IPv4 header in its last 20 bytes (the first 20 undefined:
-// zero), as a RoCE NIC writes it.
-void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
-  ibv_gid sgid;
-  uint32_t type = IBV_GID_TYPE_IB;
-  if (!PortGidEntry(w.ah.grh.sgid_index, &sgid, &type, nullptr)) sgid = PortGid(0);
-  const uint8_t* d = w.ah.grh.dgid.raw;
-  const bool v4 = type == IBV_GID_TYPE_ROCE_V2 &&
-                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(d)) &&
-                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(sgid.raw));
-  if (v4) {
-    uint8_t* ip = reinterpret_cast<uint8_t*>(grh) + 20;
-    const uint16_t total = static_cast<uint16_t>(std::min<uint64_t>(len + 20 + 8 + 12 + 8 + 4, 0xffff));
-    ip[0] = 0x45;
-    ip[1] = w.ah.grh.traffic_class;
-    ip[2] = static_cast<uint8_t>(total >> 8);
-    ip[3] = static_cast<uint8_t>(total);
-    ip[6] = 0x40;  // don't fragment
-    ip[8] = w.ah.grh.hop_limit;
-    ip[9] = 17;  // UDP (port 4791)
-    memcpy(ip + 12, sgid.raw + 12, 4);
-    memcpy(ip + 16, d + 12, 4);
-    uint32_t sum = 0;
-    for (int i = 0; i < 20; i += 2) sum += (uint32_t(ip[i]) << 8) | ip[i + 1];
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-    const uint16_t csum = static_cast<uint16_t>(~sum);
-    ip[10] = static_cast<uint8_t>(csum >> 8);
-    ip[11] = static_cast<uint8_t>(csum);
-    return;
-  }
-  grh->version_tclass_flow =
-      htobe32((6u << 28) | (uint32_t(w.ah.grh.traffic_class) << 20) | (w.ah.grh.flow_label & 0xfffff));
-  grh->paylen = htobe16(static_cast<uint16_t>(len));
-  grh->next_hdr = type == IBV_GID_TYPE_ROCE_V2 ? 17 : 0x1b;  // v2: UDP; IB and RoCE v1: BTH
-  grh->hop_limit = w.ah.grh.hop_limit;
-  grh->sgid = sgid;
-  grh->dgid = w.ah.grh.dgid;
 }
 
 // Small payloads to another process travel inside the completion; the
@@ -381,14 +351,18 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
     c.byte_len = static_cast<uint32_t>(len + 40);
   }
   for (uint32_t i = 0; i < nl; ++i) src[ns++] = lseg[i];
-  if (dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
+  bool more = false;
+  const bool chunks =
+      x.place && PlacesInChunks(x, w, need, rw->wr_id ^ (nr ? rseg[0].va : 0), srq_slot == kNone && !ud);
+  if (!chunks && dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
     if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
       UntakeRecv(x, resp, srq_slot);
       Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
       return IBV_WC_LOC_PROT_ERR;
     }
   } else if (need) {
-    int e = Move(x.self, dst_pid, rseg, nr, x.self, src, ns);
+    int e = chunks ? PlaceStep(x, dst_pid, rseg, nr, x.self, src, ns, &more)
+                   : Move(x.self, dst_pid, rseg, nr, x.self, src, ns);
     if (e == ESRCH) return NoResponder(x);
     if (e && LocalFault(lseg, nl, false)) {
       UntakeRecv(x, resp, srq_slot);
@@ -403,6 +377,10 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
       MoveToErrorLocked(x.p, &resp);
       return IBV_WC_REM_OP_ERR;
     }
+  }
+  if (more) {
+    UntakeRecv(x, resp, srq_slot);  // taken again, with its completion, at the last step
+    return kPending;
   }
   RecvCompletion(x, resp, rw, c, IBV_WC_SUCCESS);
   return IBV_WC_SUCCESS;
@@ -485,7 +463,7 @@ int SendTo(Exec& x, SendWqe& w, ShmQp* resp, const Seg* lseg, uint32_t nl, uint6
     c.wc_flags |= IBV_WC_WITH_INV;
     c.imm_data = w.imm;  // wc.invalidated_rkey, host order
   }
-  if (write_imm) return DeliverWriteImm(x, *resp, rw, srq_slot, c, dst_pid, remote_va, lseg, nl, len);
+  if (write_imm) return DeliverWriteImm(x, w, *resp, rw, srq_slot, c, dst_pid, remote_va, lseg, nl, len);
   return DeliverSend(x, w, *resp, rw, srq_slot, c, dst_pid, lseg, nl, len);
 }
 
@@ -650,6 +628,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
     x.why[0] = 0;
     x.tm_srq = x.tm_handle = kNone;
     x.fin_pending = false;
+    if (PlacementWaits(x, qp)) return;  // a message partly placed, its next step not due
     int st = Execute(x, w, &byte_len);
     if (st == kPending) return;
     const bool signaled = (w.flags & IBV_SEND_SIGNALED) || qp->shm->sq_sig_all;
@@ -832,7 +811,10 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     FabricLock lock(p->fab);
     RunSqLocked(p, qp);
   }
-  if (qp->sq_exec < qp->sq_posted) qp->send_cq->stalled.store(1, std::memory_order_relaxed);
+  if (qp->sq_exec < qp->sq_posted) {
+    qp->send_cq->stalled.store(1, std::memory_order_relaxed);
+    if (qp->recv_cq) qp->recv_cq->stalled.store(1, std::memory_order_relaxed);
+  }
   return rc;
 }
 
@@ -857,10 +839,9 @@ void ProgressCq(Process* p, SnCq* cq) {
         MoveToErrorLocked(p, &s);
       }
     }
-    if (qp->send_cq == cq) {
-      RunSqLocked(p, qp);
-      any_pending |= qp->sq_exec < qp->sq_posted;
-    }
+    if (!qp->send_cq) continue;
+    RunSqLocked(p, qp);  // a poller of the receive CQ alone drives its QPs' sends too
+    any_pending |= qp->sq_exec < qp->sq_posted;
   }
   cq->stalled.store(any_pending ? 1 : 0, std::memory_order_relaxed);
 }

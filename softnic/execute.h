@@ -32,6 +32,9 @@ struct Exec {
   pid_t self;
   MrTables mrs;
   uint64_t wr_id = 0;  // of the WR executing
+  // While chaos may place messages in chunks (kPlace): the QP's placement
+  // state (placement.h), else null.
+  PlaceState* place = nullptr;
   char why[kWhyText];  // the reason of its error completion
   // Where the executing WR lands at its responder: the PD its keys must
   // be of (an XRC target's: the SRQ's), and an XRC message's SRQ slot.

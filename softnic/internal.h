@@ -154,6 +154,23 @@ struct BatchWr {
 
 struct SnIndTable;
 
+// The message of a QP's head WR that softnic places in chunks over several
+// progress steps (chaos point kPlace, placement.h).  index: the WR's SQ
+// index, kNoPlacement when no message is being placed.
+inline constexpr uint64_t kNoPlacement = ~0ull;
+struct PlaceState {
+  uint64_t index = kNoPlacement;
+  uint64_t len = 0;      // the message's bytes
+  uint64_t recv_id = 0;  // SEND, WRITE_WITH_IMM: the wr_id of the receive WQE it lands in
+  uint64_t due_ns = 0;   // its next step not before
+  uint32_t order = 0;    // the decision's outcome: 1 last chunk first, 2 reversed, 3 shuffled
+  uint32_t chunk = 0;    // bytes per chunk
+  uint32_t chunks = 0;
+  uint32_t steps = 0;
+  uint32_t step = 0;                // the next step
+  uint32_t stride = 1, offset = 0;  // shuffled: position i is chunk (stride * i + offset) % chunks
+};
+
 struct SnQp {
   ibv_qp_ex qpx;
   uint32_t slot;
@@ -175,6 +192,10 @@ struct SnQp {
   std::atomic<uint64_t> sq_retire_to{0};  // set by the poller
   std::atomic<uint32_t> rq_outstanding{0};
   uint64_t last_peer_check_ns = 0;
+  PlaceState place;  // under sq_mu and the fabric lock
+  // This process's n-th QP, from 1: the object of its chaos decisions (the
+  // same in every run of a program, unlike its QPN).
+  uint32_t ordinal = 0;
   // ibv_wr_* batch.
   std::vector<BatchWr> batch;
   int batch_error = 0;
@@ -220,6 +241,8 @@ ibv_gid GidOfIpv4(in_addr a);
 // 0 if `ah` is an address vector the port accepts (port 1; a populated
 // source GID; a GRH on RoCE), else EINVAL.
 int CheckAddressVector(const ibv_ah_attr& ah);
+// The GRH a UD receiver finds ahead of the `len`-byte payload of `w`.
+void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh);
 
 inline SnContext* Ctx(ibv_context* c) { return reinterpret_cast<SnContext*>(verbs_get_ctx(c)); }
 inline SnQp* Qp(ibv_qp* q) { return reinterpret_cast<SnQp*>(q); }

@@ -4,7 +4,9 @@
 // FETCH_AND_ADD read-modify-write 8 bytes at their target and return the
 // original value; ATOMIC_WRITE writes 8 bytes in one copy.  All run under
 // the fabric lock, so atomics are atomic with respect to each other
-// (IBV_ATOMIC_HCA), not to the CPU's accesses.
+// (IBV_ATOMIC_HCA), not to the CPU's accesses.  Under `--chaos=place` a
+// WRITE's or READ's data may land in chunks over several steps
+// (placement.h).
 //
 // May not: touch memory outside what a valid key grants, or fault on a
 // target unmapped meanwhile (copies fail instead).
@@ -19,6 +21,7 @@
 #include "softnic/access.h"
 #include "softnic/execute.h"
 #include "softnic/internal.h"
+#include "softnic/placement.h"
 
 namespace rdmasan::softnic::exec {
 
@@ -34,7 +37,10 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
   }
   if (!len) return IBV_WC_SUCCESS;
   Seg dst{va, static_cast<uint32_t>(len)};
-  int e = Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
+  bool more = false;
+  int e = x.place && PlacesInChunks(x, w, len, 0, w.opcode == IBV_WR_RDMA_WRITE)
+              ? PlaceStep(x, dst_pid, &dst, 1, x.self, lseg, nl, &more)
+              : Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
   if (e == ESRCH) return NoResponder(x);
   if (e && LocalFault(lseg, nl, false)) {
     Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
@@ -45,6 +51,7 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
+  if (more) return kPending;
   if (dst_pid != x.self) ++x.h->ops;
   return IBV_WC_SUCCESS;
 }
@@ -60,7 +67,10 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
   }
   if (!len) return IBV_WC_SUCCESS;
   Seg src{va, static_cast<uint32_t>(len)};
-  int e = Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
+  bool more = false;
+  int e = x.place && PlacesInChunks(x, w, len, 0, true)
+              ? PlaceStep(x, x.self, lseg, nl, dst_pid, &src, 1, &more)
+              : Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
   if (e == ESRCH) return NoResponder(x);
   if (e && LocalFault(lseg, nl, true)) {
     Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
@@ -71,7 +81,7 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
     ResponderError(x, resp, IBV_EVENT_QP_ACCESS_ERR);
     return IBV_WC_REM_ACCESS_ERR;
   }
-  return IBV_WC_SUCCESS;
+  return more ? kPending : IBV_WC_SUCCESS;
 }
 
 namespace {

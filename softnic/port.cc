@@ -283,4 +283,45 @@ int CheckAddressVector(const ibv_ah_attr& ah) {
   return 0;
 }
 
+// The 40-byte GRH a UD receiver finds ahead of the payload: an IPv6-style
+// GRH from the sender's source GID, or, for RoCE v2 between IPv4-mapped
+// GIDs, the IPv4 header in its last 20 bytes (the first 20 undefined:
+// zero), as a RoCE NIC writes it.
+void FillGrh(const SendWqe& w, uint64_t len, ibv_grh* grh) {
+  ibv_gid sgid;
+  uint32_t type = IBV_GID_TYPE_IB;
+  if (!PortGidEntry(w.ah.grh.sgid_index, &sgid, &type, nullptr)) sgid = PortGid(0);
+  const uint8_t* d = w.ah.grh.dgid.raw;
+  const bool v4 = type == IBV_GID_TYPE_ROCE_V2 &&
+                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(d)) &&
+                  IN6_IS_ADDR_V4MAPPED(reinterpret_cast<const in6_addr*>(sgid.raw));
+  if (v4) {
+    uint8_t* ip = reinterpret_cast<uint8_t*>(grh) + 20;
+    const uint16_t total = static_cast<uint16_t>(std::min<uint64_t>(len + 20 + 8 + 12 + 8 + 4, 0xffff));
+    ip[0] = 0x45;
+    ip[1] = w.ah.grh.traffic_class;
+    ip[2] = static_cast<uint8_t>(total >> 8);
+    ip[3] = static_cast<uint8_t>(total);
+    ip[6] = 0x40;  // don't fragment
+    ip[8] = w.ah.grh.hop_limit;
+    ip[9] = 17;  // UDP (port 4791)
+    memcpy(ip + 12, sgid.raw + 12, 4);
+    memcpy(ip + 16, d + 12, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += (uint32_t(ip[i]) << 8) | ip[i + 1];
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    const uint16_t csum = static_cast<uint16_t>(~sum);
+    ip[10] = static_cast<uint8_t>(csum >> 8);
+    ip[11] = static_cast<uint8_t>(csum);
+    return;
+  }
+  grh->version_tclass_flow =
+      htobe32((6u << 28) | (uint32_t(w.ah.grh.traffic_class) << 20) | (w.ah.grh.flow_label & 0xfffff));
+  grh->paylen = htobe16(static_cast<uint16_t>(len));
+  grh->next_hdr = type == IBV_GID_TYPE_ROCE_V2 ? 17 : 0x1b;  // v2: UDP; IB and RoCE v1: BTH
+  grh->hop_limit = w.ah.grh.hop_limit;
+  grh->sgid = sgid;
+  grh->dgid = w.ah.grh.dgid;
+}
+
 }  // namespace rdmasan::softnic

@@ -271,6 +271,8 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   InstallQpExOps(qp.get());
+  static std::atomic<uint32_t> created{0};
+  qp->ordinal = created.fetch_add(1, std::memory_order_relaxed) + 1;
   p->qps[slot] = qp.release();  // the program's handle now
   return &q;
 }
@@ -384,6 +386,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
         s.rq.head = s.rq.tail = 0;
         qp->rq_outstanding.store(0);
         qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;
+        qp->place = {};
         qp->sq_retire_to.store(0);
         s.remote_gone = 0;
       }

@@ -1,11 +1,13 @@
 // Two processes on one softnic fabric: payload crosses address spaces (the
 // staged small-SEND path, process_vm_writev/readv for large ones, atomics),
 // and a peer killed with SIGKILL gives the survivor retry-exceeded and flush
-// completions instead of a hang.
+// completions instead of a hang, also while a message is being placed into
+// it in chunks (--chaos=place).
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "softnic/chaos.h"
 #include "softnic/fabric.h"
 #include "tests/unit/softnic_fixture.h"
 
@@ -331,6 +334,69 @@ TEST(SoftnicPeers, UnmappedMemoryOnEitherSideOfAStagedSendIsAnErrorCompletion) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the receiver died: status " << status;
+  DestroySide(&s);
+}
+
+// --chaos=place, outcome 1: the last chunk of a message first.
+uint64_t LastChunkFirst(softnic::ChaosPoint p, uint64_t, uint64_t, uint64_t n, const char*) {
+  return p == softnic::ChaosPoint::kPlace && n > 1 ? 1 : 0;
+}
+
+// A peer killed while softnic places a 16 KiB WRITE into its memory in
+// chunks (softnic/placement.h): the survivor sees the message partly
+// placed in the peer's memory, then an error completion, never a hang.
+TEST(SoftnicPeers, PeerKilledMidPlacementIsAnErrorCompletion) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Side s{};
+    if (!MakeSide(&s)) _exit(10);
+    Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, reinterpret_cast<uint64_t>(s.buf), s.mr->rkey};
+    if (write(to_parent[1], &me, sizeof(me)) != sizeof(me)) _exit(11);
+    Endpoint peer;
+    if (read(to_child[0], &peer, sizeof(peer)) != sizeof(peer)) _exit(12);
+    for (int q = 0; q < 2; ++q)
+      if (Connect(s.qp[q], peer.qpn[q])) _exit(13);
+    char ready = 'r';
+    if (write(to_parent[1], &ready, 1) != 1) _exit(15);
+    pause();
+    _exit(0);
+  }
+  Side s{};
+  ASSERT_TRUE(MakeSide(&s));
+  Endpoint peer;
+  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
+  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
+  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, reinterpret_cast<uint64_t>(s.buf), s.mr->rkey};
+  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
+  char ready;
+  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+
+  constexpr uint32_t kMsg = 16384, kChunk = 256;
+  for (uint32_t i = 0; i < kMsg; ++i) s.buf[i] = static_cast<uint8_t>(i % 251 + 1);
+  softnic::SetChaos(&LastChunkFirst, 1u << static_cast<unsigned>(softnic::ChaosPoint::kPlace));
+  ASSERT_EQ(Post(s, 0, IBV_WR_RDMA_WRITE, 1, 0, kMsg, peer.addr, peer.rkey), 0);
+  ibv_wc wc;
+  EXPECT_EQ(ibv_poll_cq(s.cq[0], 1, &wc), 0) << "completed before its last chunk";
+  // In the peer's memory: the last chunk placed, the one before not yet.
+  uint8_t last[kChunk], before[kChunk];
+  iovec local[2] = {{last, kChunk}, {before, kChunk}};
+  iovec remote[2] = {{reinterpret_cast<void*>(peer.addr + kMsg - kChunk), kChunk},
+                     {reinterpret_cast<void*>(peer.addr + kMsg - 2 * kChunk), kChunk}};
+  ASSERT_EQ(process_vm_readv(child, local, 2, remote, 2, 0), static_cast<ssize_t>(2 * kChunk));
+  EXPECT_EQ(std::memcmp(last, s.buf + kMsg - kChunk, kChunk), 0);
+  EXPECT_EQ(before[0], 0);
+  kill(child, SIGKILL);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(PollOne(s.cq[0], &wc, 5000)) << "survivor hung mid-placement";
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_TRUE(wc.status == IBV_WC_RETRY_EXC_ERR || wc.status == IBV_WC_WR_FLUSH_ERR)
+      << ibv_wc_status_str(wc.status);
+  softnic::SetChaos(nullptr, 0);
   DestroySide(&s);
 }
 

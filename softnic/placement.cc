@@ -1,0 +1,121 @@
+// softnic/placement: a message placed in chunks, in a decided order, over
+// several progress steps (placement.h has the rule it follows and the
+// choices).
+//
+// May not: touch memory outside the segments its callers validated,
+// allocate, or decide anything but through ChaosDecide.
+#include "softnic/placement.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <numeric>
+
+namespace rdmasan::softnic::exec {
+namespace {
+
+// The segments of bytes [off, off + n) of the message `in` describes.
+uint32_t Slice(const Seg* in, uint32_t nin, uint64_t off, uint64_t n, Seg* out) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < nin && n; ++i) {
+    if (off >= in[i].len) {
+      off -= in[i].len;
+      continue;
+    }
+    const uint64_t take = std::min<uint64_t>(in[i].len - off, n);
+    out[k++] = {in[i].va + off, static_cast<uint32_t>(take), in[i].key};
+    off = 0;
+    n -= take;
+  }
+  return k;
+}
+
+// The chunk placed at position `pos` of the order.
+uint32_t ChunkAt(const PlaceState& s, uint32_t pos) {
+  switch (s.order) {
+    case 1:
+      return pos == 0 ? s.chunks - 1 : pos - 1;
+    case 2:
+      return s.chunks - 1 - pos;
+    default:
+      return static_cast<uint32_t>((uint64_t(s.stride) * pos + s.offset) % s.chunks);
+  }
+}
+
+}  // namespace
+
+bool PlacementWaitsSlow(Exec& x, SnQp* qp) {
+  x.place = &qp->place;
+  return qp->place.index == qp->sq_exec && NowNs() < qp->place.due_ns;
+}
+
+bool PlacesInChunks(Exec& x, const SendWqe& w, uint64_t len, uint64_t recv_id, bool eligible) {
+  PlaceState& s = *x.place;
+  const uint64_t index = x.qp->sq_exec;
+  if (s.index == index) {
+    if (s.recv_id != recv_id) {
+      s.recv_id = recv_id;  // the responder lost the first receive WQE (a reset): from the start
+      s.step = 0;
+    }
+    return true;
+  }
+  const uint32_t type = x.qp->shm->type;
+  if (!eligible || (type != IBV_QPT_RC && type != IBV_QPT_UC) || w.opcode == IBV_WR_SEND_WITH_INV ||
+      len < 2 * kPlaceChunk)
+    return false;
+  uint64_t chunk = kPlaceChunk;
+  while ((len + chunk - 1) / chunk > kPlaceMaxChunks) chunk *= 2;
+  const uint32_t chunks = static_cast<uint32_t>((len + chunk - 1) / chunk);
+  const uint32_t obj = x.qp->ordinal;
+  char what[128];
+  snprintf(what, sizeof(what),
+           "place wr_id 0x%" PRIx64 " of QP 0x%x: %u chunks of %" PRIu64
+           " B (1: last first, 2: reversed, 3: shuffled)",
+           w.wr_id, x.qp->shm->qpn, chunks, chunk);
+  const uint64_t order = ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, 4, what);
+  if (order == 0) return false;
+  s = PlaceState{};
+  s.index = index;
+  s.len = len;
+  s.recv_id = recv_id;
+  s.order = static_cast<uint32_t>(order);
+  s.chunk = static_cast<uint32_t>(chunk);
+  s.chunks = chunks;
+  s.steps = std::min(chunks, kPlaceSteps);
+  if (order == 3) {
+    // An affine permutation of the chunks: any stride coprime with their
+    // number, any start.
+    uint32_t stride = 2 + static_cast<uint32_t>(
+                              ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks, "place: shuffle stride"));
+    while (std::gcd(stride, chunks) != 1) ++stride;
+    s.stride = stride;
+    s.offset =
+        static_cast<uint32_t>(ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks, "place: shuffle start"));
+  }
+  return true;
+}
+
+int PlaceStep(Exec& x, pid_t dst_pid, const Seg* dst, uint32_t nd, pid_t src_pid, const Seg* src, uint32_t ns,
+              bool* more) {
+  PlaceState& s = *x.place;
+  *more = false;
+  const uint32_t from = s.step * s.chunks / s.steps, to = (s.step + 1) * s.chunks / s.steps;
+  Seg d[kMaxSge + 2], r[kMaxSge + 2];
+  for (uint32_t pos = from; pos < to; ++pos) {
+    const uint64_t off = uint64_t(ChunkAt(s, pos)) * s.chunk;
+    const uint64_t n = std::min<uint64_t>(s.chunk, s.len - off);
+    const uint32_t k = Slice(dst, nd, off, n, d), m = Slice(src, ns, off, n, r);
+    if (int e = Move(x.self, dst_pid, d, k, src_pid, r, m)) {
+      s.index = kNoPlacement;  // the WR completes in error
+      return e;
+    }
+  }
+  *more = ++s.step < s.steps;
+  if (*more)
+    s.due_ns = NowNs() + kPlaceStepNs;
+  else
+    s.index = kNoPlacement;
+  return 0;
+}
+
+}  // namespace rdmasan::softnic::exec
