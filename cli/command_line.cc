@@ -48,9 +48,10 @@ absl::Status ParseCommandLine(int argc, char** argv, CommandLine* cl) {
     absl::string_view value = body.substr(eq + 1);
     // RDMASAN_OPTIONS separates items with ':', spaces and newlines, so a
     // value holding one of them cannot be passed through it.
-    // A fault spec's settings are the exception: its ':' items continue
-    // faults= there, unless one would read as an option of its own.
-    bool spec_colons = name == "faults";
+    // A fault or chaos spec's settings are the exception: its ':' items
+    // continue faults= (chaos=) there, unless one would read as an option
+    // of its own.
+    bool spec_colons = name == "faults" || name == "chaos";
     if (spec_colons)
       for (absl::string_view item : absl::StrSplit(value, ':'))
         if (rdmasan::core::IsKnownOption(std::string(item.substr(0, item.find('='))))) spec_colons = false;

@@ -18,10 +18,26 @@ namespace rdmasan::core {
 namespace {
 
 constexpr const char* kPointNames[kNumPoints] = {
-    "post_send",    "post_recv",      "post_srq_recv",       "reg_mr",     "create_cq", "create_qp",
-    "create_srq",   "create_ah",      "create_comp_channel", "alloc_pd",   "wc.error",  "async.port_err",
-    "async.cq_err", "async.qp_fatal", "sched.hold",          "sched.pick",
+    "post_send",           "post_recv",      "post_srq_recv", "reg_mr",
+    "create_cq",           "create_qp",      "create_srq",    "create_ah",
+    "create_comp_channel", "alloc_pd",       "wc.error",      "async.port_err",
+    "async.cq_err",        "async.qp_fatal", "sched.hold",    "sched.pick",
+    "chaos.place",         "chaos.gather",   "chaos.fence",   "chaos.lag",
+    "chaos.relaxed",       "chaos.cq_event",
 };
+
+// The chaos points softnic implements (a point becomes available here when
+// softnic shows it; until then --chaos refuses it by name).
+constexpr bool kChaosAvailable[] = {
+    false,  // chaos.place
+    false,  // chaos.gather
+    false,  // chaos.fence
+    false,  // chaos.lag
+    false,  // chaos.relaxed
+    true,   // chaos.cq_event
+};
+static_assert(sizeof(kChaosAvailable) / sizeof(kChaosAvailable[0]) ==
+              static_cast<int>(Point::kCount) - static_cast<int>(Point::kChaosPlace));
 
 // splitmix64: a good 64-bit mixer; the PRNG is counter-based on it.
 uint64_t Mix(uint64_t x) {
@@ -170,6 +186,29 @@ bool ParseNum(absl::string_view v, uint64_t* out) {
   return absl::SimpleAtoi(v, out);
 }
 
+// The settings --faults and --chaos share (p, enable, nth, once, qp):
+// false if `key` is none of them, else true with *ok saying whether its
+// value is good.
+bool ParseCommonSetting(absl::string_view key, absl::string_view val, bool has_value, FaultRule* r,
+                        bool* ok) {
+  if (key == "once" && !has_value) {
+    r->once = true;
+  } else if (key == "p") {
+    *ok = ParseProb(val, &r->p);
+  } else if (key == "enable") {
+    *ok = ParseProb(val, &r->enable);
+  } else if (key == "nth") {
+    *ok = ParseNum(val, &r->nth) && r->nth > 0;
+  } else if (key == "qp") {
+    uint64_t q = 0;
+    *ok = ParseNum(val, &q) && q > 0 && q <= 0xffffff;
+    r->qp = static_cast<uint32_t>(q);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 const char* PointName(Point p) {
@@ -210,9 +249,12 @@ std::string FormatDecision(const Decision& d) {
   return line;
 }
 
-std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source) {
-  return absl::StrCat("# rdmasan decision log v1 (", source, ")\n# reorder=", reorder, "\n# faults=", faults,
-                      "\n");
+std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source,
+                            absl::string_view chaos) {
+  std::string out = absl::StrCat("# rdmasan decision log v1 (", source, ")\n# reorder=", reorder,
+                                 "\n# faults=", faults, "\n");
+  if (!chaos.empty()) absl::StrAppend(&out, "# chaos=", chaos, "\n");
+  return out;
 }
 
 absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text) {
@@ -228,6 +270,8 @@ absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text) {
           log.reorder = std::string(comment);
         else if (absl::ConsumePrefix(&comment, "faults="))
           log.faults = std::string(comment);
+        else if (absl::ConsumePrefix(&comment, "chaos="))
+          log.chaos = std::string(comment);
       }
       body = body.substr(0, hash);
     }
@@ -342,18 +386,8 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view spec) {
       size_t eq = s.find('=');
       absl::string_view key = s.substr(0, eq), val = eq == absl::string_view::npos ? "" : s.substr(eq + 1);
       bool ok = true;
-      if (key == "once" && eq == absl::string_view::npos) {
-        r.once = true;
-      } else if (key == "p") {
-        ok = ParseProb(val, &r.p);
-      } else if (key == "enable") {
-        ok = ParseProb(val, &r.enable);
-      } else if (key == "nth") {
-        ok = ParseNum(val, &r.nth) && r.nth > 0;
-      } else if (key == "qp") {
-        uint64_t q;
-        ok = ParseNum(val, &q) && q > 0 && q <= 0xffffff;
-        r.qp = static_cast<uint32_t>(q);
+      if (ParseCommonSetting(key, val, eq != absl::string_view::npos, &r, &ok)) {
+        // p, enable, nth, once, qp: as --chaos has them
       } else if (key == "wr") {
         uint64_t w;
         ok = ParseNum(val, &w) && w < (1u << 20);
@@ -382,17 +416,92 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view spec) {
   return out;
 }
 
+// ------------------------------------------------------------------- chaos --
+
+bool ChaosPointAvailable(Point p) {
+  return IsChaosPoint(p) && kChaosAvailable[static_cast<int>(p) - static_cast<int>(Point::kChaosPlace)];
+}
+
+bool ChaosRuleMatches(const FaultRule& r, Point p) {
+  if (!IsChaosPoint(p)) return false;
+  if (r.name == "*" || r.name == "all") return ChaosPointAvailable(p);
+  absl::string_view full = PointName(p);
+  return full == r.name || full.substr(sizeof("chaos.") - 1) == r.name;
+}
+
+uint32_t ChaosSpec::Mask() const {
+  uint32_t mask = 0;
+  for (int i = static_cast<int>(Point::kChaosPlace); i < kNumPoints; ++i)
+    for (const auto& r : rules)
+      if (ChaosRuleMatches(r, static_cast<Point>(i)))
+        mask |= 1u << (i - static_cast<int>(Point::kChaosPlace));
+  return mask;
+}
+
+bool ChaosSpec::Names(Point p, uint32_t qp_num) const {
+  for (const auto& r : rules)
+    if (ChaosRuleMatches(r, p) && (!r.qp || !qp_num || r.qp == qp_num)) return true;
+  return false;
+}
+
+absl::StatusOr<ChaosSpec> ParseChaosSpec(absl::string_view spec) {
+  ChaosSpec out;
+  if (absl::StripAsciiWhitespace(spec).empty()) return out;  // no chaos (the default)
+  std::string available;
+  for (int i = static_cast<int>(Point::kChaosPlace); i < kNumPoints; ++i)
+    if (ChaosPointAvailable(static_cast<Point>(i)))
+      absl::StrAppend(&available, available.empty() ? "" : ", ", PointName(static_cast<Point>(i)) + 6);
+  for (absl::string_view rule_text : absl::StrSplit(spec, ',')) {
+    rule_text = absl::StripAsciiWhitespace(rule_text);
+    if (rule_text.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("chaos: an empty rule in '", spec.substr(0, 120), "' (a stray ',')"));
+    std::vector<absl::string_view> parts = absl::StrSplit(rule_text, ':');
+    FaultRule r;
+    r.name = std::string(parts[0]);
+    auto bad = [&](absl::string_view what, absl::string_view token) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chaos: ", what, " '", token.substr(0, 80), "' in '", rule_text.substr(0, 120), "'"));
+    };
+    const bool every = r.name == "*" || r.name == "all";
+    Point named = Point::kCount;
+    for (int i = static_cast<int>(Point::kChaosPlace); i < kNumPoints && !every; ++i)
+      if (ChaosRuleMatches(r, static_cast<Point>(i))) named = static_cast<Point>(i);
+    if (named == Point::kCount && !every)
+      return absl::InvalidArgumentError(absl::StrCat("chaos: unknown point '", parts[0].substr(0, 80),
+                                                     "' in '", rule_text.substr(0, 120),
+                                                     "' (available: ", available, ")"));
+    if (named != Point::kCount && !ChaosPointAvailable(named))
+      return absl::InvalidArgumentError(absl::StrCat("chaos: point '", parts[0].substr(0, 80),
+                                                     "' is not available yet (available: ", available, ")"));
+    for (size_t i = 1; i < parts.size(); ++i) {
+      absl::string_view s = parts[i];
+      size_t eq = s.find('=');
+      absl::string_view key = s.substr(0, eq), val = eq == absl::string_view::npos ? "" : s.substr(eq + 1);
+      bool ok = true;
+      if (!ParseCommonSetting(key, val, eq != absl::string_view::npos, &r, &ok))
+        return bad("unknown setting (p=, nth=, once, enable=, qp=)", s);
+      if (!ok) return bad("bad value in", s);
+    }
+    if (r.nth && r.p >= 0) return bad("nth= and p= exclude each other in", rule_text);
+    out.rules.push_back(std::move(r));
+  }
+  return out;
+}
+
 // --------------------------------------------------------------- decider --
 
-Decider::Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults)
-    : source_(std::move(source)), faults_(std::move(faults)) {
+Decider::Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults, ChaosSpec chaos)
+    : source_(std::move(source)), faults_(std::move(faults)), chaos_(std::move(chaos)) {
   // Replaying a log: every fault point asks it (a point the log does not
   // name decides 0, and each point counts its own hits).
   if (source_->Replaying())
     for (int i = 0; i < kNumPoints; ++i) active_[i] = IsFaultPoint(static_cast<Point>(i));
-  for (int i = 0; i < kNumPoints; ++i)
+  for (int i = 0; i < kNumPoints; ++i) {
     for (const auto& r : faults_.rules)
       if (r.Matches(static_cast<Point>(i))) active_[i] = true;
+    if (chaos_.Names(static_cast<Point>(i))) active_[i] = true;
+  }
 }
 
 DecisionKey Decider::NextKey(Point p, uint64_t obj) {
@@ -400,14 +509,15 @@ DecisionKey Decider::NextKey(Point p, uint64_t obj) {
   return DecisionKey{p, obj, ++hits_[{static_cast<uint16_t>(p), obj}]};
 }
 
-bool Decider::RuleEnabled(size_t rule_index, Point p) {
-  const FaultRule& r = faults_.rules[rule_index];
+bool Decider::RuleEnabled(const FaultRule& r, size_t rule_key, Point p, bool chaos) {
   if (r.nth || r.once || (r.p >= 0 && r.enable < 0)) return true;
+  if (chaos && r.enable < 0) return true;  // chaos: enabled unless enable= says otherwise
   const double enable = r.enable >= 0 ? r.enable : 0.5;
-  int& state = enabled_[{rule_index, static_cast<uint16_t>(p)}];
+  int& state = enabled_[{rule_key, static_cast<uint16_t>(p)}];
   if (state == 0) {
     // BUGGIFY: decided once per run and point, from the run's draws.
-    const uint64_t draw = source_->RunDraw(1, rule_index, static_cast<uint64_t>(p), uint64_t(1) << 32);
+    const uint64_t draw =
+        source_->RunDraw(chaos ? 2 : 1, rule_key, static_cast<uint64_t>(p), uint64_t(1) << 32);
     state = draw < static_cast<uint64_t>(enable * double(uint64_t(1) << 32)) ? 1 : -1;
   }
   return state > 0;
@@ -443,7 +553,7 @@ uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
       uint64_t hit;
       {
         std::lock_guard<std::mutex> l(mu_);
-        if (!RuleEnabled(i, p)) continue;
+        if (!RuleEnabled(r, i, p, false)) continue;
         hit = ++fired_[{i, uint16_t(0x8000) | static_cast<uint16_t>(p)}];
         if (r.once && fired_[{i, 0}]) continue;
       }
@@ -474,6 +584,50 @@ uint64_t Decider::Schedule(Point p, uint64_t obj, const std::function<uint64_t(D
                            uint64_t wr_id) {
   const DecisionKey key = NextKey(p, obj);
   const uint64_t result = source_->Replaying() ? source_->Recorded(key) : source_->Draw(key, f);
+  if (result) Record(key, result, note, qp_num, wr_id);
+  return result;
+}
+
+uint64_t Decider::Chaos(Point p, uint64_t obj, uint64_t n, const std::function<std::string(uint64_t)>& note,
+                        uint32_t qp_num, uint64_t wr_id) {
+  if (n <= 1 || !active_[static_cast<int>(p)]) return 0;
+  const DecisionKey key = NextKey(p, obj);
+  uint64_t result = 0;
+  if (source_->Replaying()) {
+    result = source_->Recorded(key);
+    if (result >= n) result = 0;  // a log from another build or program: the natural behaviour
+  } else {
+    // The first rule that fires decides, as for faults; chaos rules keep
+    // their once/nth state apart from the fault rules' (keys from kChaosRuleKey).
+    constexpr size_t kChaosRuleKey = size_t(1) << 20;
+    for (size_t i = 0; i < chaos_.rules.size() && !result; ++i) {
+      const FaultRule& r = chaos_.rules[i];
+      if (!ChaosRuleMatches(r, p) || (r.qp && r.qp != qp_num)) continue;
+      uint64_t hit;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!RuleEnabled(r, kChaosRuleKey + i, p, true)) continue;
+        hit = ++fired_[{kChaosRuleKey + i, uint16_t(0x8000) | static_cast<uint16_t>(p)}];
+        if (r.once && fired_[{kChaosRuleKey + i, 0}]) continue;
+      }
+      result = source_->Draw(key, [&](Draws& d) -> uint64_t {
+        bool fire;
+        if (r.nth)
+          fire = hit == r.nth;
+        else if (r.p >= 0)
+          fire = d.Chance(r.p);
+        else if (r.once)
+          fire = true;
+        else
+          fire = d.Chance(kChaosDefaultP);
+        return fire ? 1 + d.Below(n - 1) : 0;
+      });
+      if (result && r.once) {
+        std::lock_guard<std::mutex> l(mu_);
+        fired_[{kChaosRuleKey + i, 0}] = 1;
+      }
+    }
+  }
   if (result) Record(key, result, note, qp_num, wr_id);
   return result;
 }

@@ -27,6 +27,8 @@
 //           | 'errno=' E('|'E)* | 'qp=' N | 'wr=' N
 // A rule with neither p, nth nor once is BUGGIFY-style: enabled for the run
 // with probability `enable` (default 0.5), then fires with p=0.05 per hit.
+// The chaos points (chaos.*: softnic's legal freedoms, decided through the
+// same sources) are named by ChaosSpec, --chaos=SPEC, in the same grammar.
 //
 // May not: depend on anything but core/ and Abseil, allocate per decision
 // once a key's counter exists, or do I/O (the sink does).
@@ -67,6 +69,14 @@ enum class Point : uint16_t {
   kAsyncQpFatal,       // async.qp_fatal: QP_FATAL, the QP goes to ERR
   kSchedHold,          // sched.hold: hold a completion back from this poll
   kSchedPick,          // sched.pick: release the i-th eligible queue's completion
+  // softnic's legal freedoms (--chaos, softnic/chaos.h), after the others
+  // so that the numbers the traces store for the points above stay theirs.
+  kChaosPlace,    // chaos.place: placement order within a message
+  kChaosGather,   // chaos.gather: late gather of a SEND/WRITE's source
+  kChaosFence,    // chaos.fence: an unfenced WR overtakes a READ/ATOMIC
+  kChaosLag,      // chaos.lag: a QP's execution lags behind others'
+  kChaosRelaxed,  // chaos.relaxed: out-of-order landing into a relaxed-ordering MR
+  kChaosCqEvent,  // chaos.cq_event: ibv_get_cq_event wakes with nothing to poll
   kCount
 };
 constexpr int kNumPoints = static_cast<int>(Point::kCount);
@@ -75,6 +85,8 @@ const char* PointName(Point p);
 Point PointByName(absl::string_view name);
 // True for the points --faults may name (not the scheduler's).
 inline bool IsFaultPoint(Point p) { return p < Point::kSchedHold; }
+// True for the points --chaos may name.
+inline bool IsChaosPoint(Point p) { return p >= Point::kChaosPlace && p < Point::kCount; }
 
 struct DecisionKey {
   Point point = Point::kCount;
@@ -132,7 +144,8 @@ std::unique_ptr<DecisionSource> MakeLogSource(std::vector<Decision> log, std::st
 // Text, one decision per line, '#' to end of line is a comment:
 //   wc.error obj=5 hit=3 outcome=12   # RETRY_EXC_ERR on QP 0x11 wr_id=0x12
 // The header comment lines name the run's settings ("# seed=", "# reorder=",
-// "# faults=") so that --schedule can restore them.  At a normal exit the
+// "# faults=", and "# chaos=" when chaos is on) so that --schedule can
+// restore them.  At a normal exit the
 // log ends with "# reached POINT N" comment lines: how often each fault
 // point was reached (FormatReached), which a reader of schedules ignores.
 class Decider;
@@ -140,11 +153,14 @@ struct DecisionLog {
   std::vector<Decision> decisions;
   std::string reorder;  // from "# reorder=", "" if absent
   std::string faults;   // from "# faults="
+  std::string chaos;    // from "# chaos=", "" if absent
 };
 // Clear errors naming the line and the bad token; never crashes on any input.
 absl::StatusOr<DecisionLog> ParseDecisionLog(absl::string_view text);
 std::string FormatDecision(const Decision& d);  // one line, with '\n'
-std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source);
+// The "# chaos=" line only when `chaos` is not empty.
+std::string FormatLogHeader(absl::string_view reorder, absl::string_view faults, absl::string_view source,
+                            absl::string_view chaos = "");
 std::string FormatReached(const Decider& d);  // "# reached post_send 12\n"..., "" if none
 // The "# reached" lines of a log's text: (point, times reached), in order.
 std::vector<std::pair<Point, uint64_t>> ParseReached(absl::string_view text);
@@ -174,13 +190,43 @@ bool ParseErrno(absl::string_view s, int* out);
 const char* ErrnoName(int e);               // "ENOMEM"; "E?" if unknown
 const char* WcStatusName(uint32_t status);  // "RETRY_EXC_ERR"; "SUCCESS"; "?" if unknown
 
+// ------------------------------------------------------------------- chaos --
+// ChaosSpec parses --chaos=SPEC, the legal freedoms softnic shows
+// (softnic/chaos.h; docs/faults.md, "Chaos"), in the grammar of --faults:
+//   spec   := rule (',' rule)*
+//   rule   := name (':' setting)*      name: 'all', '*', or a point's name
+//                                      without 'chaos.' (place, cq_event)
+//   setting:= 'p=' prob | 'nth=' N | 'once' | 'enable=' prob | 'qp=' N
+// A rule with neither p, nth nor once fires with p=kChaosDefaultP per hit
+// (always enabled unless enable= says otherwise): a chaos decision is legal
+// behaviour a correct program must take at every hit, so unlike a fault it
+// need not be rare for the run to go on, and a bug that needs one freedom
+// shown once among natural hits is found within a few runs.  A point that
+// softnic does not implement yet is refused by name, never accepted
+// silently; 'all' names the points that are available.
+inline constexpr double kChaosDefaultP = 0.25;
+struct ChaosSpec {
+  std::vector<FaultRule> rules;  // FaultRule's p, nth, once, enable, qp
+  bool empty() const { return rules.empty(); }
+  // Bit i for ChaosPoint i (kChaosPlace is bit 0): the points any rule names.
+  uint32_t Mask() const;
+  // Whether a rule names chaos point `p` for QP `qp_num` (0: any QP).
+  bool Names(Point p, uint32_t qp_num = 0) const;
+};
+// Whether a rule of --chaos names `p` (a chaos point).
+bool ChaosRuleMatches(const FaultRule& r, Point p);
+// Whether softnic implements chaos point `p`.
+bool ChaosPointAvailable(Point p);
+// Errors name the bad token: "chaos: point 'fence' is not available yet (available: cq_event)".
+absl::StatusOr<ChaosSpec> ParseChaosSpec(absl::string_view spec);
+
 // --------------------------------------------------------------- decider --
 // The process's decisions: a source, the fault rules, per-(point, object)
 // hit counters, and a sink that records every non-zero outcome.
 class Decider {
  public:
   using Sink = std::function<void(const Decision&)>;
-  Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults);
+  Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults, ChaosSpec chaos = {});
 
   // Whether any rule names `p` (or, replaying, the log does): the cheap
   // test a call site makes before anything else.
@@ -205,7 +251,16 @@ class Decider {
                     const std::function<std::string(uint64_t)>& note = nullptr, uint32_t qp_num = 0,
                     uint64_t wr_id = 0);
 
+  // A chaos decision (softnic's legal freedoms) among `n` outcomes: 0 (the
+  // natural behaviour) or, when a --chaos rule naming `p` (and qp_num, for
+  // rules with qp=) fires, an outcome drawn in [1, n).  Replaying: the
+  // log's outcome (0 if it is not below n).  Recorded when non-zero.
+  uint64_t Chaos(Point p, uint64_t obj, uint64_t n,
+                 const std::function<std::string(uint64_t)>& note = nullptr, uint32_t qp_num = 0,
+                 uint64_t wr_id = 0);
+
   DecisionSource& source() { return *source_; }
+  const ChaosSpec& chaos() const { return chaos_; }
   const FaultSpec& faults() const { return faults_; }
   void SetSink(Sink sink) { sink_ = std::move(sink); }
 
@@ -217,12 +272,13 @@ class Decider {
   uint64_t Reached(Point p) const;
 
  private:
-  bool RuleEnabled(size_t rule_index, Point p);
+  bool RuleEnabled(const FaultRule& r, size_t rule_key, Point p, bool chaos);
   void Record(const DecisionKey& key, uint64_t outcome, const std::function<std::string(uint64_t)>& note,
               uint32_t qp_num, uint64_t wr_id);
 
   std::unique_ptr<DecisionSource> source_;
   FaultSpec faults_;
+  ChaosSpec chaos_;
   bool active_[kNumPoints] = {};
   Sink sink_;
   mutable std::mutex mu_;

@@ -54,6 +54,10 @@ std::string Disallowed(absl::string_view allowed, const std::string& v) {
     auto spec = ParseFaultSpec(v);
     return spec.ok() ? "" : std::string(spec.status().message());
   }
+  if (allowed == "<chaos>") {
+    auto spec = ParseChaosSpec(v);
+    return spec.ok() ? "" : std::string(spec.status().message());
+  }
   if (allowed == "<checks>") {
     CheckSet scratch;
     absl::Status s = CheckSet::Parse(v, &scratch);
@@ -81,8 +85,9 @@ std::string BadValue(absl::string_view key, absl::string_view val, absl::string_
 
 absl::Status ParseOptions(absl::string_view text, Options* opts) {
   std::vector<std::string> errors;
-  // A fault spec's settings are ':'-separated too (faults=wc.error:p=0.1):
-  // an item that does not start with an option's name continues faults=.
+  // A fault spec's settings are ':'-separated too (faults=wc.error:p=0.1,
+  // chaos=cq_event:p=0.5): an item that does not start with an option's
+  // name continues faults= (or chaos=).
   std::vector<std::string> items;
   bool in_faults = false;
   for (absl::string_view item : absl::StrSplit(text, absl::ByAnyChar(":\n "), absl::SkipEmpty())) {
@@ -91,7 +96,7 @@ absl::Status ParseOptions(absl::string_view text, Options* opts) {
       absl::StrAppend(&items.back(), ":", item);
       continue;
     }
-    in_faults = name == "faults";
+    in_faults = name == "faults" || name == "chaos";
     items.emplace_back(item);
   }
   for (absl::string_view item : items) {

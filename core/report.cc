@@ -779,6 +779,14 @@ std::string DescribeDecisionEvent(const Event& e) {
     case Point::kSchedHold:
     case Point::kSchedPick:
       return absl::StrCat(PointName(point), " outcome ", o, on_qp, wr);
+    case Point::kChaosCqEvent:
+      return absl::StrCat(PointName(point), ": a spurious completion event, nothing to poll behind it");
+    case Point::kChaosPlace:
+    case Point::kChaosGather:
+    case Point::kChaosFence:
+    case Point::kChaosLag:
+    case Point::kChaosRelaxed:
+      return absl::StrCat(PointName(point), " outcome ", o, on_qp, wr);
     default:  // reg_mr, create_*, alloc_pd: the errno
       return absl::StrCat(PointName(point), " ", ErrnoName(static_cast<int>(o)), on_qp);
   }
