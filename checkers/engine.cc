@@ -407,11 +407,14 @@ void Engine::OnDecision(const core::Event& e, uint64_t* seq) {
   // counts the decisions as this run did.
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const uint64_t number = ++decisions_seen_;
-  if (e.count >= static_cast<uint32_t>(core::kNumPoints) ||
-      !core::IsFaultPoint(static_cast<core::Point>(e.count)))
-    return;
+  if (e.count >= static_cast<uint32_t>(core::kNumPoints)) return;
+  const auto point = static_cast<core::Point>(e.count);
+  if (!core::IsFaultPoint(point) && !core::IsChaosPoint(point)) return;
+  // A chaos decision is no fault but a legal freedom softnic showed: named
+  // the same way, so a report says what the NIC did before it.
   Injected what{number, seq ? *seq : e.seq,
-                absl::StrCat("after injected ", core::DescribeDecisionEvent(e), " (decision #", number, ")")};
+                absl::StrCat(core::IsFaultPoint(point) ? "after injected " : "after softnic's ",
+                             core::DescribeDecisionEvent(e), " (decision #", number, ")")};
   if (e.qp_num) last_fault_on_qpn_[e.qp_num] = what;
   last_fault_ = std::move(what);
   any_fault_.store(true, std::memory_order_release);

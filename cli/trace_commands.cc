@@ -181,13 +181,14 @@ core::Options RecordedOptions(const traces::TraceHeader& h) {
 }
 
 // The trace's decision log (core/decision.h's text format): the header
-// naming the recorded reorder= and faults=, then each decision in seq
+// naming the recorded reorder=, faults= and chaos=, then each decision in seq
 // order.  `rdmasan run --schedule=FILE -- prog` re-applies it.
 int Decisions(traces::TraceReader& r, const char* path) {
   const core::Options o = RecordedOptions(r.header());
   std::string out = core::FormatLogHeader(o.reorder, o.faults,
                                           absl::StrFormat("from trace %s of pid %d, seed %d", path,
-                                                          static_cast<long long>(r.header().pid), o.seed));
+                                                          static_cast<long long>(r.header().pid), o.seed),
+                                          o.chaos);
   uint64_t decisions = 0;
   std::string bad;
   const int status = ForEachEvent(r, [&](const core::Event& e) {

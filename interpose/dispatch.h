@@ -14,8 +14,7 @@
 // the function: a call is one load and one indirect call, softnic's too.
 //
 // What softnic leaves missing that a real provider may have: ibv_reg_dmabuf_mr
-// (EOPNOTSUPP), ibv_query_ece and ibv_set_ece (EOPNOTSUPP),
-// ibv_query_qp_data_in_order (0: no in-order promise).
+// (EOPNOTSUPP), ibv_query_ece and ibv_set_ece (EOPNOTSUPP).
 //
 // May not: reach libibverbs' private symbols or its verbs_context_ops
 // (public ABI only; ibv_query_gid_type is the one private symbol, found by

@@ -24,6 +24,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/sched.h"
+#include "softnic/chaos.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::interpose {
@@ -59,6 +60,7 @@ ReorderMode ParseReorder(const std::string& s) {
 std::string Describe(const core::Decision& d) {
   using core::Point;
   const uint64_t o = d.outcome;
+  if (core::IsChaosPoint(d.key.point)) return absl::StrCat(core::PointName(d.key.point), " outcome ", o);
   switch (d.key.point) {
     case Point::kPostSend:
     case Point::kPostRecv:
@@ -130,10 +132,39 @@ std::string ReadSchedule(const std::string& path, core::DecisionLog* log) {
   return "";
 }
 
+// chaos= as the run applies it: the option, else the schedule's "# chaos="
+// (a log's header is not checked at start: a bad one is said and ignored).
+std::string RunChaos(const core::Options& o, const core::DecisionLog* log) {
+  if (!o.chaos.empty() || !log) return o.chaos;
+  if (!core::ParseChaosSpec(log->chaos).ok()) {
+    core::Diag(absl::StrCat("schedule '", o.schedule, "': chaos=", log->chaos,
+                            " ignored: ", core::ParseChaosSpec(log->chaos).status().message()));
+    return "";
+  }
+  return log->chaos;
+}
+
+// softnic's questions at its chaos points (softnic/chaos.h), answered by
+// the run's Decider.
+uint64_t DecideChaos(softnic::ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what) {
+  core::Decider* d = Decider();
+  if (!d) return 0;
+  const auto point =
+      static_cast<core::Point>(static_cast<int>(core::Point::kChaosPlace) + static_cast<int>(p));
+  if (!core::IsChaosPoint(point)) return 0;
+  return d->Chaos(
+      point, obj, n,
+      [&](uint64_t outcome) {
+        return absl::StrCat(core::PointName(point), " ", what ? what : "", " (outcome ", outcome, ")");
+      },
+      0, wr_id);
+}
+
 State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given = nullptr) {
   auto* s = new State();
   std::string faults = o.faults;
   std::string reorder = o.reorder;
+  std::string chaos = o.chaos;
   std::unique_ptr<core::DecisionSource> source = std::move(given);  // fuzzing: the input's bytes
   if (!source && !o.schedule.empty()) {
     core::DecisionLog log;
@@ -142,15 +173,21 @@ State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given
     } else {
       if (reorder == "off" && !log.reorder.empty()) reorder = log.reorder;
       if (faults.empty()) faults = log.faults;
+      chaos = RunChaos(o, &log);
       source = core::MakeLogSource(std::move(log.decisions), o.schedule);
     }
   }
   s->reorder = ParseReorder(reorder);
-  if (!source && (!faults.empty() || s->reorder != ReorderMode::kOff))
+  auto chaos_spec = core::ParseChaosSpec(chaos);
+  if (!chaos_spec.ok()) chaos_spec = core::ChaosSpec();
+  if (chaos_spec->empty()) chaos.clear();
+  softnic::SetChaos(chaos_spec->empty() ? nullptr : DecideChaos, chaos_spec->Mask());
+  if (!source && (!faults.empty() || s->reorder != ReorderMode::kOff || !chaos.empty()))
     source = core::MakePrngSource(static_cast<uint64_t>(o.seed));
   if (!source) return s;
   auto spec = core::ParseFaultSpec(source->Replaying() ? "" : faults);
-  s->decider = std::make_unique<core::Decider>(std::move(source), spec.ok() ? *spec : core::FaultSpec());
+  s->decider = std::make_unique<core::Decider>(std::move(source), spec.ok() ? *spec : core::FaultSpec(),
+                                               *std::move(chaos_spec));
   if (!o.decision_log.empty()) {
     std::string path = absl::StrReplaceAll(o.decision_log, {{"%p", absl::StrCat(getpid())}});
     s->log_fd = core::AdoptFd(core::CreateForWrite(path, core::CreateMode::kFresh));
@@ -158,7 +195,7 @@ State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given
     if (s->log_fd.fd < 0) {
       core::Diag(absl::StrCat("decision_log: cannot create '", path, "': ", std::strerror(errno)));
     } else {
-      const std::string head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe());
+      const std::string head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe(), chaos);
       (void)!write(s->log_fd.fd, head.data(), head.size());
     }
   }
@@ -248,6 +285,14 @@ int CallFault(core::Point p, core::ObjId obj) {
     return ENOMEM;
   });
   return o ? (o < 4096 ? static_cast<int>(o) : ENOMEM) : 0;
+}
+
+void InstallChaos() {
+  const core::Options& o = core::GlobalOptions();
+  core::DecisionLog log;
+  const bool have_log = !o.schedule.empty() && ReadSchedule(o.schedule, &log).empty();
+  auto spec = core::ParseChaosSpec(RunChaos(o, have_log ? &log : nullptr));
+  if (spec.ok() && !spec->empty()) softnic::SetChaos(DecideChaos, spec->Mask());
 }
 
 ReorderMode Reorder() {

@@ -1,7 +1,7 @@
 // interpose/faults: the harness bends the world the program lives in.
 //
 // Holds the process's core::Decider, built at first use from the options
-// (seed=, faults=, reorder=, schedule=, decision_log=), and what the fault
+// (seed=, faults=, reorder=, chaos=, schedule=, decision_log=), and what the fault
 // points and the completion scheduler (interpose/sched.h) need to know of
 // the program's QPs.  Every non-zero decision becomes a kDecision event
 // (in the trace, and kept by the checkers to name in reports) and a line of
@@ -32,7 +32,7 @@
 namespace rdmasan::interpose {
 
 // The decider, or null when the run decides nothing (no faults=, reorder=
-// off, no schedule=).  Two loads after the first call.
+// off, no chaos=, no schedule=).  Two loads after the first call.
 core::Decider* DeciderSlow();
 struct FaultsState;
 extern std::atomic<core::Decider*> g_decider;  // set once built
@@ -108,6 +108,12 @@ std::string RecentInjections();
 std::string DecisionSummary();
 // At a normal exit: ends decision_log= with its "# reached POINT N" lines.
 void FinishDecisionLog();
+
+// chaos= (or the schedule's "# chaos="): at start, tells softnic which of
+// its chaos points to ask the Decider about (softnic::SetChaos); the
+// Decider itself is built at the first decision.  On a real NIC chaos
+// has nothing to act on: only softnic asks.
+void InstallChaos();
 
 // What is wrong with schedule= ("" if nothing): the preloaded library
 // stops the program at start on it (init.cc).

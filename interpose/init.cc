@@ -59,6 +59,7 @@ __attribute__((constructor)) void RdmasanInit() {
     // Before the program can fork or exec: its children and later images
     // inherit the run this one began (or belongs to).
     rdmasan::interpose::TraceRun();
+    rdmasan::interpose::InstallChaos();
     return;
   }
   int pid = getpid();

@@ -15,10 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "softnic/access.h"
+#include "softnic/chaos.h"
 #include "softnic/internal.h"
 #include "softnic/interrupt.h"
 #include "softnic/owned.h"
@@ -124,6 +127,8 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   pthread_mutex_init(&x.mutex, nullptr);
   pthread_cond_init(&x.cond, nullptr);
   InstallCqExOps(cq.get());
+  static std::atomic<uint32_t> created{0};
+  cq->ordinal = created.fetch_add(1, std::memory_order_relaxed) + 1;
   if (ibch) ++ibch->refcnt;
   p->cqs[slot] = cq.get();
   return &cq.release()->cqx;  // the program's handle now
@@ -228,10 +233,47 @@ int DestroyCq(ibv_cq* ibcq) {
   return 0;
 }
 
+namespace {
+
+// Chaos (kCqEvent, `--chaos=cq_event`): ibv_get_cq_event(3) may return an
+// event with no completion behind it.  Asked once per call, when no event
+// is waiting: each CQ of the channel that is armed, and has had a
+// completion since its last spurious event (so a program that re-arms,
+// polls and waits again is not woken forever), may be decided to wake
+// now.  The arm is consumed as a real event consumes it, and the event
+// counts toward the acks as any other.
+SnCq* SpuriousEvent(Process* p, ibv_comp_channel* ibch) {
+  if (__builtin_expect(!ChaosOn(ChaosPoint::kCqEvent), 1)) return nullptr;
+  std::vector<SnCq*> mine;
+  {
+    std::lock_guard<std::mutex> g(p->mu);
+    for (SnCq* c : p->cqs)
+      if (c && c->cqx.channel == ibch) mine.push_back(c);
+  }
+  std::sort(mine.begin(), mine.end(), [](const SnCq* a, const SnCq* b) { return a->ordinal < b->ordinal; });
+  for (SnCq* c : mine) {
+    uint64_t prod;
+    {
+      FabricLock lock(p->fab);  // requesters push completions under it
+      prod = c->shm->prod;
+    }
+    if (c->shm->armed.load(std::memory_order_acquire) == 0 || prod == c->spurious_at.load()) continue;
+    if (ChaosDecide(ChaosPoint::kCqEvent, c->ordinal, 0, 2, "a spurious event on the program's CQ") != 1)
+      continue;
+    if (c->shm->armed.exchange(0) == 0) continue;  // a completion took the arm (its event is on its way)
+    c->spurious_at.store(prod);
+    return c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
   Process* p = GetProcess();
   if (!p) return -1;
   const bool nonblock = fcntl(ibch->fd, F_GETFL) & O_NONBLOCK;
+  bool chaos_asked = false;
   for (;;) {
     uint32_t msg[2];
     ssize_t n = RecvFromOwner(ibch->fd, msg, sizeof(msg), MSG_DONTWAIT);
@@ -249,6 +291,16 @@ int GetCqEvent(ibv_comp_channel* ibch, ibv_cq** cq_out, void** ctx_out) {
     }
     if (n >= 0) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (!chaos_asked) {
+      chaos_asked = true;
+      if (SnCq* cq = SpuriousEvent(p, ibch)) {
+        ++cq->events_reported;
+        *cq_out = ibv_cq_ex_to_cq(&cq->cqx);
+        *ctx_out = cq->cqx.cq_context;
+        return 0;
+      }
+      errno = EAGAIN;
+    }
     if (nonblock) return -1;
     // Block, but wake now and then to drive RNR retries and notice dead
     // peers of the QPs whose completions this channel reports.

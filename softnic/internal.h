@@ -80,6 +80,11 @@ struct SnCq {
   ibv_wc cur{};
   bool in_poll = false;
   uint32_t events_reported = 0;
+  // Chaos (kCqEvent): this process's n-th CQ, from 1 (the decisions'
+  // object: the same in every run of a program), and the ring's prod at
+  // its last spurious event (~0: none).
+  uint32_t ordinal = 0;
+  std::atomic<uint64_t> spurious_at{~uint64_t{0}};
 };
 
 // An XRC domain as this process opened it (ibv_open_xrcd); `entry` is

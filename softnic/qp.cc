@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 
+#include "softnic/chaos.h"
 #include "softnic/internal.h"
 #include "softnic/owned.h"
 
@@ -580,6 +581,23 @@ void InjectAsync(ibv_context* ctx, ibv_event_type type, ibv_qp* qp, ibv_cq* cq) 
   } else if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_PORT_ACTIVE) {
     RaiseAsyncLocked(p, Ctx(ctx)->slot, type, kObjPort, 1);
   }
+}
+
+// Whether a reader may poll a message's data instead of its completion.
+// Without chaos softnic writes each message with one copy before its
+// completion, the same for every opcode; --chaos=place (or relaxed) may
+// place it in pieces, in any order, so then nothing is promised.  The
+// flags are rdma-core 45's (the installed verbs.h may predate them); an
+// unknown one, or an opcode the man page leaves out, gets 0.
+int QueryQpDataInOrder(ibv_qp*, ibv_wr_opcode op, uint32_t flags) {
+  constexpr uint32_t kReturnCaps = 1u << 0, kDeviceOnly = 1u << 1;  // IBV_QUERY_QP_DATA_IN_ORDER_*
+  constexpr int kWholeMsg = 1 << 0, kAligned128Bytes = 1 << 1;
+  if (flags & ~(kReturnCaps | kDeviceOnly)) return 0;
+  if (op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM && op != IBV_WR_SEND &&
+      op != IBV_WR_SEND_WITH_IMM && op != IBV_WR_RDMA_READ)
+    return 0;
+  if (ChaosOn(ChaosPoint::kPlace) || ChaosOn(ChaosPoint::kRelaxed)) return 0;
+  return (flags & kReturnCaps) ? kWholeMsg | kAligned128Bytes : 1;
 }
 
 }  // namespace rdmasan::softnic

@@ -127,6 +127,10 @@ int QueryQp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 // until 256 later QP destroys (qp.cc Retire).
 int DestroyQp(ibv_qp* qp);
 ibv_qp_ex* QpToQpEx(ibv_qp* qp);
+// ibv_query_qp_data_in_order(3): 1 (with IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS:
+// WHOLE_MSG | ALIGNED_128_BYTES) while chaos places no message out of
+// order (--chaos names neither place nor relaxed), else 0.
+int QueryQpDataInOrder(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags);
 
 // Multicast (mcast.cc): ibv_attach_mcast / ibv_detach_mcast.  A UD QP
 // joins the group (gid, lid) of the fabric; a UD send to QPN 0xFFFFFF
