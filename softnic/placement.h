@@ -16,8 +16,9 @@
 // first, then the rest ascending; 2 reversed; 3 shuffled, by an affine
 // permutation drawn from two more decisions), spread over up to four
 // progress steps of the requester (its posts, polls and waits, at least
-// kPlaceStepNs apart), so another thread or process really sees a partly
-// placed message for a while.  The WR stays pending meanwhile (the WRs
+// kPlaceStepNs apart: 2 ms, long enough for a reader in another process,
+// descheduled on a loaded machine, to look between two steps), so another
+// thread or process really sees a partly placed message for a while.  The WR stays pending meanwhile (the WRs
 // behind it on its QP wait: a QP still executes in post order) and both
 // completions are written after its last chunk.  Each step executes the
 // WR again from its keys (execute.h), so a key invalidated, an MR
@@ -57,7 +58,7 @@ namespace rdmasan::softnic::exec {
 inline constexpr uint32_t kPlaceChunk = 64;
 inline constexpr uint32_t kPlaceMaxChunks = 64;
 inline constexpr uint32_t kPlaceSteps = 4;
-inline constexpr uint64_t kPlaceStepNs = 200 * 1000;
+inline constexpr uint64_t kPlaceStepNs = 2 * 1000 * 1000;
 
 bool PlacementWaitsSlow(Exec& x, SnQp* qp);
 

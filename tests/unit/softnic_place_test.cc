@@ -70,7 +70,7 @@ class SoftnicPlace : public SoftnicPair {
     return n;
   }
 
-  // Drives the requester (polls on side 0's CQ, a step due every 200 us)
+  // Drives the requester (polls on side 0's CQ, a step due every 2 ms)
   // until `done_side`'s CQ has a completion; every poll that finds none
   // must see the message at `dst`/`off` partly placed.  Returns the
   // completion and the distinct partial counts seen; the requester's
@@ -79,7 +79,7 @@ class SoftnicPlace : public SoftnicPair {
     ibv_wc wc{};
     req_seen_ = 0;
     for (int i = 0; i < 2000; ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
       ibv_wc req;
       int n = ibv_poll_cq(cq_[0], 1, &req);
       EXPECT_GE(n, 0);
