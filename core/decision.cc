@@ -29,7 +29,7 @@ constexpr const char* kPointNames[kNumPoints] = {
 // The chaos points softnic implements (a point becomes available here when
 // softnic shows it; until then --chaos refuses it by name).
 constexpr bool kChaosAvailable[] = {
-    false,  // chaos.place
+    true,   // chaos.place
     false,  // chaos.gather
     false,  // chaos.fence
     false,  // chaos.lag
