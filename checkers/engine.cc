@@ -72,8 +72,8 @@ constexpr size_t ChecksOf(EventKind k) {
 }
 // The quiet filters (checkers/quiet.h) test the condition of every check of
 // these kinds: a check added here must be added there.
-static_assert(ChecksOf(EventKind::kPostSend) == 16, "add the new post_send check to checkers/quiet.cc");
-static_assert(ChecksOf(EventKind::kPostRecv) == 9, "add the new post_recv check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostSend) == 18, "add the new post_send check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostRecv) == 10, "add the new post_recv check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
 
 // The checks of one event kind, in report order, as direct calls (the
@@ -181,6 +181,11 @@ Engine::Engine(bool assign_seq, const core::CheckSet& enabled, bool one_thread)
     for (size_t k = 0; k < static_cast<size_t>(EventKind::kCount); ++k)
       if (kKindsOfCheck[i] >> k & 1) any_by_kind_[k] = true;
   }
+  // The destinations of READs and atomics (and of receives) are kept only
+  // for the checks that read them: off, they cost a post one branch.
+  auto on = [&](core::CheckId id) { return enabled_ >> static_cast<size_t>(id) & 1; };
+  state_.TrackDestinations(on(core::CheckId::kUnfencedReadUse) || on(core::CheckId::kBufferModifiedInFlight),
+                           on(core::CheckId::kOverlappingDestinations));
 }
 
 Engine::~Engine() = default;

@@ -60,19 +60,25 @@ class KeyedRing {
     return s.v;
   }
 
-  // Retires the oldest live element.
-  void pop_front() {
+  // Retires the oldest live element; `gone` sees it first (the books drop
+  // what they index by it).
+  template <typename F = void (*)(T&)>
+  void pop_front(F gone = [](T&) {}) {
     if (live_ == 0) return;
+    gone(slots_.front().v);
     if (indexed_) Unlink(slots_.front().v.wr_id, front_seq_);
     DropFront();
     MaybeCompact();
   }
 
-  // Retires the oldest live element with this wr_id; false if none has it.
-  bool Retire(uint64_t wr_id) {
+  // Retires the oldest live element with this wr_id, which `gone` sees
+  // first; false if none has it.
+  template <typename F = void (*)(T&)>
+  bool Retire(
+      uint64_t wr_id, F gone = [](T&) {}) {
     if (live_ == 0) return false;
     if (slots_.front().v.wr_id == wr_id) {
-      pop_front();
+      pop_front(gone);
       return true;
     }
     if (!indexed_) BuildIndex();
@@ -80,6 +86,7 @@ class KeyedRing {
     if (it == index_.end()) return false;
     const uint64_t seq = it->second.head;
     Slot& s = slots_[seq - front_seq_];
+    gone(s.v);
     if (s.next == kNoSeq)
       index_.erase(it);
     else

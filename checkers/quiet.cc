@@ -31,6 +31,41 @@ inline uint64_t TotalLength(const core::Sge* g, size_t n) {
   return total;
 }
 
+// overlapping-destinations on one WR's scatter list (earlier: a READ,
+// atomic or receive of the same post came before).
+inline bool DestsQuiet(const core::Sge* g, size_t n, bool earlier, const State& s, MrCache& mrs) {
+  const DestIndex& d = s.dests();
+  if (!d.receives()) return true;
+  if (earlier) return false;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t lo, hi;
+    Dest x;
+    if (SgeRange(LookupMr(mrs, s, g[i].lkey), g[i], false, &lo, &hi) &&
+        d.FindOverlap(
+            lo, hi, [](const Dest&) { return true; }, &x))
+      return false;
+  }
+  return true;
+}
+
+// unfenced-read-use on a gathering WR (earlier: a READ or atomic of the
+// same post came before).
+inline bool GatherQuiet(const core::SendWr& w, bool earlier, const State& s, MrCache& mrs) {
+  const DestIndex& d = s.dests();
+  if (!d.AnyLocalWrite()) return !earlier;
+  if (earlier) return false;
+  const bool is_inline = w.send_flags & IBV_SEND_INLINE;
+  for (const core::Sge& g : w.sges) {
+    uint64_t lo, hi;
+    Dest x;
+    if (SgeRange(is_inline ? nullptr : LookupMr(mrs, s, g.lkey), g, is_inline, &lo, &hi) &&
+        d.FindOverlap(
+            lo, hi, [](const Dest& y) { return y.local_write; }, &x))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs) {
@@ -51,6 +86,7 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   uint32_t run = q.unsignaled_run;
   const bool run_applies = !q.sq_sig_all && max_wr >= 2;
   uint64_t signaled = 0;
+  bool local_writes = false;  // a READ or atomic came earlier in the chain
   for (size_t i = 0; i < n; ++i) {
     const core::SendWr& w = wrs[i];
     const core::Sge* g = w.sges.data();
@@ -73,6 +109,16 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
       if (TotalLength(g, ng) > q.caps.max_inline_data) return false;
     } else if (!SgesQuiet(g, ng, w.num_sge, q.caps.max_send_sge, q.pd, WritesLocal(w.opcode), s, mrs)) {
       return false;
+    }
+    // unfenced-read-use, overlapping-destinations (only while the books
+    // keep destinations: a check that is off keeps none).
+    if (__builtin_expect(s.dests().local_writes(), 0)) {
+      if (WritesLocal(w.opcode)) {
+        if (!DestsQuiet(g, ng, local_writes, s, mrs)) return false;
+        local_writes = true;
+      } else if (!GatherQuiet(w, local_writes, s, mrs)) {
+        return false;
+      }
     }
     // wr-id-duplicate.
     if (sig) {
@@ -98,9 +144,14 @@ bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   if (!q.srq && q.rq.size() + n > q.caps.max_recv_wr) return false;
   // cq-overrun.
   if (n && q.rcq && s.PendingOn(*q.rcq) + n > static_cast<uint64_t>(q.rcq->cqe)) return false;
-  for (const core::RecvWr& w : e.recv_wrs)
+  for (size_t i = 0; i < n; ++i) {
+    const core::RecvWr& w = e.recv_wrs[i];
     if (!SgesQuiet(w.sges.data(), w.sges.size(), w.num_sge, q.caps.max_recv_sge, q.pd, true, s, mrs))
       return false;
+    // overlapping-destinations.
+    if (__builtin_expect(s.dests().receives(), 0) && !DestsQuiet(w.sges.data(), w.sges.size(), i > 0, s, mrs))
+      return false;
+  }
   return true;
 }
 

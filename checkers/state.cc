@@ -179,6 +179,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
       for (size_t k = 0; k <= i; ++k) {
         OutstandingWr& w = qp.sq[k];
         signaled += w.signaled;
+        DropDests(w);
         if (retired && w.hashed) retired->push_back({qid, std::move(w)});
       }
       AdjustPending(qp.scq, -static_cast<int64_t>(signaled));
@@ -188,6 +189,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
     }
     case Queue::kRecv:
       if (!qp.rq.empty()) {
+        DropDests(qp.rq.front());
         qp.rq.pop_front();
         AdjustPending(qp.rcq, -1);
       }
@@ -197,7 +199,8 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
       if (s == srqs_.end() || s->second.rq.empty()) return;
       // SRQ receives complete in any order across QPs: retire by wr_id
       // (the oldest with it), or the oldest if none has it.
-      if (!s->second.rq.Retire(wc.wr_id)) s->second.rq.pop_front();
+      auto gone = [this](OutstandingWr& w) { DropDests(w); };
+      if (!s->second.rq.Retire(wc.wr_id, gone)) s->second.rq.pop_front(gone);
       return;
     }
   }
@@ -251,6 +254,7 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   }
   AdjustPending(q.scq, signaled);
   q.sq_signaled += static_cast<uint32_t>(signaled);
+  if (__builtin_expect(dests_.local_writes(), 0)) AddSendDests(e, e.obj, q, n);
   // Window WRs change books outside the QP's domain: such a post runs
   // under every lock (Engine::RunData).
   if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
@@ -381,131 +385,13 @@ void State::ApplyWcReason(const Event& e) {
   if (reasons_.size() > kMaxReasons) reasons_.pop_front();
 }
 
-// ------------------------------------------------------- tag matching --
-// A TM SRQ's tagged buffers are in the device's hands from TAG_ADD until
-// the completion that ends its use of them; a signaled list operation
-// waits in tm_ops for its own completion (TAG_DEL's removes the tag).
-
-void State::ApplyPostSrqOps(const Event& e) {
-  SrqState* srq = MutableSrq(e.obj);
-  if (!srq) return;
-  const size_t n = std::min<size_t>(e.send_wrs.size(), e.bad_index);
-  for (size_t i = 0; i < n; ++i) {
-    const core::SendWr& w = e.send_wrs[i];
-    const bool signaled = w.send_flags & IBV_OPS_SIGNALED;
-    const uint32_t handle = w.imm_data;
-    if (w.opcode == IBV_WR_TAG_ADD) {
-      TmTag& t = srq->tags[handle];
-      t = TmTag{};
-      t.tag = w.compare_add;
-      t.seq = ++srq->tm_seq;
-      OutstandingWr& o = t.wr;
-      o.wr_id = w.remote_addr;
-      o.signaled = true;
-      o.is_recv = true;
-      o.is_tag = true;
-      o.stack = e.stack;
-      o.sges.assign(w.sges.data(), w.sges.data() + w.sges.size());
-    } else if (w.opcode == IBV_WR_TAG_DEL && !signaled) {
-      // Nothing will say when an unsignaled removal took effect: the
-      // buffer is the program's again from here (a removal that fails, of
-      // a buffer a message already took, completes TM_ERR and changes
-      // nothing).
-      if (auto t = srq->tags.find(handle); t != srq->tags.end() && !t->second.matched) srq->tags.erase(t);
-    }
-    if (signaled) {
-      srq->tm_ops.push_back({w.wr_id, w.opcode, handle, true});
-      if (srq->tm_ops.size() > 4096) srq->tm_ops.pop_front();  // a program that never polls
-    }
-  }
-}
-
-namespace {
-
-// The oldest tag (by post) with this recv_wr_id whose match state is
-// `matched`, or end.
-absl::btree_map<uint32_t, TmTag>::iterator OldestTag(absl::btree_map<uint32_t, TmTag>& tags, uint64_t wr_id,
-                                                     bool matched) {
-  auto best = tags.end();
-  for (auto it = tags.begin(); it != tags.end(); ++it)
-    if (it->second.wr.wr_id == wr_id && it->second.matched == matched &&
-        (best == tags.end() || it->second.seq < best->second.seq))
-      best = it;
-  return best;
-}
-
-}  // namespace
-
-void State::ApplyTmWc(const Event& e) {
-  if (e.wcs.empty()) return;
-  const core::Completion& c = e.wcs[0];
-  const uint32_t flags = e.count;
-  const bool op = c.status == IBV_WC_TM_ERR ||
-                  (c.status == IBV_WC_SUCCESS &&
-                   (c.opcode == IBV_WC_TM_ADD || c.opcode == IBV_WC_TM_DEL || c.opcode == IBV_WC_TM_SYNC));
-  // The SRQ: the one of the QP the completion names (a receive), else a
-  // TM SRQ whose operations complete on this CQ and wait for this wr_id
-  // (the lowest id first, so a replay decides alike).
-  SrqState* srq = nullptr;
-  ObjId qid = 0;
-  if (const QpState* q = QpOnCq(c.qp_num, e.obj, &qid); q && q->srq && !op) srq = MutableSrq(q->srq);
-  if (!srq && op) {
-    ObjId best = 0;
-    for (auto& [id, s] : srqs_) {
-      if (!s.tm || s.tm_cq != e.obj || (best && id > best)) continue;
-      for (const TmOp& o : s.tm_ops)
-        if (o.wr_id == c.wr_id) {
-          best = id;
-          break;
-        }
-    }
-    srq = best ? MutableSrq(best) : nullptr;
-  }
-  if (!srq) return;
-  auto& tags = srq->tags;
-  if (op) {
-    auto it = srq->tm_ops.begin();
-    while (it != srq->tm_ops.end() && it->wr_id != c.wr_id) ++it;
-    if (it == srq->tm_ops.end()) return;
-    const TmOp o = *it;
-    srq->tm_ops.erase(it);
-    // A removal that succeeded: the buffer is the program's again.
-    if (c.status == IBV_WC_SUCCESS && o.opcode == IBV_WR_TAG_DEL)
-      if (auto t = tags.find(o.handle); t != tags.end() && !t->second.matched) tags.erase(t);
-    return;
-  }
-  if (c.status == IBV_WC_TM_RNDV_INCOMPLETE) {  // the data phase of a match ended
-    auto t = OldestTag(tags, c.wr_id, true);
-    if (t == tags.end()) t = OldestTag(tags, c.wr_id, false);
-    if (t != tags.end()) tags.erase(t);
-    return;
-  }
-  if (c.status != IBV_WC_SUCCESS) return;
-  bool match = flags & IBV_WC_TM_MATCH, data = flags & IBV_WC_TM_DATA_VALID;
-  if (c.opcode == IBV_WC_TM_RECV && (flags & kTmFlagsUnknown)) {
-    // No flags to go by: a tagged buffer with this wr_id takes it.
-    if (OldestTag(tags, c.wr_id, true) != tags.end())
-      match = false, data = true;
-    else if (OldestTag(tags, c.wr_id, false) != tags.end())
-      match = data = true;
-  }
-  if (c.opcode == IBV_WC_TM_RECV && (match || data)) {
-    auto t = OldestTag(tags, c.wr_id, !match);
-    if (t == tags.end()) return;
-    if (data)
-      tags.erase(t);
-    else
-      t->second.matched = true;
-    return;
-  }
-  // An unexpected message (TM_RECV without TM flags) or a NO_TAG one: an
-  // ordinary receive of the SRQ took it.
-  if (!srq->rq.empty() && !srq->rq.Retire(c.wr_id)) srq->rq.pop_front();
-}
-
 void State::ApplyPostRecv(const Event& e, QpState* q) {
   const size_t n = AcceptedWrs(e, e.recv_wrs.size(), q->rq.size(), q->caps.max_recv_wr);
-  for (size_t i = 0; i < n; ++i) FromRecv(e.recv_wrs[i], e.stack, &q->rq.push_back());
+  for (size_t i = 0; i < n; ++i) {
+    OutstandingWr* o = &q->rq.push_back();
+    FromRecv(e.recv_wrs[i], e.stack, o);
+    if (__builtin_expect(dests_.receives(), 0)) AddRecvDest(e.recv_wrs[i], e.obj, false, e.stack, o);
+  }
   AdjustPending(q->rcq, static_cast<int64_t>(n));
 }
 
@@ -513,7 +399,9 @@ void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
   const size_t n = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
   for (size_t i = 0; i < n; ++i) {
     const core::RecvWr& w = e.recv_wrs[i];
-    FromRecv(w, e.stack, &srq->rq.push_back(w.wr_id));
+    OutstandingWr* o = &srq->rq.push_back(w.wr_id);
+    FromRecv(w, e.stack, o);
+    if (__builtin_expect(dests_.receives(), 0)) AddRecvDest(w, e.obj, true, e.stack, o);
   }
 }
 
@@ -580,9 +468,10 @@ void State::RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state) {
     if (const SrqState* srq = Srq(s); srq && srq->cq == cq && !srq->rq.empty()) ids.push_back(s);
   if (ids.empty()) return;
   std::sort(ids.begin(), ids.end());
+  auto gone = [this](OutstandingWr& w) { DropDests(w); };
   for (ObjId s : ids)
-    if (srqs_[s].rq.Retire(wc.wr_id)) return;
-  srqs_[ids.front()].rq.pop_front();
+    if (srqs_[s].rq.Retire(wc.wr_id, gone)) return;
+  srqs_[ids.front()].rq.pop_front(gone);
 }
 
 void State::ApplyCreateQp(const Event& e) {
@@ -618,6 +507,7 @@ void State::ApplyModifyQp(const Event& e) {
   q.state = e.qp_state;
   if (e.qp_state == IBV_QPS_RESET) {
     ForgetOutstanding(q);
+    DropQpDests(q);
     q.sq.clear();
     q.rq.clear();
     q.unsignaled_run = 0;
@@ -630,6 +520,7 @@ void State::ApplyDestroyQp(const Event& e) {
   auto it = qps_.find(e.obj);
   if (it == qps_.end()) return;
   ForgetOutstanding(it->second);
+  DropQpDests(it->second);
   for (ObjId c : {it->second.send_cq, it->second.recv_cq})
     if (auto ci = cqs_.find(c); ci != cqs_.end()) {
       ci->second.qps.erase(e.obj);
@@ -823,8 +714,11 @@ void State::Apply(const Event& e, std::vector<RetiredWr>* retired, void* books) 
       break;
     case EventKind::kDestroySrq:
       if (ok) {
-        if (auto it = srqs_.find(e.obj); it != srqs_.end() && it->second.cq)
-          if (auto c = cqs_.find(it->second.cq); c != cqs_.end()) c->second.srqs.erase(e.obj);
+        if (auto it = srqs_.find(e.obj); it != srqs_.end()) {
+          for (const auto& w : it->second.rq) DropDests(w);
+          if (auto c = cqs_.find(it->second.cq); it->second.cq && c != cqs_.end())
+            c->second.srqs.erase(e.obj);
+        }
         srqs_.erase(e.obj);
       }
       break;

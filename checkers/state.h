@@ -28,6 +28,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
+#include "checkers/destinations.h"
 #include "checkers/keyed_ring.h"
 #include "checkers/ring.h"
 #include "core/event.h"
@@ -127,7 +128,8 @@ struct OutstandingWr {
   StackId stack = 0;
   uint32_t rkey = 0;  // the WR's imm_data: LOCAL_INV's invalidate_rkey
   ObjId ah = 0;
-  WrSges sges;  // their lkeys name the MRs used
+  uint64_t dest_key = 0;  // its destinations in State::dests() (0: none)
+  WrSges sges;            // their lkeys name the MRs used
 };
 
 // A memory window (ibv_alloc_mw) and its binding.  The binding fields
@@ -179,6 +181,7 @@ struct QpState {
   uint32_t sq_signaled = 0;     // signaled WRs among sq
   bool error_reported = false;
   bool known_error = false;  // an error completion was seen
+  uint32_t fence_epoch = 0;  // IBV_SEND_FENCE WRs posted (kept with State::dests())
 };
 
 struct CqState {
@@ -382,6 +385,11 @@ class State {
   static constexpr size_t kMaxDestroyed = 4096;
   const DestroyedObj* Destroyed(ObjId id) const { return Find(destroyed_, id); }
 
+  // The outstanding destinations of READs, atomics and receives
+  // (checkers/destinations.h), kept for the checks that are on.
+  const DestIndex& dests() const { return dests_; }
+  void TrackDestinations(bool local_writes, bool receives) { dests_.Track(local_writes, receives); }
+
   // True if an outstanding WR (of any QP or SRQ) has a non-empty SGE with
   // this lkey.
   bool LkeyInFlight(uint32_t lkey) const;
@@ -441,6 +449,15 @@ class State {
   // Remembers the object a successful destroy event removes (before the
   // books of the object go).
   void NoteDestroyed(const core::Event& e);
+  // The destinations index (destinations.cc): a post's last `accepted` WRs
+  // of q's SQ (READ and atomic results in; payload hashes of the bytes a
+  // READ or atomic still writes dropped), one receive, and retirements.
+  void AddSendDests(const core::Event& e, ObjId qp, QpState& q, size_t accepted);
+  void AddRecvDest(const core::RecvWr& w, ObjId queue, bool srq, StackId stack, OutstandingWr* o);
+  void DropDests(const OutstandingWr& w) {
+    if (w.dest_key) dests_.Remove(w.dest_key);
+  }
+  void DropQpDests(const QpState& q);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
   // A completion on `cq` of no QP bound to it: an XRC receive, retired from
@@ -468,6 +485,7 @@ class State {
   bool fork_init_ = false;
   absl::flat_hash_map<ObjId, DestroyedObj> destroyed_;
   std::deque<ObjId> destroyed_order_;  // oldest first, at most kMaxDestroyed
+  DestIndex dests_;
 };
 
 // How many WRs of a post's chain (`chain` of them in the event) the queue

@@ -169,8 +169,9 @@ TEST(CheckersAtomicMisaligned, AddressAndLength) {
   SendWr shortw = Wr(3, true, {b.sg(0, 4)}, IBV_WR_ATOMIC_FETCH_AND_ADD);
   shortw.remote_addr = 0x2000;
   EXPECT_EQ(b.f.PostSend(b.qp, {shortw}), Ids{"atomic-misaligned"});
-  // A misaligned RDMA WRITE is no atomic.
-  SendWr wr = Wr(4, true, {b.sg(0, 3)}, IBV_WR_RDMA_WRITE);
+  // A misaligned RDMA WRITE is no atomic (its source away from the
+  // atomics' results: unfenced-read-use).
+  SendWr wr = Wr(4, true, {b.sg(0x100, 3)}, IBV_WR_RDMA_WRITE);
   wr.remote_addr = 0x2003;
   EXPECT_EQ(b.f.PostSend(b.qp, {wr}), kNone);
 }

@@ -45,7 +45,7 @@ set -uo pipefail
 die() { echo "run_check: $*" >&2; exit 2; }
 
 # Warning-severity checks (`rdmasan checks` lists them); every other id is an error.
-warning_ids=" unsignaled-run post-after-error error-completion wr-id-duplicate fork-with-mrs "
+warning_ids=" unsignaled-run post-after-error error-completion wr-id-duplicate fork-with-mrs overlapping-destinations "
 
 [[ $# -ge 2 ]] || die "usage: run_check.sh PROG SOURCE (--expect-id ID | --silent) [options]"
 prog=$1 src=$2
