@@ -26,19 +26,6 @@ constexpr const char* kPointNames[kNumPoints] = {
     "chaos.relaxed",       "chaos.cq_event",
 };
 
-// The chaos points softnic implements (a point becomes available here when
-// softnic shows it; until then --chaos refuses it by name).
-constexpr bool kChaosAvailable[] = {
-    true,   // chaos.place
-    false,  // chaos.gather
-    false,  // chaos.fence
-    false,  // chaos.lag
-    false,  // chaos.relaxed
-    true,   // chaos.cq_event
-};
-static_assert(sizeof(kChaosAvailable) / sizeof(kChaosAvailable[0]) ==
-              static_cast<int>(Point::kCount) - static_cast<int>(Point::kChaosPlace));
-
 // splitmix64: a good 64-bit mixer; the PRNG is counter-based on it.
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -419,7 +406,7 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view spec) {
 // ------------------------------------------------------------------- chaos --
 
 bool ChaosPointAvailable(Point p) {
-  return IsChaosPoint(p) && kChaosAvailable[static_cast<int>(p) - static_cast<int>(Point::kChaosPlace)];
+  return IsChaosPoint(p);  // softnic shows every one
 }
 
 bool ChaosRuleMatches(const FaultRule& r, Point p) {
@@ -471,9 +458,6 @@ absl::StatusOr<ChaosSpec> ParseChaosSpec(absl::string_view spec) {
       return absl::InvalidArgumentError(absl::StrCat("chaos: unknown point '", parts[0].substr(0, 80),
                                                      "' in '", rule_text.substr(0, 120),
                                                      "' (available: ", available, ")"));
-    if (named != Point::kCount && !ChaosPointAvailable(named))
-      return absl::InvalidArgumentError(absl::StrCat("chaos: point '", parts[0].substr(0, 80),
-                                                     "' is not available yet (available: ", available, ")"));
     for (size_t i = 1; i < parts.size(); ++i) {
       absl::string_view s = parts[i];
       size_t eq = s.find('=');

@@ -201,9 +201,8 @@ const char* WcStatusName(uint32_t status);  // "RETRY_EXC_ERR"; "SUCCESS"; "?" i
 // (always enabled unless enable= says otherwise): a chaos decision is legal
 // behaviour a correct program must take at every hit, so unlike a fault it
 // need not be rare for the run to go on, and a bug that needs one freedom
-// shown once among natural hits is found within a few runs.  A point that
-// softnic does not implement yet is refused by name, never accepted
-// silently; 'all' names the points that are available.
+// shown once among natural hits is found within a few runs.  'all' (or
+// '*') names every point.
 inline constexpr double kChaosDefaultP = 0.25;
 struct ChaosSpec {
   std::vector<FaultRule> rules;  // FaultRule's p, nth, once, enable, qp
@@ -215,9 +214,9 @@ struct ChaosSpec {
 };
 // Whether a rule of --chaos names `p` (a chaos point).
 bool ChaosRuleMatches(const FaultRule& r, Point p);
-// Whether softnic implements chaos point `p`.
+// Whether softnic implements chaos point `p` (every chaos point now).
 bool ChaosPointAvailable(Point p);
-// Errors name the bad token: "chaos: point 'fence' is not available yet (available: cq_event)".
+// Errors name the bad token: "chaos: unknown point 'bogus' in 'bogus' (available: place, ...)".
 absl::StatusOr<ChaosSpec> ParseChaosSpec(absl::string_view spec);
 
 // --------------------------------------------------------------- decider --

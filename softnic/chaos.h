@@ -55,6 +55,9 @@ inline void SetChaos(ChaosDecideFn decide, uint32_t mask) {
 inline bool ChaosOn(ChaosPoint p) {
   return (g_chaos.mask.load(std::memory_order_relaxed) >> static_cast<unsigned>(p)) & 1u;
 }
+inline constexpr uint32_t ChaosBit(ChaosPoint p) { return 1u << static_cast<unsigned>(p); }
+// Whether any of the points in `bits` (ChaosBit()s) is on: one relaxed load.
+inline bool ChaosOnAny(uint32_t bits) { return (g_chaos.mask.load(std::memory_order_relaxed) & bits) != 0; }
 // 0 when the point is off, n <= 1, or no decide function is installed.
 inline uint64_t ChaosDecide(ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what) {
   if (n <= 1 || !ChaosOn(p)) return 0;

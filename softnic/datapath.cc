@@ -17,11 +17,15 @@
 // cq.cc; SENDs to a tag-matching SRQ in tag_matching.cc; RDMA WRITE, READ
 // and the atomics in one_sided.cc (execute.h: what these rooms share);
 // windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV) in
-// mw.cc.  IBV_SEND_FENCE needs nothing more: a WR runs only after every
-// earlier WR of its QP, RDMA READs and atomics included, has landed.  Under
+// mw.cc.  Without chaos IBV_SEND_FENCE needs nothing more: a WR runs only
+// after every earlier WR of its QP, RDMA READs and atomics included, has
+// landed.  Under
 // `--chaos=place` a message may land in chunks over several of those calls
 // (placement.h): its WR stays pending, and the WRs behind it wait, until
-// its last chunk.  An error completion's reason goes to the fabric's ring
+// its last chunk; `--chaos=gather` reads a source late or twice the same
+// way; `--chaos=fence`, `relaxed` and `lag` let a WR run before the READ
+// or relaxed WRITE ahead of it, or a QP wait while others run
+// (exec_order.h).  An error completion's reason goes to the fabric's ring
 // (explain.cc).
 //
 // May not: touch memory outside what a valid key grants, allocate on the
@@ -38,6 +42,7 @@
 #include <cstring>
 
 #include "softnic/access.h"
+#include "softnic/exec_order.h"
 #include "softnic/execute.h"
 #include "softnic/internal.h"
 #include "softnic/placement.h"
@@ -629,7 +634,16 @@ void RunSqLocked(Process* p, SnQp* qp) {
     x.tm_srq = x.tm_handle = kNone;
     x.fin_pending = false;
     if (PlacementWaits(x, qp)) return;  // a message partly placed, its next step not due
-    int st = Execute(x, w, &byte_len);
+    int st = kPending;
+    switch (OrderBefore(x, qp, w, &st, &byte_len)) {
+      case OrderStep::kWait:
+        return;  // it lags, or waits for a WR to overtake it
+      case OrderStep::kRun:
+        st = Execute(x, w, &byte_len);
+        break;
+      case OrderStep::kRanAhead:
+        break;
+    }
     if (st == kPending) return;
     const bool signaled = (w.flags & IBV_SEND_SIGNALED) || qp->shm->sq_sig_all;
     if (st != IBV_WC_SUCCESS || signaled)
@@ -647,6 +661,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
       SendCompletionLocked(p, qp, w, qp->sq_exec, IBV_WC_WR_FLUSH_ERR, 0);
       ++qp->sq_exec;
     }
+    qp->order.ahead = kNoPlacement;  // a WR that ran ahead is flushed too
   }
 }
 

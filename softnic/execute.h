@@ -70,6 +70,9 @@ struct RecvCopy {
 
 // ---- datapath.cc: the steps the other rooms share.
 
+// Executes WR `w` of x.qp: its completion status, or kPending.
+int Execute(Exec& x, SendWqe& w, uint32_t* byte_len);
+
 // Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
 // nullptr if none is posted.  *corrupt: the queue's shared fields do not
 // describe a ring (its owner sees a dead responder).

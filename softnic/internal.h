@@ -169,11 +169,26 @@ struct PlaceState {
   uint64_t recv_id = 0;  // SEND, WRITE_WITH_IMM: the wr_id of the receive WQE it lands in
   uint64_t due_ns = 0;   // its next step not before
   uint32_t order = 0;    // the decision's outcome: 1 last chunk first, 2 reversed, 3 shuffled
+  uint32_t gather = 0;   // or a late gather (kGather): 1 late, 2 twice (placement.h)
   uint32_t chunk = 0;    // bytes per chunk
   uint32_t chunks = 0;
   uint32_t steps = 0;
   uint32_t step = 0;                // the next step
   uint32_t stride = 1, offset = 0;  // shuffled: position i is chunk (stride * i + offset) % chunks
+};
+
+// The order a QP's WRs execute in under chaos (kLag, kFence, kRelaxed;
+// exec_order.h): the head WR whose lag and overtaking are decided, when a
+// lagging head WR may run, and the outcome of the WR behind it when that
+// one ran first (completed in post order when its turn comes).
+struct OrderState {
+  uint64_t decided = kNoPlacement;  // the SQ index of the head WR decided
+  uint64_t wait_until_ns = 0;       // the head WR waits until then (0: it does not wait)
+  uint32_t overtaker = 0;         // while it waits: 1 + the ChaosPoint of a WR that may overtake it (0: lag)
+  uint64_t ahead = kNoPlacement;  // the SQ index of a WR that ran before the head WR
+  int32_t ahead_status = 0;
+  uint32_t ahead_len = 0;
+  char ahead_why[kWhyText] = {};
 };
 
 struct SnQp {
@@ -198,6 +213,7 @@ struct SnQp {
   std::atomic<uint32_t> rq_outstanding{0};
   uint64_t last_peer_check_ns = 0;
   PlaceState place;  // under sq_mu and the fabric lock
+  OrderState order;  // likewise
   // This process's n-th QP, from 1: the object of its chaos decisions (the
   // same in every run of a program, unlike its QPN).
   uint32_t ordinal = 0;

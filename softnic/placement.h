@@ -32,6 +32,18 @@
 // more), so a step costs at most a few dozen copies.  A message of fewer
 // than two chunks is placed at once.
 //
+// Late gather (`--chaos=gather`, ChaosPoint::kGather) uses the same steps.
+// The rule: a NIC reads a SEND's or WRITE's source by DMA at a moment of
+// its own between the post and the completion, and a lost packet makes it
+// read the source again for the retransmission (ibv_post_send(3): the
+// buffer may be reused only after the completion; Linux xprtrdma commit
+// 01bb35c89d90 met a retransmission that sent a buffer's later bytes).  So
+// a message that is not placed in chunks may be gathered late (outcome 1:
+// its first step places nothing, its second the whole message, from the
+// source as it is then) or twice (outcome 2: placed whole at both steps).
+// Inline messages are exempt (the NIC copied them at the post), and so is
+// what is exempt from chunks below.
+//
 // Not placed in chunks (placed at once, as without chaos): UD and raw
 // packet messages (one packet each), SENDs to an SRQ (an XRC or
 // tag-matching one included: another QP may take the next receive of a
@@ -67,7 +79,7 @@ bool PlacementWaitsSlow(Exec& x, SnQp* qp);
 // null), and says whether the head WR is a message partly placed whose
 // next step is not due yet (it stays pending).
 inline bool PlacementWaits(Exec& x, SnQp* qp) {
-  if (!ChaosOn(ChaosPoint::kPlace)) {
+  if (!ChaosOnAny(ChaosBit(ChaosPoint::kPlace) | ChaosBit(ChaosPoint::kGather))) {
     x.place = nullptr;
     return false;
   }
@@ -75,8 +87,9 @@ inline bool PlacementWaits(Exec& x, SnQp* qp) {
 }
 
 // Whether the executing WR `w`, a message of `len` bytes, is placed in
-// chunks: it is partly placed already, or it may be (`eligible`, see the
-// header comment) and the decision says so.  `recv_id`: the wr_id of the
+// steps: it is partly placed already, or it may be (`eligible`, see the
+// header comment) and a decision says so (kPlace: chunks; else kGather:
+// late or twice).  `recv_id`: the wr_id of the
 // receive WQE a SEND or WRITE_WITH_IMM lands in (0 for a one-sided WR); a
 // message resumed into another WQE than it started in (the responder was
 // reset meanwhile) starts over.  Only with x.place set.

@@ -39,7 +39,8 @@ TEST(ChaosSpec, PointsComeAfterTheOthersAndAreNoFaults) {
   }
   EXPECT_FALSE(IsChaosPoint(Point::kSchedPick));
   EXPECT_FALSE(IsChaosPoint(Point::kCount));
-  EXPECT_TRUE(ChaosPointAvailable(Point::kChaosCqEvent));
+  for (int i = static_cast<int>(Point::kChaosPlace); i < kNumPoints; ++i)
+    EXPECT_TRUE(ChaosPointAvailable(static_cast<Point>(i))) << i;
   EXPECT_FALSE(ChaosPointAvailable(Point::kWcError));
   // --faults does not name them.
   EXPECT_FALSE(ParseFaultSpec("chaos.cq_event").ok());
@@ -82,9 +83,6 @@ TEST(ChaosSpec, ErrorsNameTheBadToken) {
     std::string spec;
     std::string says;
   } cases[] = {
-      {"fence", "chaos: point 'fence' is not available yet " + available},
-      {"cq_event,gather:p=0.2", "chaos: point 'gather' is not available yet"},
-      {"lag", "point 'lag' is not available yet"},
       {"bogus", "chaos: unknown point 'bogus' in 'bogus' " + available},
       {"post_send", "unknown point 'post_send'"},
       {"chaos", "unknown point 'chaos'"},
@@ -210,11 +208,12 @@ TEST(ChaosOptions, ChaosKeepsItsSettingsBesideOtherOptions) {
   EXPECT_EQ(o2.chaos, "all");
   EXPECT_EQ(o2.seed, 3);
   Options o3;
-  s = ParseOptions("chaos=fence", &o3);
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(std::string(s.message()).find("point 'fence' is not available yet"), std::string::npos) << s;
-  EXPECT_TRUE(o3.chaos.empty());
-  EXPECT_FALSE(ParseOptions("chaos=bogus", &o3).ok());
+  s = ParseOptions("chaos=fence:p=0.5,lag", &o3);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(o3.chaos, "fence:p=0.5,lag");
+  Options o4;
+  EXPECT_FALSE(ParseOptions("chaos=bogus", &o4).ok());
+  EXPECT_TRUE(o4.chaos.empty());
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+// softnic/exec_order: the order a QP's work requests execute in, against
+// each other and against other QPs, when chaos says so (`--chaos=fence`,
+// `relaxed`, `lag`).  Without chaos softnic executes every WR of a QP in
+// post order, at its post, and every QP as soon as it posts: the
+// friendliest order there is.  The spec allows three others:
+//
+//   kFence    IBTA vol. 1's ordering rules (table 79 as openucx/ucx#7215
+//             cites it) let a SEND, RDMA WRITE (with or without immediate)
+//             or LOCAL_INV start before an earlier RDMA READ or atomic of
+//             its QP has landed, unless it carries IBV_SEND_FENCE
+//             (ibv_post_send(3); ibv_wr_post(3): "do not start this work
+//             request until prior work has completed"); the responder,
+//             too, may execute later SENDs and WRITEs before it reads for
+//             an earlier READ.  The decision (outcome 1) is taken when a
+//             READ or atomic reaches the head of its QP: it then waits up
+//             to one step (kOrderStepNs) for an unfenced WR of those kinds
+//             behind it, which executes first (gathering its source before
+//             the READ's data lands, landing before the READ reads).  A
+//             fenced WR behind it waits, as the spec says.
+//   kRelaxed  an MR registered with IBV_ACCESS_RELAXED_ORDERING lets the
+//             system reorder accesses to it (ibv_reg_mr(3)): of two RDMA
+//             WRITEs of one QP that both target such MRs, the later may
+//             land first.  Decided when the earlier reaches the head (it
+//             waits up to one step for the later).  A WRITE_WITH_IMM never
+//             overtakes: its completion is written after the data before it
+//             (PCIe orders a strongly ordered write after relaxed ones).
+//   kLag      nothing orders two QPs (IBTA orders WRs within one QP only):
+//             a QP's head WR may wait one step while other QPs run.  The
+//             QP's WRs stay in order among themselves.
+//
+// Completions stay in post order per send queue: a WR that executed ahead
+// keeps its outcome (OrderState::ahead) and completes when its turn comes.
+// A WR that cannot execute ahead now (RNR, a responder not ready) simply
+// runs in its turn.  No WR overtakes more than the one ahead of it.
+//
+// May not: decide anything but through ChaosDecide, allocate, execute a
+// fenced WR before the READs and atomics ahead of it, let a WR overtake
+// anything but a READ/atomic (kFence) or a relaxed WRITE (kRelaxed), or
+// cost more than one relaxed load per executed WR while these points are
+// off.
+#ifndef RDMASAN_SOFTNIC_EXEC_ORDER_H_
+#define RDMASAN_SOFTNIC_EXEC_ORDER_H_
+
+#include <cstdint>
+
+#include "softnic/chaos.h"
+#include "softnic/execute.h"
+#include "softnic/internal.h"
+
+namespace rdmasan::softnic::exec {
+
+// How long a head WR waits for a WR to overtake it, or lags: a placement
+// step (placement.h), long enough for another process to act meanwhile.
+inline constexpr uint64_t kOrderStepNs = 2 * 1000 * 1000;
+
+inline constexpr uint32_t kOrderBits =
+    ChaosBit(ChaosPoint::kFence) | ChaosBit(ChaosPoint::kRelaxed) | ChaosBit(ChaosPoint::kLag);
+
+enum class OrderStep {
+  kRun,       // execute the head WR now
+  kWait,      // it waits (lags, or waits for a WR to overtake it): pending
+  kRanAhead,  // it executed already, ahead of the WR before it: *st, *byte_len (and x.why) are its outcome
+};
+
+OrderStep OrderBeforeSlow(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte_len);
+
+// Before the head WR `w` of `qp` executes (after PlacementWaits; sq_mu and
+// the fabric lock held).
+inline OrderStep OrderBefore(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte_len) {
+  if (qp->order.ahead == kNoPlacement && !ChaosOnAny(kOrderBits)) return OrderStep::kRun;
+  return OrderBeforeSlow(x, qp, w, st, byte_len);
+}
+
+}  // namespace rdmasan::softnic::exec
+
+#endif  // RDMASAN_SOFTNIC_EXEC_ORDER_H_
