@@ -7,10 +7,15 @@ examples/**/*.md and traces/FORMAT.md:
     repository, and an anchor (#name) names a heading of the Markdown file
     it points into, by GitHub's rule (lowercase, punctuation dropped, spaces
     to '-', '-1', '-2' for repeats) or an explicit <a id="..."> / name;
-  - README.md links every page of docs/;
+  - README.md links every page of docs/ (docs/*.md), and docs/checks.md
+    links every family page of docs/checks/;
   - the tables of the tool are documented: every option `rdmasan run
-    --help=1` lists appears in docs/options.md as `name`, every check id of
-    `rdmasan checks` is a heading of docs/checks.md, every command of
+    --help=1` lists appears in docs/options.md as `name`; every check id of
+    `rdmasan checks` is a `## id` heading of exactly one family page
+    docs/checks/<family>.md and has a row in the index docs/checks.md that
+    links that section and keeps an <a id="id"> anchor (so links to
+    docs/checks.md#id written before the split still land), and every `## `
+    heading of a family page is a check the tool lists; every command of
     `rdmasan help` appears in docs/options.md and in README.md, and every
     flag of `rdmasan fuzz --help` appears in docs/fuzzing.md.
 It may not: fetch anything (links to http(s) and mailto are not followed),
@@ -92,6 +97,52 @@ def doc_files(repo):
     return files
 
 
+def check_pages(repo, files, page, checks):
+    """The check index docs/checks.md and the family pages docs/checks/*.md
+    against the ids `rdmasan checks` lists."""
+    problems = []
+    family_pages = [rel for rel in files if re.match(r"^docs/checks/[^/]+\.md$", rel)]
+    if not family_pages:
+        return ["docs/checks/: no family page"]
+    home = {}  # check id -> the family pages with a `## id` heading
+    for rel in family_pages:
+        for number, line in page(rel).text_lines:
+            m = re.match(r"^##\s+(.*?)\s*$", page(rel).lines[number - 1])
+            if not m:
+                continue
+            heading = m.group(1).strip("`")
+            home.setdefault(heading, []).append(rel)
+            if heading not in checks:
+                problems.append(f"{rel}:{number}: section '{heading}' is not a check `rdmasan checks` lists")
+    index = "docs/checks.md"
+    if not os.path.exists(os.path.join(repo, index)):
+        return problems + [f"{index}: missing (the check index)"]
+    rows = {}  # check id -> (line number, the section it links)
+    for number, line in enumerate(page(index).lines, 1):
+        m = re.match(r"^\|\s*(?:<a\s+id=\"[^\"]*\"></a>)?\[`([a-z0-9-]+)`\]\(([^)]+)\)\s*\|", line)
+        if m:
+            rows[m.group(1)] = (number, m.group(2))
+    for c in checks:
+        pages_of_c = home.get(c, [])
+        if not pages_of_c:
+            problems.append(f"docs/checks/: check `{c}` has no `## {c}` section in a family page")
+        elif len(pages_of_c) > 1:
+            problems.append(f"docs/checks/: check `{c}` has a section in more than one page: {', '.join(pages_of_c)}")
+        if c not in rows:
+            problems.append(f"{index}: check `{c}` has no row in the index")
+            continue
+        number, target = rows[c]
+        want = f"checks/{os.path.basename(pages_of_c[0])}#{c}" if pages_of_c else None
+        if want and target != want:
+            problems.append(f"{index}:{number}: the row of `{c}` links '{target}', not its section '{want}'")
+        if c not in page(index).anchors:
+            problems.append(f"{index}:{number}: the row of `{c}` keeps no <a id=\"{c}\"> anchor for older links")
+    for c in rows:
+        if c not in checks:
+            problems.append(f"{index}:{rows[c][0]}: row for `{c}`, a check `rdmasan checks` does not list")
+    return problems
+
+
 def run(cmd):
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     return done.stdout
@@ -133,10 +184,18 @@ def main():
                     problems.append(f"{rel}:{number}: link '{target}': no heading '#{anchor}' in {resolved}")
 
     # Every page is reachable: README links each page of docs/.
-    readme_targets = {os.path.normpath(t.partition("#")[0]) for _, t in page("README.md").links()}
+    # docs/checks.md links each family page of docs/checks/.
+    def targets_of(rel):
+        return {os.path.normpath(os.path.join(os.path.dirname(rel), t.partition("#")[0]))
+                for _, t in page(rel).links() if t.partition("#")[0]}
+
+    readme_targets = targets_of("README.md")
+    index_targets = targets_of("docs/checks.md") if os.path.exists(os.path.join(repo, "docs/checks.md")) else set()
     for rel in files:
-        if rel.startswith("docs/") and rel not in readme_targets:
+        if re.match(r"^docs/[^/]+\.md$", rel) and rel not in readme_targets:
             problems.append(f"README.md: no link to {rel}")
+        elif re.match(r"^docs/checks/[^/]+\.md$", rel) and rel not in index_targets:
+            problems.append(f"docs/checks.md: no link to {rel}")
 
     def text_of(rel):
         return "\n".join(page(rel).lines) if os.path.exists(os.path.join(repo, rel)) else ""
@@ -153,10 +212,7 @@ def main():
     checks = re.findall(r"^([a-z][a-z0-9-]+)\s+(?:ERROR|WARNING)\s", run([rdmasan, "checks"]), re.M)
     if len(checks) < 10:
         problems.append(f"could not read the check table from '{rdmasan} checks'")
-    check_anchors = page("docs/checks.md").anchors if os.path.exists(os.path.join(repo, "docs/checks.md")) else set()
-    for c in checks:
-        if c not in check_anchors:
-            problems.append(f"docs/checks.md: check `{c}` has no heading of its own")
+    problems += check_pages(repo, files, page, checks)
 
     commands = re.findall(r"^  ([a-z]+)\b", run([rdmasan, "help"]).split("\noptions:")[0], re.M)
     if len(commands) < 5:
