@@ -213,7 +213,10 @@ int Destroy(EventKind kind, Obj* obj, core::StackId stack, const Reentry& re, En
 // The event of a simple create verb: the new object's id under its parent.
 template <typename T>
 T* AfterCreate(const Reentry& re, core::StackId stack, EventKind kind, const void* parent, T* obj) {
-  if (!Watch(re)) return obj;
+  if (!Watch(re)) {
+    ip::ForgetDestroyed(obj);  // a new object at a destroyed one's address, with checking off too
+    return obj;
+  }
   Event e = Ev(kind, stack);
   e.parent = ip::Id(parent);
   if (obj) e.obj = ip::Assign(obj);

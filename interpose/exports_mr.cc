@@ -8,7 +8,10 @@ namespace {
 
 ibv_mr* AfterRegMr(const Reentry& re, rdmasan::core::StackId stack, ibv_pd* pd, ibv_mr* mr, void* addr,
                    size_t length, uint64_t iova, unsigned access) {
-  if (!Watch(re)) return mr;
+  if (!Watch(re)) {
+    ip::ForgetDestroyed(mr);  // a new object at a destroyed one's address, with checking off too
+    return mr;
+  }
   Event e = Ev(EventKind::kRegMr, stack);
   e.parent = ip::Id(pd);
   e.addr = reinterpret_cast<uintptr_t>(addr);

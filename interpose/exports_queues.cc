@@ -30,7 +30,10 @@ RDMASAN_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_con
   ibv_cq* cq = Fails(re, Point::kCreateCq, context)
                    ? nullptr
                    : ip::TableOf(context).create_cq(context, cqe, cq_context, channel, comp_vector);
-  if (Watch(re)) ip::OnCreateCq(cq, context, channel, stack);
+  if (Watch(re))
+    ip::OnCreateCq(cq, context, channel, stack);
+  else
+    ip::ForgetDestroyed(cq);  // a new object at a destroyed one's address, with checking off too
   return cq;
 }
 
@@ -110,6 +113,8 @@ RDMASAN_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* srq_init_a
     e.caps.max_recv_sge = srq_init_attr->attr.max_sge;
     if (srq) e.obj = ip::Assign(srq, {0, srq_init_attr->attr.max_sge, 0, srq_init_attr->attr.max_wr});
     Done(e, srq ? 0 : -1);
+  } else {
+    ip::ForgetDestroyed(srq);  // a new object at a destroyed one's address, with checking off too
   }
   return srq;
 }
@@ -143,6 +148,8 @@ RDMASAN_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* qp_init_attr)
   if (Watch(re))
     ip::OnCreateQp(qp, pd, qp_init_attr->cap, qp_init_attr->send_cq, qp_init_attr->recv_cq, qp_init_attr->srq,
                    qp_init_attr->qp_type, qp_init_attr->sq_sig_all, stack);
+  else
+    ip::ForgetDestroyed(qp);  // a new object at a destroyed one's address, with checking off too
   if (qp && re.outer()) ip::NoteQp(qp, qp_init_attr->srq);  // for wc.error and the scheduler's streams
   return qp;
 }

@@ -28,6 +28,7 @@ ibv_qp* CreateQpEx(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   const int err = FaultActive(core::Point::kCreateQp) ? CallFault(core::Point::kCreateQp, Id(attr->pd)) : 0;
   if (!Checking()) {
     ibv_qp* qp = err ? (errno = err, nullptr) : s->create_qp_ex(ctx, attr);
+    ForgetDestroyed(qp);            // a new object at a destroyed one's address
     if (qp) NoteQp(qp, attr->srq);  // for wc.error and the scheduler's streams
     return qp;
   }
@@ -60,7 +61,11 @@ ibv_srq* CreateSrqEx(ibv_context* ctx, ibv_srq_init_attr_ex* attr) {
   const int err = FaultActive(core::Point::kCreateSrq)
                       ? CallFault(core::Point::kCreateSrq, Id(has_pd ? attr->pd : nullptr))
                       : 0;
-  if (!Checking()) return err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
+  if (!Checking()) {
+    ibv_srq* srq = err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
+    ForgetDestroyed(srq);  // a new object at a destroyed one's address
+    return srq;
+  }
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   ibv_srq* srq = err ? (errno = err, nullptr) : s->create_srq_ex(ctx, attr);
   const int saved = errno;

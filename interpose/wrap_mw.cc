@@ -44,7 +44,12 @@ ibv_mw* AllocMw(ibv_pd* pd, ibv_mw_type type) {
     return nullptr;
   }
   Reentry re;
-  if (!re.outer() || !Checking()) return s->alloc_mw(pd, type);
+  if (!re.outer()) return s->alloc_mw(pd, type);
+  if (!Checking()) {
+    ibv_mw* mw = s->alloc_mw(pd, type);
+    ForgetDestroyed(mw);  // a new object at a destroyed one's address
+    return mw;
+  }
   const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
   ibv_mw* mw = s->alloc_mw(pd, type);
   const int err = errno;

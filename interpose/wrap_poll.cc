@@ -425,7 +425,12 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
   const bool scheduled = re.outer() && sched::On();
   const int injected =
       re.outer() && FaultActive(core::Point::kCreateCq) ? CallFault(core::Point::kCreateCq, Id(ctx)) : 0;
-  if (!injected && (!re.outer() || (!Checking() && !scheduled))) return s->create_cq_ex(ctx, attr);
+  if (!injected && !re.outer()) return s->create_cq_ex(ctx, attr);
+  if (!injected && !Checking() && !scheduled) {
+    ibv_cq_ex* cq = s->create_cq_ex(ctx, attr);
+    ForgetDestroyed(cq ? ibv_cq_ex_to_cq(cq) : nullptr);  // a new object at a destroyed one's address
+    return cq;
+  }
   const core::StackId stack = Checking() ? RDMASAN_CAPTURE_CALLER_STACK() : 0;
   if (injected) {
     errno = injected;  // an injected failure, as ibv_create_cq_ex(3) fails
@@ -448,7 +453,10 @@ ibv_cq_ex* CreateCqEx(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     got_flags = attr->wc_flags;
     attr->wc_flags = asked;
   }
-  if (Checking()) OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
+  if (Checking())
+    OnCreateCq(cq ? ibv_cq_ex_to_cq(cq) : nullptr, ctx, attr->channel, stack);
+  else
+    ForgetDestroyed(cq ? ibv_cq_ex_to_cq(cq) : nullptr);
   // The scheduler's hooks go under the checking layer's: the checking
   // layer reads what the scheduler serves.
   if (cq && scheduled) sched::HookCqEx(cq, got_flags);

@@ -840,7 +840,20 @@ void ProgressCq(Process* p, SnCq* cq) {
   const bool check_peers = now - cq->last_peer_check_ns > 100 * 1000 * 1000ull;
   if (check_peers) cq->last_peer_check_ns = now;
   for (SnQp* qp : p->qps) {
-    if (!qp || (qp->send_cq != cq && qp->recv_cq != cq)) continue;
+    if (!qp) continue;
+    if (qp->send_cq != cq && qp->recv_cq != cq) {
+      // Another QP of the process with WRs pending (a placement step, a
+      // chaos wait, an RNR retry) runs too: a NIC progresses by itself, and
+      // a correct program may post on one QP and wait on another QP's CQ
+      // (a request sent, its answer polled).  Never waits for its lock.
+      if (!qp->send_cq || !qp->sq_mu.try_lock()) continue;
+      std::lock_guard<std::mutex> sq(qp->sq_mu, std::adopt_lock);
+      if (qp->sq_exec < qp->sq_posted) {
+        FabricLock lock(p->fab);
+        RunSqLocked(p, qp);
+      }
+      continue;
+    }
     std::lock_guard<std::mutex> sq(qp->sq_mu);
     FabricLock lock(p->fab);
     ShmQp& s = *qp->shm;

@@ -156,6 +156,20 @@ TEST_F(ChaosOrder, LagHoldsTheQpForAStep) {
   EXPECT_EQ(Get(1, 0), 0x3333u);
 }
 
+// A NIC progresses by itself: a lagging SEND runs while the program polls
+// only the receiver's CQ (a request sent, its arrival awaited), not its own.
+TEST_F(ChaosOrder, ALaggingSendRunsWhileOnlyThePeersCqIsPolled) {
+  Chaos(ChaosPoint::kLag, 1);
+  ASSERT_EQ(PostRecv(1, 9, 256, 64), 0);
+  Put(0, 0, 0x3434);
+  ASSERT_EQ(Post(0, IBV_WR_SEND, 1, 0, 8), 0);
+  auto wcs = Poll(1, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 9u);
+  EXPECT_EQ(Get(1, 256), 0x3434u);
+  EXPECT_EQ(Completed(1), (std::vector<uint64_t>{1}));
+}
+
 // chaos.gather, late: the SEND's source is read after the post, so a
 // rewrite before the completion is what arrives.
 TEST_F(ChaosOrder, LateGatherSendsTheBufferAsItIsLater) {

@@ -59,7 +59,7 @@ class SoftnicPair : public ::testing::Test {
       ASSERT_NE(cq_[i], nullptr);
       buf_[i].assign(kBuf, 0);
       mr_[i] = ibv_reg_mr(pd_, buf_[i].data(), kBuf, o.access);
-      ASSERT_NE(mr_[i], nullptr);
+      ASSERT_NE(mr_[i], nullptr) << strerror(errno);
       ibv_qp_init_attr a{};
       a.send_cq = a.recv_cq = cq_[i];
       a.qp_type = o.type;
