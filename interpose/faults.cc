@@ -146,7 +146,8 @@ std::string RunChaos(const core::Options& o, const core::DecisionLog* log) {
 
 // softnic's questions at its chaos points (softnic/chaos.h), answered by
 // the run's Decider.
-uint64_t DecideChaos(softnic::ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what) {
+uint64_t DecideChaos(softnic::ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what,
+                     uint32_t qp_num) {
   core::Decider* d = Decider();
   if (!d) return 0;
   const auto point =
@@ -157,7 +158,7 @@ uint64_t DecideChaos(softnic::ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64
       [&](uint64_t outcome) {
         return absl::StrCat(core::PointName(point), " ", what ? what : "", " (outcome ", outcome, ")");
       },
-      0, wr_id);
+      qp_num, wr_id);
 }
 
 State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given = nullptr) {

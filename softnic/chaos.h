@@ -36,10 +36,13 @@ namespace rdmasan::softnic {
 enum class ChaosPoint : uint8_t { kPlace, kGather, kFence, kLag, kRelaxed, kCqEvent, kCount };
 
 // The shim's decision for point `p` about object `obj` (the QP number for
-// the QP points, the CQ's number for kCqEvent), WR `wr_id` (0: none): an
-// outcome in [0, n), 0 being the natural behaviour.  `what` is a short
-// description for the decision's note ("place wr_id 0x7: 4 chunks").
-using ChaosDecideFn = uint64_t (*)(ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what);
+// the QP points, the CQ's number for kCqEvent), WR `wr_id` (0: none) of
+// QP number `qp_num` (0: none; a rule's qp= and a report's context line
+// match it): an outcome in [0, n), 0 being the natural behaviour.  `what`
+// is a short description for the decision's note ("place wr_id 0x7: 4
+// chunks").
+using ChaosDecideFn = uint64_t (*)(ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what,
+                                   uint32_t qp_num);
 
 struct ChaosState {
   std::atomic<uint32_t> mask{0};  // bit p: --chaos names point p
@@ -59,11 +62,12 @@ inline constexpr uint32_t ChaosBit(ChaosPoint p) { return 1u << static_cast<unsi
 // Whether any of the points in `bits` (ChaosBit()s) is on: one relaxed load.
 inline bool ChaosOnAny(uint32_t bits) { return (g_chaos.mask.load(std::memory_order_relaxed) & bits) != 0; }
 // 0 when the point is off, n <= 1, or no decide function is installed.
-inline uint64_t ChaosDecide(ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what) {
+inline uint64_t ChaosDecide(ChaosPoint p, uint64_t obj, uint64_t wr_id, uint64_t n, const char* what,
+                            uint32_t qp_num = 0) {
   if (n <= 1 || !ChaosOn(p)) return 0;
   ChaosDecideFn f = g_chaos.decide.load(std::memory_order_acquire);
   if (f == nullptr) return 0;
-  uint64_t outcome = f(p, obj, wr_id, n, what);
+  uint64_t outcome = f(p, obj, wr_id, n, what, qp_num);
   return outcome < n ? outcome : 0;
 }
 

@@ -108,7 +108,7 @@ void Decide(Exec& x, SnQp* qp, const SendWqe& w) {
              "WRITE lands first)",
              w.wr_id, qp->shm->qpn);
   }
-  if (p != ChaosPoint::kCount && ChaosDecide(p, qp->ordinal, w.wr_id, 2, what) == 1) {
+  if (p != ChaosPoint::kCount && ChaosDecide(p, qp->ordinal, w.wr_id, 2, what, qp->shm->qpn) == 1) {
     o.overtaker = 1 + static_cast<uint32_t>(p);
     o.wait_until_ns = NowNs() + kOrderStepNs;
     return;
@@ -116,7 +116,7 @@ void Decide(Exec& x, SnQp* qp, const SendWqe& w) {
   if (!ChaosOn(ChaosPoint::kLag)) return;
   snprintf(what, sizeof(what), "lag: wr_id 0x%" PRIx64 " of QP 0x%x (1: it waits while other QPs run)",
            w.wr_id, qp->shm->qpn);
-  if (ChaosDecide(ChaosPoint::kLag, qp->ordinal, w.wr_id, 2, what) == 1)
+  if (ChaosDecide(ChaosPoint::kLag, qp->ordinal, w.wr_id, 2, what, qp->shm->qpn) == 1)
     o.wait_until_ns = NowNs() + kOrderStepNs;
 }
 

@@ -69,7 +69,7 @@ bool GathersLate(Exec& x, const SendWqe& w, uint64_t len, uint64_t recv_id) {
            "gather wr_id 0x%" PRIx64 " of QP 0x%x, %" PRIu64
            " B (1: its source read at a later step, 2: placed, then again from its source as it is then)",
            w.wr_id, x.qp->shm->qpn, len);
-  const uint64_t plan = ChaosDecide(ChaosPoint::kGather, x.qp->ordinal, w.wr_id, 3, what);
+  const uint64_t plan = ChaosDecide(ChaosPoint::kGather, x.qp->ordinal, w.wr_id, 3, what, x.qp->shm->qpn);
   if (plan == 0) return false;
   PlaceState& s = *x.place;
   s = PlaceState{};
@@ -108,7 +108,7 @@ bool PlacesInChunks(Exec& x, const SendWqe& w, uint64_t len, uint64_t recv_id, b
            "place wr_id 0x%" PRIx64 " of QP 0x%x: %u chunks of %" PRIu64
            " B (1: last first, 2: reversed, 3: shuffled)",
            w.wr_id, x.qp->shm->qpn, chunks, chunk);
-  const uint64_t order = ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, 4, what);
+  const uint64_t order = ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, 4, what, x.qp->shm->qpn);
   if (order == 0) return GathersLate(x, w, len, recv_id);
   s = PlaceState{};
   s.index = index;
@@ -121,12 +121,12 @@ bool PlacesInChunks(Exec& x, const SendWqe& w, uint64_t len, uint64_t recv_id, b
   if (order == 3) {
     // An affine permutation of the chunks: any stride coprime with their
     // number, any start.
-    uint32_t stride = 2 + static_cast<uint32_t>(
-                              ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks, "place: shuffle stride"));
+    uint32_t stride = 2 + static_cast<uint32_t>(ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks,
+                                                            "place: shuffle stride", x.qp->shm->qpn));
     while (std::gcd(stride, chunks) != 1) ++stride;
     s.stride = stride;
-    s.offset =
-        static_cast<uint32_t>(ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks, "place: shuffle start"));
+    s.offset = static_cast<uint32_t>(
+        ChaosDecide(ChaosPoint::kPlace, obj, w.wr_id, chunks, "place: shuffle start", x.qp->shm->qpn));
   }
   return true;
 }

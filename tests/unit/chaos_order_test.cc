@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "interpose/faults.h"
 #include "softnic/chaos.h"
@@ -23,7 +24,7 @@ using softnic::ChaosPoint;
 std::array<uint64_t, static_cast<size_t>(ChaosPoint::kCount)> g_outcome;
 std::array<int, static_cast<size_t>(ChaosPoint::kCount)> g_asked;
 
-uint64_t Fixed(ChaosPoint p, uint64_t, uint64_t, uint64_t, const char*) {
+uint64_t Fixed(ChaosPoint p, uint64_t, uint64_t, uint64_t, const char*, uint32_t) {
   ++g_asked[static_cast<size_t>(p)];
   return g_outcome[static_cast<size_t>(p)];
 }
@@ -168,6 +169,21 @@ TEST_F(ChaosOrder, ALaggingSendRunsWhileOnlyThePeersCqIsPolled) {
   EXPECT_EQ(wcs[0].wr_id, 9u);
   EXPECT_EQ(Get(1, 256), 0x3434u);
   EXPECT_EQ(Completed(1), (std::vector<uint64_t>{1}));
+}
+
+// A chaos rule's qp= names the QP it applies to (the run's Decider).
+TEST_F(ChaosOrder, QpSettingLimitsARuleToOneQp) {
+  Put(0, 0, 0x5151);
+  interpose::ResetDecisionsForTest("chaos=lag:p=1:qp=" + std::to_string(qp_[1]->qp_num));
+  ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 1, 0, 8, IBV_SEND_SIGNALED, 0), 0);
+  EXPECT_EQ(Get(1, 0), 0x5151u) << "another QP's rule: executed at the post";
+  EXPECT_EQ(Completed(1), (std::vector<uint64_t>{1}));
+  interpose::ResetDecisionsForTest("chaos=lag:p=1:qp=" + std::to_string(qp_[0]->qp_num));
+  ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 2, 0, 8, IBV_SEND_SIGNALED, 8), 0);
+  EXPECT_EQ(Get(1, 8), 0u) << "its own rule: it lags";
+  EXPECT_EQ(Completed(1), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(Get(1, 8), 0x5151u);
+  EXPECT_EQ(interpose::Decider()->Count(core::Point::kChaosLag), 1u);
 }
 
 // chaos.gather, late: the SEND's source is read after the post, so a

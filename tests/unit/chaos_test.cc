@@ -130,7 +130,9 @@ TEST_F(Chaos, DecisionLogReplaysTheSpuriousEvent) {
 // opcode and flag, with chaos or without (the truth, not a guess).
 TEST_F(Chaos, QueryQpDataInOrderPromisesNothing) {
   constexpr uint32_t kReturnCaps = 1;
-  auto natural = [](softnic::ChaosPoint, uint64_t, uint64_t, uint64_t, const char*) -> uint64_t { return 0; };
+  auto natural = [](softnic::ChaosPoint, uint64_t, uint64_t, uint64_t, const char*, uint32_t) -> uint64_t {
+    return 0;
+  };
   for (uint32_t mask : {0u, softnic::ChaosBit(softnic::ChaosPoint::kPlace), ~0u}) {
     softnic::SetChaos(mask ? +natural : nullptr, mask);
     for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,

@@ -338,7 +338,7 @@ TEST(SoftnicPeers, UnmappedMemoryOnEitherSideOfAStagedSendIsAnErrorCompletion) {
 }
 
 // --chaos=place, outcome 1: the last chunk of a message first.
-uint64_t LastChunkFirst(softnic::ChaosPoint p, uint64_t, uint64_t, uint64_t n, const char*) {
+uint64_t LastChunkFirst(softnic::ChaosPoint p, uint64_t, uint64_t, uint64_t n, const char*, uint32_t) {
   return p == softnic::ChaosPoint::kPlace && n > 1 ? 1 : 0;
 }
 

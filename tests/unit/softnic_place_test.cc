@@ -29,7 +29,7 @@ constexpr uint32_t kChunks = kMsg / kChunk;
 std::atomic<uint64_t> g_outcome{0};
 std::atomic<int> g_decisions{0};
 
-uint64_t Decide(ChaosPoint p, uint64_t, uint64_t, uint64_t n, const char*) {
+uint64_t Decide(ChaosPoint p, uint64_t, uint64_t, uint64_t n, const char*, uint32_t) {
   if (p != ChaosPoint::kPlace) return 0;
   ++g_decisions;
   return g_outcome.load() % n;
