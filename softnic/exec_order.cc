@@ -138,9 +138,14 @@ OrderStep OrderBeforeSlow(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte
   if (o.overtaker) {
     const auto p = static_cast<ChaosPoint>(o.overtaker - 1);
     if (SendWqe* next = Overtaker(x, qp, w, p)) {
-      o.wait_until_ns = 0;
+      // The overtaker lands now; the head lands a step later, not in the
+      // same call: a reader polling memory between the requester's verbs
+      // calls (or another process) sees the later WR's data without the
+      // head's for a while, as placement shows a partly placed message.
       RunAhead(x, qp, w, *next);
-      return OrderStep::kRun;
+      o.overtaker = 0;
+      o.wait_until_ns = NowNs() + kOrderStepNs;
+      return OrderStep::kWait;
     }
   }
   if (NowNs() < o.wait_until_ns) return OrderStep::kWait;

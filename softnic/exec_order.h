@@ -15,7 +15,9 @@
 //             READ or atomic reaches the head of its QP: it then waits up
 //             to one step (kOrderStepNs) for an unfenced WR of those kinds
 //             behind it, which executes first (gathering its source before
-//             the READ's data lands, landing before the READ reads).  A
+//             the READ's data lands, landing before the READ reads); the
+//             READ then executes a step later, not in the same call, so
+//             the order is seen between the requester's verbs calls.  A
 //             fenced WR behind it waits, as the spec says.
 //   kRelaxed  an MR registered with IBV_ACCESS_RELAXED_ORDERING lets the
 //             system reorder accesses to it (ibv_reg_mr(3)): of two RDMA
@@ -24,6 +26,9 @@
 //             waits up to one step for the later).  A WRITE_WITH_IMM never
 //             overtakes: its completion is written after the data before it
 //             (PCIe orders a strongly ordered write after relaxed ones).
+//             The earlier lands a step after the later (as for kFence): a
+//             reader polling the later WRITE's flag between the
+//             requester's verbs calls finds the earlier one's data missing.
 //   kLag      nothing orders two QPs (IBTA orders WRs within one QP only):
 //             a QP's head WR may wait one step while other QPs run.  The
 //             QP's WRs stay in order among themselves.

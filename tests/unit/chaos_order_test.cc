@@ -83,6 +83,8 @@ TEST_F(ChaosOrder, FenceLetsAnUnfencedWriteOvertakeTheRead) {
   ASSERT_EQ(Post(0, IBV_WR_RDMA_READ, 1, 0, 8, IBV_SEND_SIGNALED, 0), 0);
   EXPECT_EQ(Get(0, 0), 0u) << "the READ waits for a WR to overtake it";
   ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 2, 64, 8, IBV_SEND_SIGNALED, 0), 0);
+  EXPECT_EQ(Get(1, 0), 0xbbbbu) << "the WRITE landed at its post";
+  EXPECT_EQ(Get(0, 0), 0u) << "the READ's data lands a step later, not in the same call";
   EXPECT_EQ(Completed(2), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(Get(0, 0), 0xbbbbu) << "the READ read after the WRITE landed";
   EXPECT_EQ(Asked(ChaosPoint::kFence), 1);
@@ -134,6 +136,8 @@ TEST_F(ChaosOrder, RelaxedWritesLandOutOfOrder) {
   Put(0, 64, 0x2222);
   ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 1, 0, 8, IBV_SEND_SIGNALED, 0, 0, relaxed->rkey), 0);
   ASSERT_EQ(Post(0, IBV_WR_RDMA_WRITE, 2, 64, 8, IBV_SEND_SIGNALED, 0, 0, relaxed->rkey), 0);
+  EXPECT_EQ(Get(1, 0), 0x2222u)
+      << "the later WRITE landed; the earlier lands a step later, not in the same call";
   EXPECT_EQ(Completed(2), (std::vector<uint64_t>{1, 2}));
   EXPECT_EQ(Get(1, 0), 0x1111u) << "the second WRITE landed first";
   // Into an MR without relaxed ordering: no decision, post order.

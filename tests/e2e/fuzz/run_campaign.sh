@@ -26,6 +26,12 @@
 #                       `ERROR: rdmasan: ID` with the same SUMMARY and ends
 #                       by itself with a non-zero status (a hang's repro
 #                       halts on its report; killed at the timeout fails).
+#   --summary-re RE (with --expect-id) for a report whose SUMMARY names
+#                   no frame of SOURCE (a crash raised by abort() is
+#                   summarized inside libc): report.txt and repro.sh's
+#                   output have a line matching RE (an extended regex)
+#                   instead of the SUMMARY above, and report.txt has a
+#                   frame ` in FN .../SOURCE:LINE`
 #   --others-ok     (with --expect-id) findings of other checks may come
 #                   too (a default campaign's faults reach the whole
 #                   program); only ID's folders are checked.
@@ -42,7 +48,7 @@ fail() {
   exit 1
 }
 
-rdmasan="" out="" prog="" src="" mode="" id="" max_decisions=5 repro_timeout=20 others_ok=0
+rdmasan="" out="" prog="" src="" mode="" id="" max_decisions=5 repro_timeout=20 others_ok=0 summary_re_opt=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rdmasan) rdmasan=$2; shift 2 ;;
@@ -52,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --expect-id) mode=expect id=$2; shift 2 ;;
     --silent) mode=silent; shift ;;
     --others-ok) others_ok=1; shift ;;
+    --summary-re) summary_re_opt=$2; shift 2 ;;
     --max-decisions) max_decisions=$2; shift 2 ;;
     --repro-timeout) repro_timeout=$2; shift 2 ;;
     --) shift; break ;;
@@ -149,7 +156,17 @@ for n in "${names[@]}"; do
   done
   [[ -x $d/repro.sh ]] || fail "$d/repro.sh missing or not executable"
   summary_re="SUMMARY: rdmasan: $id $base:$line in "
-  grep -q -- "$summary_re" "$d/report.txt" || {
+  grep_summary=(grep -q --)
+  if [[ -n $summary_re_opt ]]; then
+    summary_re=$summary_re_opt
+    grep_summary=(grep -qE --)
+    ebase=${base//./\\.}
+    grep -qE -- " in [^ ]+ ([^ ]*/)?$ebase:$line([: ]|\$)" "$d/report.txt" || {
+      cat "$d/report.txt"
+      fail "$d/report.txt: no frame $base:$line"
+    }
+  fi
+  "${grep_summary[@]}" "$summary_re" "$d/report.txt" || {
     cat "$d/report.txt"
     fail "$d/report.txt: no '$summary_re'"
   }
@@ -167,7 +184,7 @@ for n in "${names[@]}"; do
   echo "--- $d/repro.sh"
   repro_out=$(env -u RDMASAN_OPTIONS timeout -s TERM -k 5 "$repro_timeout" "$d/repro.sh" 2>&1)
   repro_status=$?
-  if ! grep -q -- "ERROR: rdmasan: $id" <<< "$repro_out" || ! grep -q -- "$summary_re" <<< "$repro_out"; then
+  if ! grep -q -- "ERROR: rdmasan: $id" <<< "$repro_out" || ! "${grep_summary[@]}" "$summary_re" <<< "$repro_out"; then
     echo "$repro_out"
     fail "repro.sh (exit $repro_status) did not report $id at $base:$line"
   fi

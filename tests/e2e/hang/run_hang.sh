@@ -5,7 +5,15 @@
 # handlers, not from events, so a replay of the trace has none of them:
 # unlike run_check.sh, no replay is compared).
 #
-# usage: run_hang.sh PROG SOURCE --rdmasan PATH --fabric NAME [rdmasan options...]
+# usage: run_hang.sh PROG SOURCE --rdmasan PATH --fabric NAME [--id ID]
+#                    [--no-reapply | --must-reapply] [rdmasan options...]
+#
+#   --id ID         the marker is `// CHECK: ID` (a source may mark other
+#                   checks for other runners: run_check.sh); default: the
+#                   one `// CHECK:` marker of the source
+#   --no-reapply    do not re-apply the run's decision log (below)
+#   --must-reapply  the run must have logged decisions, and re-applying
+#                   them must find the report again
 #
 # Markers in SOURCE:
 #   // CHECK: ID     (at the end of a code line) the report
@@ -35,12 +43,15 @@ die() { echo "run_hang: $*" >&2; exit 2; }
 [[ $# -ge 2 ]] || die "usage: run_hang.sh PROG SOURCE --rdmasan PATH --fabric NAME [options]"
 prog=$1 src=$2
 shift 2
-rdmasan="" fabric="checks-hang-$$"
+rdmasan="" fabric="checks-hang-$$" want_id="" reapply=auto
 opts=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --rdmasan) rdmasan=$2; shift 2 ;;
     --fabric) fabric=$2; shift 2 ;;
+    --id) want_id=$2; shift 2 ;;
+    --no-reapply) reapply=off; shift ;;
+    --must-reapply) reapply=required; shift ;;
     --*) opts+=("$1"); shift ;;
     *) die "unexpected argument '$1'" ;;
   esac
@@ -51,7 +62,11 @@ done
 base=$(basename "$src")
 silent=0
 grep -qx '// SILENT' "$src" && silent=1
-marker=$(grep -n -E -- '// CHECK: [a-z-]+$' "$src")
+if [[ -n $want_id ]]; then
+  marker=$(grep -n -E -- "// CHECK: $want_id\$" "$src")
+else
+  marker=$(grep -n -E -- '// CHECK: [a-z-]+$' "$src")
+fi
 if [[ $silent -eq 0 ]]; then
   [[ $(wc -l <<<"$marker") -eq 1 && -n $marker ]] || die "$src wants exactly one '// CHECK: <id>' marker (or '* SILENT')"
   line=${marker%%:*}
@@ -150,11 +165,18 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   for f in "${failures[@]}"; do echo "run_hang: FAIL: $f"; done
   exit 1
 fi
-# A hang that only a fault exposes is found again from the run's decision
-# log alone (the fault options dropped, schedule= given).
-if [[ $silent -eq 0 ]] && grep -qv '^#' "$decisions" 2>/dev/null; then
+# A hang that only a fault exposes (a crash only a chaos decision exposes)
+# is found again from the run's decision log alone (the fault and chaos
+# options dropped, schedule= given: the log's own faults= and chaos= apply).
+if [[ $silent -eq 0 && $reapply == required ]] && ! grep -qv '^#' "$decisions" 2>/dev/null; then
+  echo "---- decision log:"
+  cat "$decisions" 2>/dev/null
+  echo "run_hang: FAIL: --must-reapply, but the run logged no decision"
+  exit 1
+fi
+if [[ $silent -eq 0 && $reapply != off ]] && grep -qv '^#' "$decisions" 2>/dev/null; then
   again=()
-  for o in "${opts[@]}"; do [[ $o == --faults=* ]] || again+=("$o"); done
+  for o in "${opts[@]}"; do [[ $o == --faults=* || $o == --chaos=* ]] || again+=("$o"); done
   timeout -k 5 40 "$rdmasan" run "--softnic_fabric=$fabric-again" "${again[@]}" \
     "--schedule=$decisions" -- "$prog" >"$log.again" 2>&1 </dev/null
   again_status=$?
