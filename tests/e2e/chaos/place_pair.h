@@ -78,6 +78,23 @@ static inline void side_close(struct side *s) {
   ibv_close_device(s->r.ctx);
 }
 
+/* The writer's wait for its WRITE's completion: a poll, then 100 us
+ * asleep, so the reader, spinning on its flag, has a CPU to look on
+ * between two placement steps (2 ms apart) even on a loaded machine. */
+static inline void writer_wait(struct ibv_cq *cq) {
+  struct ibv_wc wc;
+  double end = rig_now() + 20.0;
+  int n;
+  while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+    if (rig_now() > end) DIE("no completion of the WRITE");
+    struct timespec ts = {0, 100 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (n < 0) DIE("ibv_poll_cq failed");
+  if (wc.status != IBV_WC_SUCCESS)
+    DIE("completion wr_id=%llu: %s", (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+}
+
 /* The writer: round k WRITEs pattern k into the reader's k-th MSG bytes
  * (with_imm: WRITE_WITH_IMM, immediate k), waits for its completion, tells
  * the reader, and waits for its go-ahead.  Returns main's exit status. */
@@ -97,7 +114,7 @@ static inline int run_writer(struct side *s, pid_t reader, int with_imm) {
       wr.imm_data = htonl((uint32_t)k);
     }
     if (ibv_post_send(s->qp, &wr, &bad)) DIE("post_send failed");
-    rig_poll_ok(s->cq, 1);
+    writer_wait(s->cq);
     if (write(s->to, "d", 1) != 1) DIE("write: %s", strerror(errno));
     if (read(s->from, &c, 1) != 1) break; /* the reader is gone */
   }
