@@ -43,7 +43,8 @@ const char* EventKindName(EventKind k) {
                                            "wc_reason",
                                            "resize_cq",
                                            "post_srq_ops",
-                                           "tm_wc"};
+                                           "tm_wc",
+                                           "dest_modified"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EventKind::kCount));
   auto i = static_cast<size_t>(k);
   return i < static_cast<size_t>(EventKind::kCount) ? kNames[i] : "unknown";

@@ -101,6 +101,14 @@ enum class EventKind : uint8_t {
   // tagged buffer's completions apart from an ordinary receive's).  The
   // books retire it here; the poll event leaves it alone.
   kTmWc,
+  // softnic found a completion's destination changed between its post and
+  // the placement of its data (format 1.5): a receive's buffers, or an
+  // RDMA READ's or atomic's local destination, written by the program
+  // meanwhile (softnic/fingerprint.h; the check recv-buffer-modified).
+  // Emitted before the poll event that returns the completion: obj = the
+  // CQ, wcs[0] = the completion, count = 1 for a receive, 0 for a READ or
+  // atomic.
+  kDestModified,
   kCount
 };
 

@@ -31,6 +31,7 @@
 #include "core/biased_lock.h"
 #include "core/options.h"
 #include "core/report.h"
+#include "softnic/fingerprint.h"
 #include "softnic/softnic.h"
 #include "traces/trace.h"
 
@@ -540,6 +541,10 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
         OpenTrace();
       }
     }
+    // softnic fingerprints posted destinations only for the check that
+    // reads them (softnic/fingerprint.h): off, a post pays one load.
+    softnic::SetDestinationFingerprints(
+        core::GlobalReporter().checks().Enabled(core::CheckId::kRecvBufferModified));
     g_started.store(true, std::memory_order_release);
     watchdog::Start();
     InstallSignalHandlers();

@@ -522,6 +522,7 @@ void OnEvent(const core::Event& e) {
     case EventKind::kRemoteInv:
     case EventKind::kWcReason:
     case EventKind::kTmWc:
+    case EventKind::kDestModified:
     case EventKind::kFreeRange:  // libc, not verbs: nothing completes on a CQ by them
     case EventKind::kFork:
     case EventKind::kForkInit:

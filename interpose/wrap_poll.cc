@@ -28,6 +28,7 @@
 #include "interpose/thread_domains.h"
 #include "interpose/watchdog.h"
 #include "interpose/wrap_internal.h"
+#include "softnic/fingerprint.h"
 #include "softnic/softnic.h"
 
 namespace rdmasan::interpose {
@@ -81,6 +82,27 @@ void EmitTmWc(const core::Event& poll, const core::Completion& c, uint32_t flags
     if (!softnic::ExplainCompletion(cq, c.qp_num, c.wr_id, c.status, &r.text) || r.text.empty()) continue;
     Emit(r);
   }
+}
+
+// Before the poll event that returns them: a kDestModified event for each
+// completion whose destination the program wrote into before its data
+// landed, as softnic marked it (softnic/fingerprint.h).
+[[gnu::noinline]] void EmitDestModified(ibv_cq* cq, core::Event& poll, uintptr_t pc, uintptr_t frame) {
+  softnic::DestModified marks[16];
+  const size_t n = softnic::TakeModified(cq, marks, 16);
+  for (size_t i = 0; i < n; ++i)
+    for (const core::Completion& c : poll.wcs) {
+      if (c.qp_num != marks[i].qp_num || c.wr_id != marks[i].wr_id) continue;
+      if (!poll.stack) poll.stack = pc ? core::CaptureStackFrom(pc, frame) : RDMASAN_CAPTURE_CALLER_STACK();
+      core::Event r;
+      r.kind = core::EventKind::kDestModified;
+      r.obj = poll.obj;
+      r.stack = poll.stack;
+      r.count = marks[i].recv ? 1 : 0;
+      r.wcs.push_back(c);
+      Emit(r);
+      break;
+    }
 }
 
 // After the poll event: a kRemoteInv event for each receive completion
@@ -213,6 +235,8 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (failed || invalidated || tm) e.stack = core::CaptureStackFrom(pc, frame);
   if (failed) EmitReasons(cq, e);
+  if (__builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0))
+    EmitDestModified(cq, e, pc, frame);
   if (__builtin_expect(tm, 0))
     for (int i = 0; i < got; ++i)
       if (checkers::IsTmCompletion(out[i].status, out[i].opcode)) EmitTmWc(e, out[i], wc[i].wc_flags);
@@ -313,6 +337,8 @@ void EmitBatch(CqExHooks* h, ibv_cq_ex* cq) {
   bool failed = false;
   for (const core::Completion& c : e.wcs) failed |= c.status != IBV_WC_SUCCESS;
   if (failed) EmitReasons(ibv_cq_ex_to_cq(cq), e);
+  if (__builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0))
+    EmitDestModified(ibv_cq_ex_to_cq(cq), e, 0, 0);
   for (const auto& [i, flags] : h->tms) EmitTmWc(e, e.wcs[i], flags);
   EmitPoll(e);
   if (!h->invs.empty()) EmitRemoteInvs(e, h->invs.data(), h->invs.size());

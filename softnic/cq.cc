@@ -6,6 +6,7 @@
 // (PushCqeLocked), the owner polls them here without the fabric lock.  A
 // poll that finds nothing now and then drives the owner's stalled send
 // queues (ProgressCq), since no thread does it.
+#include "softnic/fingerprint.h"
 #include "softnic/softnic.h"
 
 #include <errno.h>
@@ -367,7 +368,9 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   wc->imm_data = c.imm_data;
   wc->qp_num = c.qp_num;
   wc->src_qp = c.src_qp;
-  wc->wc_flags = c.wc_flags & ~0x80000000u;
+  wc->wc_flags = c.wc_flags & ~(0x80000000u | kWcDestModified);
+  if (__builtin_expect(c.wc_flags & kWcDestModified, 0))
+    NoteModified(ibv_cq_ex_to_cq(&cq->cqx), c.qp_num, c.wr_id, !c.is_send);
   wc->pkey_index = c.pkey_index;
   wc->slid = c.slid;
   wc->sl = c.sl;

@@ -44,6 +44,7 @@
 #include "softnic/access.h"
 #include "softnic/exec_order.h"
 #include "softnic/execute.h"
+#include "softnic/fingerprint.h"
 #include "softnic/internal.h"
 #include "softnic/placement.h"
 #include "softnic/softnic.h"
@@ -357,8 +358,16 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   }
   for (uint32_t i = 0; i < nl; ++i) src[ns++] = lseg[i];
   bool more = false;
+  const bool resumed = x.place && x.place->index == x.qp->sq_exec;  // a later placement step
   const bool chunks =
       x.place && PlacesInChunks(x, w, need, rw->wr_id ^ (nr ? rseg[0].va : 0), srq_slot == kNone && !ud);
+  // The receive's buffers as the program left them, before anything lands
+  // (fingerprint.h); a message placed in steps keeps the first step's word.
+  if (rw->pad &&
+      (resumed ? x.place->dest_modified : nr && FingerprintSegs(x.self, dst_pid, rseg, nr) != rw->pad)) {
+    c.wc_flags |= kWcDestModified;
+    if (chunks) x.place->dest_modified = true;
+  }
   if (!chunks && dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
     if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
       UntakeRecv(x, resp, srq_slot);
@@ -592,20 +601,31 @@ int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
     return IBV_WC_LOC_LEN_ERR;
   }
   *byte_len = static_cast<uint32_t>(len);
+  // A READ's or atomic's destination as the program left it, before its
+  // result lands (fingerprint.h); a message placed in steps keeps the
+  // first step's word.
+  const bool resumed = x.place && x.place->index == x.qp->sq_exec;
+  if (w.dst_fp)
+    x.dest_modified =
+        resumed ? x.place->dest_modified : FingerprintSegs(x.self, x.self, lseg, nl) != w.dst_fp;
   switch (w.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
     case IBV_WR_SEND_WITH_INV:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
       return ExecuteSendLike(x, w, lseg, nl, len);
-    default:
-      return ExecuteRdma(x, w, lseg, nl, len);
+    default: {
+      const int st = ExecuteRdma(x, w, lseg, nl, len);
+      if (x.dest_modified && x.place && x.place->index == x.qp->sq_exec) x.place->dest_modified = true;
+      return st;
+    }
   }
 }
 
 void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index, uint32_t status,
-                          uint32_t byte_len, const char* why = nullptr) {
+                          uint32_t byte_len, const char* why = nullptr, bool dest_modified = false) {
   ShmCqe c{};
+  c.wc_flags = dest_modified && status == IBV_WC_SUCCESS ? kWcDestModified : 0;
   c.wr_id = w.wr_id;
   c.status = status;
   c.opcode = WcOpcode(w.opcode);
@@ -633,6 +653,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
     x.why[0] = 0;
     x.tm_srq = x.tm_handle = kNone;
     x.fin_pending = false;
+    x.dest_modified = false;
     if (PlacementWaits(x, qp)) return;  // a message partly placed, its next step not due
     int st = kPending;
     switch (OrderBefore(x, qp, w, &st, &byte_len)) {
@@ -647,7 +668,8 @@ void RunSqLocked(Process* p, SnQp* qp) {
     if (st == kPending) return;
     const bool signaled = (w.flags & IBV_SEND_SIGNALED) || qp->shm->sq_sig_all;
     if (st != IBV_WC_SUCCESS || signaled)
-      SendCompletionLocked(p, qp, w, qp->sq_exec, st, byte_len, st != IBV_WC_SUCCESS ? x.why : nullptr);
+      SendCompletionLocked(p, qp, w, qp->sq_exec, st, byte_len, st != IBV_WC_SUCCESS ? x.why : nullptr,
+                           x.dest_modified);
     if (x.fin_pending) DeliverFinLocked(x);
     ++qp->sq_exec;
     if (st != IBV_WC_SUCCESS) {
@@ -663,6 +685,37 @@ void RunSqLocked(Process* p, SnQp* qp) {
     }
     qp->order.ahead = kNoPlacement;  // a WR that ran ahead is flushed too
   }
+}
+
+// The fingerprint of a READ's or atomic's local destination at its post
+// (fingerprint.h), 0 if its SGEs name nothing the QP's MRs grant, or if an
+// earlier READ or atomic of the QP, not yet executed, lands in the same
+// bytes (ib_read_bw reads into one buffer over and over): its landing is
+// no write of the program's (overlapping-destinations is the check for
+// that).
+uint32_t DestinationFingerprint(Process* p, SnQp* qp, const SendWqe& w) {
+  const uint32_t size = static_cast<uint32_t>(qp->sq.size());
+  for (uint64_t k = qp->sq_exec; k < qp->sq_posted; ++k) {
+    const SendWqe& o = qp->sq[k % size];
+    if (o.opcode != IBV_WR_RDMA_READ && o.opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
+        o.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)
+      continue;
+    for (uint32_t a = 0; a < o.num_sge; ++a)
+      for (uint32_t b = 0; b < w.num_sge; ++b)
+        if (o.sge[a].length && w.sge[b].length && o.sge[a].addr < w.sge[b].addr + w.sge[b].length &&
+            w.sge[b].addr < o.sge[a].addr + o.sge[a].length)
+          return 0;
+  }
+  const MrTables t{p->fab->hdr(), p->own_mrs, p->fab->self_proc(), p->own_mws};
+  Seg seg[kMaxSge];
+  uint32_t n = 0;
+  uint64_t total = 0;
+  FabricLock lock(p->fab);
+  if (!ValidateSges(t, p->fab->self_proc(), qp->shm->pd, w.sge, w.num_sge, IBV_ACCESS_LOCAL_WRITE, seg, &n,
+                    &total) ||
+      !n)
+    return 0;
+  return FingerprintSegs(p->pid, p->pid, seg, n);
 }
 
 bool OpcodeAllowed(uint32_t type, uint32_t op) {
@@ -691,6 +744,7 @@ bool OpcodeAllowed(uint32_t type, uint32_t op) {
 
 }  // namespace exec
 
+using exec::DestinationFingerprint;
 using exec::FindQp;
 using exec::OpcodeAllowed;
 using exec::RunSqLocked;
@@ -819,6 +873,10 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       for (int i = 0; i < wr->num_sge; ++i)
         w.sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
     }
+    w.dst_fp = 0;
+    if (FingerprintsOn() && (wr->opcode == IBV_WR_RDMA_READ || wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                             wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
+      w.dst_fp = DestinationFingerprint(p, qp, w);
     ++qp->sq_posted;
   }
   if (rc) *bad = wr;

@@ -36,6 +36,10 @@ struct Exec {
   // state (placement.h), else null.
   PlaceState* place = nullptr;
   char why[kWhyText];  // the reason of its error completion
+  // Its destination (a receive's buffers, a READ's or atomic's local one)
+  // changed between its post and the placement (fingerprint.h): the
+  // completion is marked.
+  bool dest_modified = false;
   // Where the executing WR lands at its responder: the PD its keys must
   // be of (an XRC target's: the SRQ's), and an XRC message's SRQ slot.
   uint32_t resp_proc = kNone;

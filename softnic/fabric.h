@@ -169,7 +169,7 @@ struct alignas(64) ShmCqe {
 struct ShmRecvWqe {
   uint64_t wr_id;
   uint32_t num_sge;
-  uint32_t pad;
+  uint32_t pad;  // the fingerprint of its buffers at the post (fingerprint.h), 0: none
   ShmSge sge[];  // max_recv_sge entries
 };
 

@@ -133,6 +133,9 @@ struct SendWqe {
   uint32_t mw_access;
   uint32_t mw_mr_lkey;
   uint64_t mw_length;
+  // READ and atomics: the fingerprint of the local destination at the
+  // post (fingerprint.h), 0: none.
+  uint32_t dst_fp;
   // Execution state.
   bool executed;
   uint64_t rnr_since_ns;
@@ -165,12 +168,13 @@ struct SnIndTable;
 inline constexpr uint64_t kNoPlacement = ~0ull;
 struct PlaceState {
   uint64_t index = kNoPlacement;
-  uint64_t len = 0;      // the message's bytes
-  uint64_t recv_id = 0;  // SEND, WRITE_WITH_IMM: the wr_id of the receive WQE it lands in
-  uint64_t due_ns = 0;   // its next step not before
-  uint32_t order = 0;    // the decision's outcome: 1 last chunk first, 2 reversed, 3 shuffled
-  uint32_t gather = 0;   // or a late gather (kGather): 1 late, 2 twice (placement.h)
-  uint32_t chunk = 0;    // bytes per chunk
+  uint64_t len = 0;            // the message's bytes
+  uint64_t recv_id = 0;        // SEND, WRITE_WITH_IMM: the wr_id of the receive WQE it lands in
+  uint64_t due_ns = 0;         // its next step not before
+  uint32_t order = 0;          // the decision's outcome: 1 last chunk first, 2 reversed, 3 shuffled
+  uint32_t gather = 0;         // or a late gather (kGather): 1 late, 2 twice (placement.h)
+  bool dest_modified = false;  // its destination changed before the first step (fingerprint.h)
+  uint32_t chunk = 0;          // bytes per chunk
   uint32_t chunks = 0;
   uint32_t steps = 0;
   uint32_t step = 0;                // the next step

@@ -1,17 +1,58 @@
 // softnic receive posting: ibv_post_recv and ibv_post_srq_recv write WQEs
 // into the receive rings in the fabric, where requesters take them.
 //
+// While destination fingerprints are on (fingerprint.h), each WQE carries
+// the fingerprint of its buffers as they are at the post.
+//
 // May not: allocate, or post beyond the queue's capacity (ENOMEM, like a
 // NIC).
 #include <errno.h>
 
+#include <algorithm>
+
+#include "softnic/fingerprint.h"
 #include "softnic/internal.h"
 
 namespace rdmasan::softnic {
 namespace {
 
+// The fingerprint of a receive's buffers (0: none): only over what the
+// process's MRs of `pd` grant for local write, so nothing else is read.
+// None either when a receive already waiting in the queue `rq` overlaps
+// them (ibv_rc_pingpong posts every receive on one buffer): the messages
+// landing in those would change its bytes before its own, and only the
+// program's writes are this check's business (overlapping-destinations
+// is the check for the overlap).
+uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* wr) {
+  if (!FingerprintsOn() || wr->num_sge <= 0 || static_cast<uint32_t>(wr->num_sge) > kMaxSge) return 0;
+  ShmSge sge[kMaxSge];
+  for (int i = 0; i < wr->num_sge; ++i)
+    sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+  const uint64_t head = rq->head, tail = rq->tail;
+  if (head - tail > rq->nslots) return 0;  // not a ring: nothing to compare with
+  for (uint64_t k = tail; k < head; ++k) {
+    const ShmRecvWqe* o = p->fab->RqEntry(*rq, k);
+    if (!o) return 0;
+    const uint32_t on = std::min(o->num_sge, std::min(rq->max_sge, kMaxSge));
+    for (uint32_t a = 0; a < on; ++a)
+      for (int b = 0; b < wr->num_sge; ++b)
+        if (o->sge[a].length && sge[b].length && o->sge[a].addr < sge[b].addr + sge[b].length &&
+            sge[b].addr < o->sge[a].addr + o->sge[a].length)
+          return 0;
+  }
+  const MrTables t{p->fab->hdr(), p->own_mrs, p->fab->self_proc(), p->own_mws};
+  Seg seg[kMaxSge];
+  uint32_t n = 0;
+  uint64_t total = 0;
+  if (!ValidateSges(t, p->fab->self_proc(), pd, sge, static_cast<uint32_t>(wr->num_sge),
+                    IBV_ACCESS_LOCAL_WRITE, seg, &n, &total) ||
+      !n)
+    return 0;
+  return FingerprintSegs(p->pid, p->pid, seg, n);
+}
+
 int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
-                   uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp) {
+                   uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd) {
   FabricLock lock(p->fab);
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge ||
@@ -32,6 +73,7 @@ int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, ui
     }
     w->wr_id = wr->wr_id;
     w->num_sge = wr->num_sge;
+    w->pad = RecvFingerprint(p, rq, pd, wr);  // the fingerprint
     for (int i = 0; i < wr->num_sge; ++i)
       w->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
     ++rq->head;
@@ -59,7 +101,7 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return EINVAL;
   }
   return PostRecvCommon(p, &qp->shm->rq, &qp->rq_outstanding, qp->max_recv_wr, qp->max_recv_sge, wr, bad,
-                        qp->shm);
+                        qp->shm, qp->shm->pd);
 }
 
 int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -70,7 +112,7 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return ENODEV;
   }
   return PostRecvCommon(p, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr, srq->shm->rq.max_sge, wr,
-                        bad, nullptr);
+                        bad, nullptr, srq->shm->pd);
 }
 
 }  // namespace rdmasan::softnic

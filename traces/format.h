@@ -33,7 +33,7 @@ inline constexpr uint8_t kFlagSorted = 1;  // events chunk: records in increasin
 // Adding an EventKind breaks the static_assert on purpose: give it a code.
 inline constexpr int kNumCoreEventKinds = static_cast<int>(core::EventKind::kDecision);  // codes 1..31
 inline constexpr int kNumEventKinds = static_cast<int>(core::EventKind::kCount);         // all recorded
-static_assert(static_cast<int>(core::EventKind::kCount) == 41,
+static_assert(static_cast<int>(core::EventKind::kCount) == 42,
               "new EventKind: update the trace format (FORMAT.md, traces/format.h)");
 inline constexpr uint32_t kFirstEventCode = 1;
 inline constexpr uint32_t kCodeStack = 32;
@@ -44,6 +44,7 @@ inline constexpr uint32_t kCodeDecision = 64;        // format 1.1: EventKind::k
 // (EventKind's order after kDecision).
 inline constexpr uint32_t kCodeWcReason = 70;
 // Format 1.3: 71 resize_cq.  Format 1.4: 72 post_srq_ops, 73 tm_wc.
+// Format 1.5: 74 dest_modified.
 // Template slots: index = code for codes 1..31; the skippable event codes
 // 64.. follow at kNumCoreCodes.. (TemplateSlot).
 inline constexpr int kNumCoreCodes = 32;

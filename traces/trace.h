@@ -62,7 +62,7 @@ namespace rdmasan::traces {
 
 // Format version, independent of the tool version (FORMAT.md, "Versions").
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 4;
+inline constexpr uint16_t kFormatMinor = 5;
 
 // One loaded ELF object of the recorded process: pc - bias is the address
 // in the file (core::Frame::module_offset); [start, end) covers its PT_LOAD

@@ -259,5 +259,47 @@ TEST(CheckersOverlappingDestinations, SrqReceives) {
   EXPECT_EQ(f.PostSrqRecv(srq2, {Rwr(7, {Sg(0x10000, 128, 0x11)})}), kNone);
 }
 
+// ============================================================ recv-buffer-modified ==
+
+core::Event DestModified(ObjId cq, uint32_t qpn, uint64_t wr_id, bool recv) {
+  core::Event e;
+  e.kind = EventKind::kDestModified;
+  e.obj = cq;
+  e.count = recv ? 1 : 0;
+  e.wcs.push_back(Wc(qpn, wr_id, IBV_WC_SUCCESS, recv ? IBV_WC_RECV : IBV_WC_RDMA_READ));
+  return e;
+}
+
+const Ids kRecvModified = {"recv-buffer-modified"};
+
+// softnic's word (a kDestModified event before the poll) is reported at the
+// poll, with the receive's post.
+TEST(CheckersRecvBufferModified, ReceiveAndReadDestinations) {
+  EXPECT_TRUE(core::CheckDefaultOn(CheckId::kRecvBufferModified));
+  EXPECT_EQ(core::CheckSeverity(CheckId::kRecvBufferModified), core::Severity::kError);
+  Two t;
+  EXPECT_EQ(t.f.PostRecv(t.qp, {Rwr(7, {t.sg(0, 64)})}), kNone);
+  const StackId posted = t.f.last_stack();
+  EXPECT_EQ(t.f.Feed(DestModified(t.cq, t.qpn, 7, true)), kRecvModified);
+  const Finding& f = t.f.last[0];
+  EXPECT_NE(f.message.find("receive wr_id=0x7"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("[0x10000, +64)"), std::string::npos) << f.message;
+  ASSERT_EQ(f.related.size(), 1u);
+  EXPECT_EQ(f.related[0].kind, core::StackKind::kPosted);
+  EXPECT_EQ(f.related[0].stack, posted);
+  EXPECT_EQ(t.f.Poll(t.cq, {Wc(t.qpn, 7, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone);
+  // A READ's destination.
+  EXPECT_EQ(t.f.PostSend(t.qp2, {Wr(9, true, {t.sg(128, 64)}, kRead)}), kNone);
+  EXPECT_EQ(t.f.Feed(DestModified(t.cq, t.qpn2, 9, false)), kRecvModified);
+  EXPECT_NE(t.f.last[0].message.find("RDMA_READ wr_id=0x9"), std::string::npos) << t.f.last[0].message;
+  EXPECT_NE(t.f.last[0].message.find("whose destination"), std::string::npos) << t.f.last[0].message;
+  // Disabled: nothing.
+  core::CheckSet off = Fx::AllButOverlap();
+  off.Set(CheckId::kRecvBufferModified, false);
+  Two u(off);
+  EXPECT_EQ(u.f.PostRecv(u.qp, {Rwr(7, {u.sg()})}), kNone);
+  EXPECT_EQ(u.f.Feed(DestModified(u.cq, u.qpn, 7, true)), kNone);
+}
+
 }  // namespace
 }  // namespace rdmasan::checkers_testing
