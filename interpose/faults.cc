@@ -41,13 +41,16 @@ struct State {
   ReorderMode reorder = ReorderMode::kOff;
   core::OwnFd log_fd;  // out of the program's way, checked before each write
   std::string log_path;
-  absl::Mutex mu;  // log_fd writes, recent
+  std::string log_head;     // the header it starts with
+  bool log_shared = false;  // its path names no process (no %p): a forked child writes PATH.<pid>
+  absl::Mutex mu;           // log_fd writes, recent
   Recent recent;
   uint64_t number = 0;  // decisions so far (their #n in reports)
 };
 
 std::atomic<State*> g_state{nullptr};
 std::atomic<bool> g_built{false};
+std::atomic<bool> g_forked_child{false};  // this process is a fork() child of a process under the shim
 std::mutex g_build_mu;
 
 ReorderMode ParseReorder(const std::string& s) {
@@ -191,14 +194,18 @@ State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given
                                                *std::move(chaos_spec));
   if (!o.decision_log.empty()) {
     std::string path = absl::StrReplaceAll(o.decision_log, {{"%p", absl::StrCat(getpid())}});
+    s->log_shared = path == o.decision_log;
+    // A forked child never replaces its parent's log (the log of a process
+    // that forks before its first verbs call would be the child's alone).
+    if (s->log_shared && g_forked_child.load(std::memory_order_relaxed))
+      absl::StrAppend(&path, ".", getpid());
     s->log_fd = core::AdoptFd(core::CreateForWrite(path, core::CreateMode::kFresh));
     s->log_path = path;
-    if (s->log_fd.fd < 0) {
+    s->log_head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe(), chaos);
+    if (s->log_fd.fd < 0)
       core::Diag(absl::StrCat("decision_log: cannot create '", path, "': ", std::strerror(errno)));
-    } else {
-      const std::string head = core::FormatLogHeader(reorder, faults, s->decider->source().Describe(), chaos);
-      (void)!write(s->log_fd.fd, head.data(), head.size());
-    }
+    else
+      (void)!write(s->log_fd.fd, s->log_head.data(), s->log_head.size());
   }
   s->decider->SetSink([s](const core::Decision& d) { Sink(s, d); });
   return s;
@@ -385,6 +392,20 @@ void FinishDecisionLog() {
   absl::MutexLock l(&s->mu);
   if (!reached.empty() && core::CheckOwnFd(&s->log_fd, s->log_path))
     (void)!write(s->log_fd.fd, reached.data(), reached.size());
+}
+
+void DecisionsAfterForkInChild() {
+  g_forked_child.store(true, std::memory_order_relaxed);
+  // Built in the parent: the child's decisions go to a log of its own
+  // (PATH.<pid>), with the parent's header, never into the parent's.  One
+  // thread runs in the child: no lock (a parent thread may have held it).
+  State* s = g_state.load(std::memory_order_acquire);
+  if (!s || s->log_fd.fd < 0 || !s->log_shared) return;
+  core::CloseOwnFd(&s->log_fd);
+  const std::string path = absl::StrCat(s->log_path, ".", getpid());
+  s->log_fd = core::AdoptFd(core::CreateForWrite(path, core::CreateMode::kFresh));
+  s->log_path = path;
+  if (s->log_fd.fd >= 0) (void)!write(s->log_fd.fd, s->log_head.data(), s->log_head.size());
 }
 
 void ResetDecisionsForTest(const std::string& options) {

@@ -122,6 +122,9 @@ std::string ScheduleError();
 // Tests: rebuild the decider from the process's options with `options`
 // (RDMASAN_OPTIONS syntax) applied on top ("faults=post_send:once").
 void ResetDecisionsForTest(const std::string& options = "");
+// In a fork() child, before it runs on: a decision log whose path names no
+// process (no %p) continues as PATH.<pid>, the parent's left alone.
+void DecisionsAfterForkInChild();
 
 // In-process fuzzing (interpose/fuzz_api.cc): rebuilds the decider from
 // `options` with `source` (an input's bytes) as its source, resets the

@@ -406,6 +406,7 @@ void AfterForkInChild() {
   g_trace_opened = false;
   g_image_pid.store(getpid(), std::memory_order_relaxed);
   g_started.store(false, std::memory_order_release);
+  DecisionsAfterForkInChild();
 }
 
 bool Started() { return g_started.load(std::memory_order_acquire); }
