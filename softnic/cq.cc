@@ -421,7 +421,8 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
 // empty poll, checks liveness anyway.  Returns true if it did.
 bool ProgressIfDue(Process* p, SnCq* cq) {
   uint32_t att = cq->shm->attention.load(std::memory_order_relaxed);
-  if (!cq->stalled.load(std::memory_order_relaxed) && att == cq->seen_attention && ++cq->empty_polls < 4096)
+  if (!cq->stalled.load(std::memory_order_relaxed) && !p->sq_stalled.load(std::memory_order_relaxed) &&
+      att == cq->seen_attention && ++cq->empty_polls < 4096)
     return false;
   cq->seen_attention = att;
   cq->empty_polls = 0;

@@ -76,6 +76,8 @@ struct RecvCopy {
 
 // Executes WR `w` of x.qp: its completion status, or kPending.
 int Execute(Exec& x, SendWqe& w, uint32_t* byte_len);
+// Runs the pending WRs of `qp` in order (sq_mu and the fabric lock held).
+void RunSqLocked(Process* p, SnQp* qp);
 
 // Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
 // nullptr if none is posted.  *corrupt: the queue's shared fields do not

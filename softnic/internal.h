@@ -242,6 +242,9 @@ struct Process {
   LocalMw own_mws[kMaxMws];       // likewise its windows (by window slot)
   std::atomic<uint32_t> nmws{0};  // windows allocated (0: no window scans)
   std::mutex mu;                  // object creation and destruction
+  // Some QP of the process has WRs pending: an empty poll of any CQ drives
+  // them (ProgressCq), not only a poll of that QP's own CQs.
+  std::atomic<uint32_t> sq_stalled{0};
   SnQp* qps[kMaxQps] = {};
   SnCq* cqs[kMaxCqs] = {};
   SnSrq* srqs[kMaxSrqs] = {};
