@@ -1,12 +1,24 @@
-// softnic/exec_order: WRs that execute out of post order, and QPs that lag
-// (exec_order.h has the rules they follow).
+// softnic/exec_order: WRs that execute out of post order, QPs that lag
+// (exec_order.h has the rules they follow), and the driver thread that
+// runs held WRs when the program makes no more calls.
 //
-// May not: decide anything but through ChaosDecide, or allocate.
+// May not: decide anything but through ChaosDecide, allocate (but for the
+// driver's thread, once per process), or let the driver run a WR before
+// its wait has ended.
 #include "softnic/exec_order.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <new>
 
 #include "softnic/access.h"
 
@@ -111,16 +123,137 @@ void Decide(Exec& x, SnQp* qp, const SendWqe& w) {
   if (p != ChaosPoint::kCount && ChaosDecide(p, qp->ordinal, w.wr_id, 2, what, qp->shm->qpn) == 1) {
     o.overtaker = 1 + static_cast<uint32_t>(p);
     o.wait_until_ns = NowNs() + kOrderStepNs;
+    WakeDriver(x.p);
     return;
   }
   if (!ChaosOn(ChaosPoint::kLag)) return;
   snprintf(what, sizeof(what), "lag: wr_id 0x%" PRIx64 " of QP 0x%x (1: it waits while other QPs run)",
            w.wr_id, qp->shm->qpn);
-  if (ChaosDecide(ChaosPoint::kLag, qp->ordinal, w.wr_id, 2, what, qp->shm->qpn) == 1)
+  if (ChaosDecide(ChaosPoint::kLag, qp->ordinal, w.wr_id, 2, what, qp->shm->qpn) == 1) {
     o.wait_until_ns = NowNs() + kOrderStepNs;
+    WakeDriver(x.p);
+  }
+}
+
+// The driver.  One thread per process, started at the first hold; it
+// sleeps on DriverCv() while nothing is held.  A pass holds DriverMu(), so
+// the exit handler (StopDriver, registered after softnic's own detach
+// handler and so run before it) waits for the pass under way and no pass
+// starts after it.  A hold that a pass under way did not see still gets
+// its pass: WakeDriver sets g_driver_woken, which the thread reads after
+// each pass, and an idle thread looks again every kDriverIdleNs (a wake-up
+// sent between its look and its wait is not lost for longer).  The mutex
+// and the condition are never destroyed: the thread may still wait on
+// them while the process exits.
+std::mutex& DriverMu() {
+  static auto* const mu = new std::mutex();
+  return *mu;
+}
+std::condition_variable& DriverCv() {
+  static auto* const cv = new std::condition_variable();
+  return *cv;
+}
+bool g_driver_stop = false;               // under DriverMu()
+std::atomic<bool> g_driver_woken{false};  // a hold since the last pass began
+std::atomic<pid_t> g_driver_pid{0};       // the process whose driver runs
+std::atomic<bool> g_driver_hooks{false};  // exit and fork handlers registered
+thread_local bool t_driver = false;       // this thread is the driver (it holds DriverMu())
+constexpr uint64_t kDriverIdleNs = 50 * 1000 * 1000;
+
+void StopDriver() {
+  {
+    std::lock_guard<std::mutex> l(DriverMu());
+    g_driver_stop = true;
+  }
+  DriverCv().notify_all();
+}
+
+// In a forked child: the parent's thread is not there, and it may have
+// held the lock at the fork.
+void ForgetDriver() {
+  new (&DriverMu()) std::mutex();
+  new (&DriverCv()) std::condition_variable();
+  g_driver_stop = false;
+  g_driver_woken.store(false, std::memory_order_relaxed);
+  g_driver_pid.store(0, std::memory_order_relaxed);
+}
+
+// Whether the head WR of `qp` (sq_mu held) is held and its grace not over.
+bool HeldForTheProgram(const SnQp* qp, uint64_t now) {
+  if (qp->place.index == qp->sq_exec && now < qp->place.due_ns + kDriverGraceNs) return true;
+  const OrderState& o = qp->order;
+  return o.decided == qp->sq_exec && o.wait_until_ns && now < o.wait_until_ns + kDriverGraceNs;
+}
+
+// One pass over the process's QPs (DriverMu() held): runs every held WR
+// whose grace is over.  Never waits for a QP's lock.  True if WRs remain
+// pending.
+bool DrivePass(Process* p) {
+  bool pending = false;
+  std::lock_guard<std::mutex> g(p->mu);
+  for (SnQp* qp : p->qps) {
+    if (!qp || !qp->send_cq) continue;
+    if (!qp->sq_mu.try_lock()) {
+      pending = true;
+      continue;
+    }
+    std::lock_guard<std::mutex> sq(qp->sq_mu, std::adopt_lock);
+    if (qp->sq_exec >= qp->sq_posted) continue;
+    if (!HeldForTheProgram(qp, NowNs())) {
+      FabricLock lock(p->fab);
+      RunSqLocked(p, qp);
+    }
+    pending |= qp->sq_exec < qp->sq_posted;
+  }
+  return pending;
+}
+
+void* DriverMain(void* arg) {
+  Process* const p = static_cast<Process*>(arg);
+  t_driver = true;
+  std::unique_lock<std::mutex> l(DriverMu());
+  for (;;) {
+    if (g_driver_stop) return nullptr;
+    g_driver_woken.store(false, std::memory_order_relaxed);
+    const bool pending = DrivePass(p);
+    if (g_driver_stop) return nullptr;
+    if (pending || g_driver_woken.load(std::memory_order_relaxed))
+      DriverCv().wait_for(l, std::chrono::nanoseconds(kOrderStepNs));
+    else
+      DriverCv().wait_for(l, std::chrono::nanoseconds(kDriverIdleNs),
+                          [] { return g_driver_woken.load(std::memory_order_relaxed) || g_driver_stop; });
+  }
 }
 
 }  // namespace
+
+// Never waits for DriverMu(): its holder (a pass) may wait for the
+// fabric lock or a QP's lock that the caller holds.
+void WakeDriver(Process* p) {
+  g_driver_woken.store(true, std::memory_order_relaxed);
+  if (t_driver) return;  // a pass decided a new hold: it runs again soon
+  if (g_driver_pid.load(std::memory_order_acquire) != p->pid) {
+    if (!DriverMu().try_lock()) return;  // being started, or a pass (the thread is there)
+    std::lock_guard<std::mutex> l(DriverMu(), std::adopt_lock);
+    if (g_driver_pid.load(std::memory_order_relaxed) == p->pid || g_driver_stop) return;
+    if (!g_driver_hooks.exchange(true)) {
+      atexit(StopDriver);
+      pthread_atfork(nullptr, nullptr, ForgetDriver);
+    }
+    // The thread takes no signal meant for the program.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    if (pthread_create(&t, nullptr, DriverMain, p) == 0) {
+      pthread_detach(t);
+      g_driver_pid.store(p->pid, std::memory_order_release);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return;
+  }
+  DriverCv().notify_one();
+}
 
 OrderStep OrderBeforeSlow(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte_len) {
   OrderState& o = qp->order;

@@ -33,12 +33,23 @@
 //             a QP's head WR may wait one step while other QPs run.  The
 //             QP's WRs stay in order among themselves.
 //
+// A NIC runs what was posted without the program's help: a WR that chaos
+// holds (a lag, a wait for an overtaker, a placement step, a late gather)
+// is run by the program's later post/poll/wait calls, and, should none
+// come (a program blocked in rdma_get_cm_event or a socket read, or one
+// that posts its last SEND and closes), by the process's driver thread
+// (WakeDriver): started at the first such hold, it runs a held WR once
+// kDriverGraceNs have passed after its wait ended, so the program's own
+// calls still make every step they make without it, and a hold never
+// lasts longer than a NIC's slowest step would.
+//
 // Completions stay in post order per send queue: a WR that executed ahead
 // keeps its outcome (OrderState::ahead) and completes when its turn comes.
 // A WR that cannot execute ahead now (RNR, a responder not ready) simply
 // runs in its turn.  No WR overtakes more than the one ahead of it.
 //
-// May not: decide anything but through ChaosDecide, allocate, execute a
+// May not: decide anything but through ChaosDecide, allocate (but for the
+// driver's thread, once per process), execute a
 // fenced WR before the READs and atomics ahead of it, let a WR overtake
 // anything but a READ/atomic (kFence) or a relaxed WRITE (kRelaxed), or
 // cost more than one relaxed load per executed WR while these points are
@@ -60,6 +71,18 @@ inline constexpr uint64_t kOrderStepNs = 2 * 1000 * 1000;
 
 inline constexpr uint32_t kOrderBits =
     ChaosBit(ChaosPoint::kFence) | ChaosBit(ChaosPoint::kRelaxed) | ChaosBit(ChaosPoint::kLag);
+
+// How long after a held WR's wait ends the driver runs it, if the
+// program's own calls have not.
+inline constexpr uint64_t kDriverGraceNs = 10 * 1000 * 1000;
+
+// Runs the pending WRs of `qp` (datapath.cc; fabric lock and sq_mu held).
+void RunSqLocked(Process* p, SnQp* qp);
+
+// Chaos held a WR of process `p` (sq_mu and the fabric lock held): makes
+// sure the process's driver thread runs (started once per process, a
+// forked child's anew).
+void WakeDriver(Process* p);
 
 enum class OrderStep {
   kRun,       // execute the head WR now

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "softnic/exec_order.h"
+
 namespace rdmasan::softnic::exec {
 namespace {
 
@@ -158,9 +160,10 @@ int PlaceStep(Exec& x, pid_t dst_pid, const Seg* dst, uint32_t nd, pid_t src_pid
     }
   }
   *more = ++s.step < s.steps;
-  if (*more)
+  if (*more) {
     s.due_ns = NowNs() + kPlaceStepNs;
-  else
+    WakeDriver(x.p);  // the next step comes even if the program makes no call
+  } else
     s.index = kNoPlacement;
   return 0;
 }
