@@ -1,3 +1,4 @@
+// RUN-OPTS: --checks=+recv-buffer-modified
 /* recv-buffer-modified: a receive is posted on `inbox`, then the program
  * writes a default answer into `inbox` before the peer's message has come
  * (a buffer "prepared" while the NIC owns it).  The message overwrites it,

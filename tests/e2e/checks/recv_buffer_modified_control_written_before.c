@@ -1,3 +1,4 @@
+// RUN-OPTS: --checks=+recv-buffer-modified
 /* recv-buffer-modified, near-miss: the program prepares `inbox` before it
  * posts the receive, reads it only after the completion, and posts a
  * second receive on the same buffer (as ibv_rc_pingpong does) that the

@@ -1,3 +1,4 @@
+// RUN-OPTS: --checks=+recv-buffer-modified
 /* recv-buffer-modified, an RDMA READ's destination: the READ waits behind
  * a SEND that the peer is not ready for (no receive posted: RNR), and
  * meanwhile the program writes into `local`, where the READ's data will
