@@ -157,6 +157,7 @@ bool g_driver_stop = false;               // under DriverMu()
 std::atomic<bool> g_driver_woken{false};  // a hold since the last pass began
 std::atomic<pid_t> g_driver_pid{0};       // the process whose driver runs
 std::atomic<bool> g_driver_hooks{false};  // exit and fork handlers registered
+std::atomic<bool> g_driver_on{true};      // SetDriverForTest
 thread_local bool t_driver = false;       // this thread is the driver (it holds DriverMu())
 constexpr uint64_t kDriverIdleNs = 50 * 1000 * 1000;
 
@@ -215,7 +216,7 @@ void* DriverMain(void* arg) {
   for (;;) {
     if (g_driver_stop) return nullptr;
     g_driver_woken.store(false, std::memory_order_relaxed);
-    const bool pending = DrivePass(p);
+    const bool pending = g_driver_on.load(std::memory_order_relaxed) && DrivePass(p);
     if (g_driver_stop) return nullptr;
     if (pending || g_driver_woken.load(std::memory_order_relaxed))
       DriverCv().wait_for(l, std::chrono::nanoseconds(kOrderStepNs));
@@ -229,6 +230,8 @@ void* DriverMain(void* arg) {
 
 // Never waits for DriverMu(): its holder (a pass) may wait for the
 // fabric lock or a QP's lock that the caller holds.
+void SetDriverForTest(bool on) { g_driver_on.store(on, std::memory_order_relaxed); }
+
 void WakeDriver(Process* p) {
   g_driver_woken.store(true, std::memory_order_relaxed);
   if (t_driver) return;  // a pass decided a new hold: it runs again soon

@@ -86,6 +86,10 @@ void RunSqLocked(Process* p, SnQp* qp);
 // sure the process's driver thread runs (started once per process, a
 // forked child's anew).
 void WakeDriver(Process* p);
+// Tests that assert what memory holds between two of their own calls turn
+// the driver off (a descheduled test thread would otherwise let it run a
+// held WR meanwhile); the program's calls still make every step.
+void SetDriverForTest(bool on);
 
 enum class OrderStep {
   kRun,       // execute the head WR now

@@ -14,6 +14,7 @@
 
 #include "interpose/faults.h"
 #include "softnic/chaos.h"
+#include "softnic/exec_order.h"
 #include "tests/unit/softnic_fixture.h"
 
 namespace rdmasan::testing {
@@ -31,10 +32,18 @@ uint64_t Fixed(ChaosPoint p, uint64_t, uint64_t, uint64_t, const char*, uint32_t
 
 class ChaosOrder : public SoftnicPair {
  protected:
+  // What memory holds between two calls of the test is asserted: softnic's
+  // driver thread, which runs a held WR when a program stalls for 100 ms,
+  // would make that depend on the test thread's scheduling.
+  void SetUp() override {
+    softnic::exec::SetDriverForTest(false);
+    SoftnicPair::SetUp();
+  }
   void TearDown() override {
     softnic::SetChaos(nullptr, 0);
     interpose::ResetDecisionsForTest("chaos=");
     SoftnicPair::TearDown();
+    softnic::exec::SetDriverForTest(true);
   }
   // Point `p` on with outcome `outcome` at every decision.
   void Chaos(ChaosPoint p, uint64_t outcome) {
