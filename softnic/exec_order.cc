@@ -269,7 +269,11 @@ OrderStep OrderBeforeSlow(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte
     return OrderStep::kRanAhead;
   }
   if (qp->place.index == head) return OrderStep::kRun;  // a message partly placed: under way
-  if (o.decided != head) Decide(x, qp, w);
+  // A wait decided now ends in a later call whatever the clock says: the
+  // decision may have started the driver thread, which can take longer
+  // than a step on a loaded machine.
+  const bool fresh = o.decided != head;
+  if (fresh) Decide(x, qp, w);
   if (!o.wait_until_ns) return OrderStep::kRun;
   if (o.overtaker) {
     const auto p = static_cast<ChaosPoint>(o.overtaker - 1);
@@ -284,7 +288,7 @@ OrderStep OrderBeforeSlow(Exec& x, SnQp* qp, SendWqe& w, int* st, uint32_t* byte
       return OrderStep::kWait;
     }
   }
-  if (NowNs() < o.wait_until_ns) return OrderStep::kWait;
+  if (fresh || NowNs() < o.wait_until_ns) return OrderStep::kWait;
   o.wait_until_ns = 0;
   return OrderStep::kRun;
 }
