@@ -31,7 +31,10 @@ namespace rdmasan::softnic {
 struct Seg {
   uint64_t va;  // in the owner's address space
   uint32_t len;
-  uint32_t key = 0;  // the lkey it was validated against (receive SGEs)
+  // The lkey it was validated against (receive SGEs).  No default member
+  // initializer: arrays of kMaxSge on the data path stay uninitialized until
+  // written (aggregate initialization still zeroes a key not given).
+  uint32_t key;
 };
 
 // An MR of this process as it registered it, kept in its own memory.  key

@@ -111,6 +111,7 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   s.nslots = nslots;
   s.ring_off = ring;
   s.prod = 0;
+  s.cons_seen = 0;
   s.overrun = 0;
   s.attention.store(0);
   s.cons.store(0);

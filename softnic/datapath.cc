@@ -119,7 +119,7 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
     rq = &s.rq;
     *srq_slot = srq;
   }
-  const uint64_t head = rq->head, tail = rq->tail;
+  const uint64_t head = RqHead(*rq), tail = rq->tail;
   if (tail == head) return nullptr;
   const ShmRecvWqe* shared = x.p->fab->RqEntry(*rq, tail);
   const uint32_t max_sge = rq->max_sge;
@@ -133,7 +133,7 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
   ++rq->tail;
   if (*srq_slot != kNone) {
     ShmSrq& s = x.h->srqs[*srq_slot];
-    if (s.armed_limit && rq->head - rq->tail < s.srq_limit) {
+    if (s.armed_limit && RqHead(*rq) - rq->tail < s.srq_limit) {
       s.armed_limit = 0;
       RaiseAsyncLocked(x.p, s.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, kObjSrq, *srq_slot);
     }

@@ -26,6 +26,12 @@ constexpr int kPending = -1;  // RNR: stays in the SQ
 // One WR executing: its process and QP, the keys it may use, and what it
 // leaves behind (the reason of an error completion, a rendezvous's FIN).
 struct Exec {
+  // `why` is not zeroed (200 bytes per run of a send queue): every path
+  // that reads it writes it first, or clears its first byte.
+  Exec(Process* p_, ShmHeader* h_, SnQp* qp_, pid_t self_, const MrTables& mrs_)
+      : p(p_), h(h_), qp(qp_), self(self_), mrs(mrs_) {
+    why[0] = 0;
+  }
   Process* p;
   ShmHeader* h;
   SnQp* qp;

@@ -61,8 +61,9 @@ namespace rdmasan::softnic {
 inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
 // 5: XRC (domains, SRQ numbers); 6: multicast attachments; 7: tag matching
 // (tag lists, TM fields of completions); 8: raw packet QPs (flow steering
-// rules, RSS QPs' indirection, work queues as QP slots).
-inline constexpr uint32_t kFabricVersion = 8;
+// rules, RSS QPs' indirection, work queues as QP slots); 9: a CQ's
+// producer, consumer and arm fields on lines of their own.
+inline constexpr uint32_t kFabricVersion = 9;
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -181,9 +182,14 @@ struct ShmRq {
   uint32_t nslots;
   uint32_t max_wr;  // reported capacity
   uint32_t max_sge;
-  uint64_t head;
-  uint64_t tail;
+  uint64_t head;  // the owner's, posted without the fabric lock: RqHead, PublishRqHead
+  uint64_t tail;  // requesters', under the fabric lock
 };
+// The owner publishes a WQE by storing the next head (release, and
+// sequentially consistent against a flush: recv.cc); requesters read it
+// with acquire.
+inline uint64_t RqHead(const ShmRq& rq) { return __atomic_load_n(&rq.head, __ATOMIC_SEQ_CST); }
+inline void PublishRqHead(ShmRq* rq, uint64_t head) { __atomic_store_n(&rq->head, head, __ATOMIC_SEQ_CST); }
 
 struct ShmProc {
   uint32_t in_use;
@@ -213,11 +219,18 @@ struct alignas(64) ShmCq {
   uint32_t cqe;     // reported capacity
   uint32_t nslots;  // ring slots (>= cqe)
   uint64_t ring_off;
-  uint64_t prod;                           // under the fabric lock
-  uint32_t overrun;                        // CQ_ERR raised
-  std::atomic<uint32_t> attention;         // bumped when a bound QP changed remotely
+  // The producers' line (written under the fabric lock at every push):
+  // cons_seen is the consumer index as a producer last read it, at most
+  // `cons`, so a push reads the owner's line only when the ring looks full.
+  uint64_t prod;
+  uint64_t cons_seen;
+  uint32_t overrun;  // CQ_ERR raised
+  // The owner's line, written at every poll that takes a completion.
   alignas(64) std::atomic<uint64_t> cons;  // owner's consumer index
-  std::atomic<uint32_t> armed;             // 0 no, 1 next completion, 2 solicited
+  // Rarely written, read at every push and every empty poll: apart from
+  // both, so neither side's writes miss the other's reads.
+  alignas(64) std::atomic<uint32_t> armed;  // 0 no, 1 next completion, 2 solicited
+  std::atomic<uint32_t> attention;          // bumped when a bound QP changed remotely
 };
 
 // An XRC domain's identity: the inode it was opened on (dev, ino), or for

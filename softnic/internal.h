@@ -102,6 +102,7 @@ struct SnSrq {
   uint32_t slot;
   ShmSrq* shm;
   std::atomic<uint32_t> outstanding{0};  // posted, completion not yet polled
+  std::mutex rq_mu;                      // posts (recv.cc)
   SnXrcd* xrcd = nullptr;                // an XRC SRQ's domain
   SnCq* cq = nullptr;                    // an XRC SRQ's CQ (a TM SRQ's: of its list operations)
   // TM: list operations posted signaled, completion not yet polled.
@@ -208,6 +209,7 @@ struct SnQp {
   ibv_ah_attr av{};                 // the primary path's address vector (IBV_QP_AV), for ibv_query_qp
   uint32_t max_send_wr, max_send_sge, max_inline, max_recv_wr, max_recv_sge;
   std::mutex sq_mu;
+  std::mutex rq_mu;  // receive posts (recv.cc)
   // Private send ring: [retired, exec) executed, [exec, posted) pending.
   std::vector<SendWqe> sq;
   uint64_t sq_retired = 0;
@@ -479,8 +481,8 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   // A CQ in error (an overrun, or CQ_ERR injected) takes no more, as on
   // hardware.
   if (!cq.in_use || cq.overrun) return false;
-  uint64_t cons = cq.cons.load(std::memory_order_acquire);
-  if (cq.prod - cons >= cq.cqe) {
+  if (cq.prod - cq.cons_seen >= cq.cqe) cq.cons_seen = cq.cons.load(std::memory_order_acquire);
+  if (cq.prod - cq.cons_seen >= cq.cqe) {
     if (!cq.overrun) {
       cq.overrun = 1;
       RaiseAsyncLocked(p, cq.ctx, IBV_EVENT_CQ_ERR, kObjCq, cq_slot);

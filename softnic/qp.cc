@@ -535,7 +535,7 @@ void MoveToErrorLocked(Process* p, ShmQp* q) {
   if (q->srq == kNone) {
     ShmRq& rq = q->rq;
     // At most one ring's worth, whatever head and tail in shared memory say.
-    for (uint64_t n = 0; rq.tail < rq.head && n < kMaxQpWr; ++n) {
+    for (uint64_t n = 0; rq.tail < RqHead(rq) && n < kMaxQpWr; ++n) {
       ShmRecvWqe* w = p->fab->RqEntry(rq, rq.tail);
       if (!w) break;
       ShmCqe c{};

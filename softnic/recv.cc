@@ -4,11 +4,17 @@
 // While destination fingerprints are on (fingerprint.h), each WQE carries
 // the fingerprint of its buffers as they are at the post.
 //
+// A post takes the queue's own lock (posts of the owner's threads), not the
+// fabric lock: the owner is the ring's only writer of WQEs and of `head`,
+// which it publishes with a release store after the WQE (RqHead,
+// PublishRqHead); requesters take at `tail` under the fabric lock.
+//
 // May not: allocate, or post beyond the queue's capacity (ENOMEM, like a
 // NIC).
 #include <errno.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "softnic/fingerprint.h"
 #include "softnic/internal.h"
@@ -28,7 +34,7 @@ uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* 
   ShmSge sge[kMaxSge];
   for (int i = 0; i < wr->num_sge; ++i)
     sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
-  const uint64_t head = rq->head, tail = rq->tail;
+  const uint64_t head = RqHead(*rq), tail = rq->tail;
   if (head - tail > rq->nslots) return 0;  // not a ring: nothing to compare with
   for (uint64_t k = tail; k < head; ++k) {
     const ShmRecvWqe* o = p->fab->RqEntry(*rq, k);
@@ -51,37 +57,52 @@ uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* 
   return FingerprintSegs(p->pid, p->pid, seg, n);
 }
 
-int PostRecvCommon(Process* p, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
+int PostRecvCommon(Process* p, std::mutex* mu, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
                    uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd) {
-  FabricLock lock(p->fab);
+  std::lock_guard<std::mutex> g(*mu);
+  int rc = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge ||
         (wr->num_sge > 0 && !wr->sg_list)) {
-      *bad = wr;
-      return EINVAL;
+      rc = EINVAL;
+      break;
     }
     if (outstanding->load(std::memory_order_relaxed) + 1 > max_wr) {
-      *bad = wr;
-      return ENOMEM;
+      rc = ENOMEM;
+      break;
     }
     // The ring's fields live in shared memory: a ring they no longer
     // describe (or a WR wider than it) is refused, never written through.
-    auto* w = p->fab->RqEntry(*rq, rq->head);
+    const uint64_t head = RqHead(*rq);
+    auto* w = p->fab->RqEntry(*rq, head);
     if (!w || static_cast<uint32_t>(wr->num_sge) > rq->max_sge) {
-      *bad = wr;
-      return ENOMEM;
+      rc = ENOMEM;
+      break;
     }
     w->wr_id = wr->wr_id;
     w->num_sge = wr->num_sge;
-    w->pad = RecvFingerprint(p, rq, pd, wr);  // the fingerprint
+    if (__builtin_expect(FingerprintsOn(), 0)) {
+      FabricLock lock(p->fab);  // the MR tables, and the queue's tail
+      w->pad = RecvFingerprint(p, rq, pd, wr);
+    } else {
+      w->pad = 0;
+    }
     for (int i = 0; i < wr->num_sge; ++i)
       w->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
-    ++rq->head;
+    // Published: a requester that reads the new head finds the WQE whole.
+    PublishRqHead(rq, head + 1);
     outstanding->fetch_add(1, std::memory_order_relaxed);
   }
-  if (flush_qp && flush_qp->state.load(std::memory_order_relaxed) == IBV_QPS_ERR)
+  if (rc) *bad = wr;
+  // A QP that went to error meanwhile (a peer's flush ran under the fabric
+  // lock before it saw this head) flushes what was just posted: the head's
+  // store above and the state's store in MoveToErrorLocked are both
+  // sequentially consistent, so one of the two sides sees the other.
+  if (flush_qp && flush_qp->state.load(std::memory_order_seq_cst) == IBV_QPS_ERR) {
+    FabricLock lock(p->fab);
     MoveToErrorLocked(p, flush_qp);
-  return 0;
+  }
+  return rc;
 }
 
 }  // namespace
@@ -100,8 +121,8 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return EINVAL;
   }
-  return PostRecvCommon(p, &qp->shm->rq, &qp->rq_outstanding, qp->max_recv_wr, qp->max_recv_sge, wr, bad,
-                        qp->shm, qp->shm->pd);
+  return PostRecvCommon(p, &qp->rq_mu, &qp->shm->rq, &qp->rq_outstanding, qp->max_recv_wr, qp->max_recv_sge,
+                        wr, bad, qp->shm, qp->shm->pd);
 }
 
 int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -111,8 +132,8 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     *bad = wr;
     return ENODEV;
   }
-  return PostRecvCommon(p, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr, srq->shm->rq.max_sge, wr,
-                        bad, nullptr, srq->shm->pd);
+  return PostRecvCommon(p, &srq->rq_mu, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr,
+                        srq->shm->rq.max_sge, wr, bad, nullptr, srq->shm->pd);
 }
 
 }  // namespace rdmasan::softnic
