@@ -12,9 +12,13 @@
  *   -e, event-driven: both sides arm the receive CQ (ibv_req_notify_cq),
  *       poll once more, and block in ibv_get_cq_event; events are acked.
  * The client prints every repetition's median round trip and, last,
- *   lean_pingpong: result rtt_ns=R one_way_ns=R/2
+ *   lean_pingpong: result rtt_ns=R one_way_ns=R/2 [floor_one_way_ns=F ratio=Q]
  * where R is the median over all samples of all repetitions (a sample: the
- * mean round trip of K consecutive round trips).
+ * mean round trip of K consecutive round trips).  In busy-poll mode each
+ * sample is followed by 64 round trips of the floor (one cache line bounced
+ * through shared memory by the same two processes, see floor_line): F is
+ * half their median, Q the median of each sample's ratio to its floor
+ * sample, which holds when the machine's state moves during the run.
  *
  * May not: report a figure after a lost, duplicated or reordered message,
  * a failed verb or an error completion (exit 1, see lean_common.h).
@@ -23,9 +27,12 @@
  *   without SERVER_IPV4 it is the server; the client's -e -n -k -r -w win.
  *   defaults: -n 20000 (-e: 4000), -k 16 (-e: 1), -r 5, -w 1000. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "lean_common.h"
@@ -114,6 +121,43 @@ static void recv_seq(struct pp *s, uint64_t seq) {
   post_recv(s, slot);
 }
 
+/* The floor, interleaved: after each sample of K verbs round trips, the
+ * same two processes bounce one cache line kFloorPerSample times through a
+ * shared page (the server's POSIX shared memory object, unlinked once both
+ * have it mapped), as bench/shm_floor does between two forked processes.
+ * Both samples see the same CPUs, placement and load, so their ratio holds
+ * where the machine's state moves between runs. */
+enum { kFloorPerSample = 64 };
+static char floor_name[64];
+
+static volatile uint64_t *floor_line(const char *host, uint64_t server_pid) {
+  snprintf(floor_name, sizeof(floor_name), "/lean_pingpong_floor.%llu", (unsigned long long)server_pid);
+  int fd = shm_open(floor_name, host ? O_RDWR : O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) lean_fail("shm_open %s: %s", floor_name, strerror(errno));
+  if (!host && ftruncate(fd, 4096)) lean_fail("ftruncate %s: %s", floor_name, strerror(errno));
+  void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) lean_fail("mmap %s: %s", floor_name, strerror(errno));
+  return p;
+}
+
+static void floor_unlink(void) { shm_unlink(floor_name); }
+
+/* n round trips: the client writes 2i+1 and waits for 2i+2, the server the
+ * other way round; a value past the one awaited fails. */
+static void floor_bounce(volatile uint64_t *line, const char *host, uint64_t *i, uint64_t n) {
+  for (uint64_t end = *i + n; *i < end; ++*i) {
+    const uint64_t ask = 2 * *i + 1, answer = 2 * *i + 2, want = host ? answer : ask;
+    if (host) __atomic_store_n(line, ask, __ATOMIC_RELEASE);
+    uint64_t v;
+    while ((v = __atomic_load_n(line, __ATOMIC_ACQUIRE)) != want)
+      if (v > want)
+        lean_fail("the floor's line holds %llu, awaited %llu", (unsigned long long)v,
+                  (unsigned long long)want);
+    if (!host) __atomic_store_n(line, answer, __ATOMIC_RELEASE);
+  }
+}
+
 static void usage(void) {
   fprintf(
       stderr,
@@ -186,16 +230,27 @@ int main(int argc, char **argv) {
   if (!s->smr || !s->rmr) lean_fail("ibv_reg_mr failed");
   for (uint32_t i = 0; i < kRq; i++) post_recv(s, i);
   lean_local_info(&s->c, &mine);
+  mine.param[5] = (uint64_t)getpid(); /* names the server's floor page */
   lean_swap(&s->c, &mine, &peer);
   lean_connect(&s->c, &peer);
   s->total_sends = warmup + reps * rounds;
+  /* Busy-poll mode: the floor in the same two processes, in turns.  The
+   * server creates its page before the sync, the client maps it after. */
+  volatile uint64_t *line = NULL;
+  if (!s->event && !host) line = floor_line(NULL, (uint64_t)getpid());
   lean_sync(&s->c);
+  if (!s->event) {
+    if (host) line = floor_line(host, peer.param[5]);
+    lean_sync(&s->c); /* both have it mapped */
+    if (!host) floor_unlink();
+  }
 
-  const uint64_t samples_per_rep = rounds / k;
-  double *samples = calloc(reps * samples_per_rep, sizeof(double));
-  double *rep_median = calloc(reps, sizeof(double));
-  if (!samples || !rep_median) lean_fail("out of memory");
-  uint64_t seq = 0;
+  const uint64_t samples_per_rep = rounds / k, nsamples = reps * samples_per_rep;
+  double *samples = calloc(nsamples, sizeof(double)), *floors = calloc(nsamples, sizeof(double));
+  double *ratios = calloc(nsamples, sizeof(double)), *rep_median = calloc(reps, sizeof(double));
+  double *rep_floor = calloc(reps, sizeof(double)), *copy = calloc(samples_per_rep, sizeof(double));
+  if (!samples || !floors || !ratios || !rep_median || !rep_floor || !copy) lean_fail("out of memory");
+  uint64_t seq = 0, bounce = 0;
   lean_deadline(60, "warm-up");
   for (uint64_t i = 0; i < warmup; i++, seq++) {
     if (host) {
@@ -206,36 +261,43 @@ int main(int argc, char **argv) {
       send_seq(s, seq);
     }
   }
+  if (line) floor_bounce(line, host, &bounce, 1000);
   for (uint64_t r = 0; r < reps; r++) {
     lean_deadline(60, "a repetition");
-    if (!host) {
-      for (uint64_t i = 0; i < rounds; i++, seq++) {
-        recv_seq(s, seq);
-        send_seq(s, seq);
-      }
-      continue;
-    }
-    double *mine_samples = samples + r * samples_per_rep;
+    double *mine = samples + r * samples_per_rep, *mine_floor = floors + r * samples_per_rep;
     for (uint64_t j = 0; j < samples_per_rep; j++) {
       const uint64_t t0 = lean_now_ns();
       for (uint64_t i = 0; i < k; i++, seq++) {
-        send_seq(s, seq);
-        recv_seq(s, seq);
+        if (host) {
+          send_seq(s, seq);
+          recv_seq(s, seq);
+        } else {
+          recv_seq(s, seq);
+          send_seq(s, seq);
+        }
       }
-      mine_samples[j] = (double)(lean_now_ns() - t0) / (double)k;
+      const uint64_t t1 = lean_now_ns();
+      mine[j] = (double)(t1 - t0) / (double)k;
+      if (!line) continue;
+      floor_bounce(line, host, &bounce, kFloorPerSample);
+      mine_floor[j] = (double)(lean_now_ns() - t1) / kFloorPerSample;
+      ratios[r * samples_per_rep + j] = mine[j] / mine_floor[j];
     }
-    double *copy = malloc(samples_per_rep * sizeof(double));
-    if (!copy) lean_fail("out of memory");
-    memcpy(copy, mine_samples, samples_per_rep * sizeof(double));
+    if (!host) continue;
+    memcpy(copy, mine, samples_per_rep * sizeof(double));
     rep_median[r] = lean_median(copy, samples_per_rep);
-    free(copy);
-    printf("lean_pingpong: repetition %llu: median round trip %.1f ns\n", (unsigned long long)r + 1,
+    printf("lean_pingpong: repetition %llu: median round trip %.1f ns", (unsigned long long)r + 1,
            rep_median[r]);
+    if (line) {
+      memcpy(copy, mine_floor, samples_per_rep * sizeof(double));
+      rep_floor[r] = lean_median(copy, samples_per_rep);
+      printf(", the floor's %.1f ns", rep_floor[r]);
+    }
+    printf("\n");
   }
   lean_deadline(60, "teardown");
   while (s->retired < s->posted) reap(s, true);
   if (host) {
-    const double rtt = lean_median(samples, reps * samples_per_rep);
     double min = rep_median[0], max = rep_median[0];
     for (uint64_t r = 1; r < reps; r++) {
       if (rep_median[r] < min) min = rep_median[r];
@@ -246,7 +308,13 @@ int main(int argc, char **argv) {
            (unsigned long long)reps, (unsigned long long)rounds, (unsigned long long)k,
            (unsigned long long)warmup);
     printf("lean_pingpong: repetition medians %.1f-%.1f ns\n", min, max);
-    printf("lean_pingpong: result rtt_ns=%.1f one_way_ns=%.1f\n", rtt, rtt / 2);
+    const double rtt = lean_median(samples, nsamples);
+    printf("lean_pingpong: result rtt_ns=%.1f one_way_ns=%.1f", rtt, rtt / 2);
+    if (line) {
+      const double floor_rtt = lean_median(floors, nsamples);
+      printf(" floor_one_way_ns=%.1f ratio=%.2f", floor_rtt / 2, lean_median(ratios, nsamples));
+    }
+    printf("\n");
   } else {
     printf("lean_pingpong: server: %llu messages received in order\n", (unsigned long long)s->received);
   }
@@ -257,8 +325,13 @@ int main(int argc, char **argv) {
   lean_check(ibv_dereg_mr(s->smr), "ibv_dereg_mr");
   lean_check(ibv_dereg_mr(s->rmr), "ibv_dereg_mr");
   lean_close(&s->c, s->unacked);
+  if (line) munmap((void *)line, 4096);
   free(samples);
+  free(floors);
+  free(ratios);
   free(rep_median);
+  free(rep_floor);
+  free(copy);
   free(s);
   return 0;
 }
