@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,10 +151,12 @@ static void floor_bounce(volatile uint64_t *line, const char *host, uint64_t *i,
     const uint64_t ask = 2 * *i + 1, answer = 2 * *i + 2, want = host ? answer : ask;
     if (host) __atomic_store_n(line, ask, __ATOMIC_RELEASE);
     uint64_t v;
-    while ((v = __atomic_load_n(line, __ATOMIC_ACQUIRE)) != want)
+    for (unsigned spins = 0; (v = __atomic_load_n(line, __ATOMIC_ACQUIRE)) != want;) {
       if (v > want)
         lean_fail("the floor's line holds %llu, awaited %llu", (unsigned long long)v,
                   (unsigned long long)want);
+      if (++spins % 4096 == 0) sched_yield(); /* the peer may wait for this CPU */
+    }
     if (!host) __atomic_store_n(line, answer, __ATOMIC_RELEASE);
   }
 }
