@@ -51,7 +51,7 @@ class PrngDraws : public Draws {
 class PrngSource : public DecisionSource {
  public:
   explicit PrngSource(uint64_t seed) : seed_(seed) {}
-  uint64_t Draw(const DecisionKey& key, const std::function<uint64_t(Draws&)>& f) override {
+  uint64_t Draw(const DecisionKey& key, absl::FunctionRef<uint64_t(Draws&)> f) override {
     PrngDraws d(Mix(Mix(Mix(seed_ ^ static_cast<uint64_t>(key.point)) ^ key.obj) ^ key.hit));
     return f(d);
   }
@@ -67,7 +67,7 @@ class PrngSource : public DecisionSource {
 class ByteSource : public DecisionSource {
  public:
   ByteSource(const uint8_t* data, size_t size) : bytes_(data, data + size) {}
-  uint64_t Draw(const DecisionKey&, const std::function<uint64_t(Draws&)>& f) override {
+  uint64_t Draw(const DecisionKey&, absl::FunctionRef<uint64_t(Draws&)> f) override {
     std::lock_guard<std::mutex> l(mu_);
     StreamDraws d(this);
     return f(d);
@@ -113,7 +113,7 @@ class LogSource : public DecisionSource {
     auto it = outcomes_.find(key);
     return it == outcomes_.end() ? 0 : it->second;
   }
-  uint64_t Draw(const DecisionKey& key, const std::function<uint64_t(Draws&)>&) override {
+  uint64_t Draw(const DecisionKey& key, absl::FunctionRef<uint64_t(Draws&)>) override {
     return Recorded(key);
   }
   uint64_t RunDraw(uint64_t, uint64_t, uint64_t, uint64_t) override { return 0; }
@@ -486,18 +486,43 @@ Decider::Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults, Chaos
       if (r.Matches(static_cast<Point>(i))) active_[i] = true;
     if (chaos_.Names(static_cast<Point>(i))) active_[i] = true;
   }
+  // Which points each rule names, found once (a rule's name is matched as
+  // text).  A fault rule of p=0 alone (no nth, once or enable) never fires
+  // and draws nothing (Draws::Chance(0) takes no draw, RuleEnabled none):
+  // skipping it changes no outcome, no draw and no other rule's count.
+  fault_state_.resize(faults_.rules.size());
+  for (size_t r = 0; r < faults_.rules.size(); ++r) {
+    const FaultRule& rule = faults_.rules[r];
+    for (int i = 0; i < kNumPoints; ++i)
+      if (rule.Matches(static_cast<Point>(i))) fault_state_[r].points |= uint32_t{1} << i;
+    fault_state_[r].never = rule.p == 0 && !rule.nth && !rule.once && rule.enable < 0;
+  }
+  chaos_state_.resize(chaos_.rules.size());
+  for (size_t r = 0; r < chaos_.rules.size(); ++r)
+    for (int i = 0; i < kNumPoints; ++i)
+      if (ChaosRuleMatches(chaos_.rules[r], static_cast<Point>(i)))
+        chaos_state_[r].points |= uint32_t{1} << i;
+}
+
+DecisionKey Decider::NextKeyLocked(Point p, uint64_t obj) {
+  LastHit& last = last_hit_[static_cast<int>(p)];
+  if (!last.count || last.obj != obj) {
+    last.obj = obj;
+    last.count = &hits_[{static_cast<uint16_t>(p), obj}];
+  }
+  return DecisionKey{p, obj, ++*last.count};
 }
 
 DecisionKey Decider::NextKey(Point p, uint64_t obj) {
   std::lock_guard<std::mutex> l(mu_);
-  return DecisionKey{p, obj, ++hits_[{static_cast<uint16_t>(p), obj}]};
+  return NextKeyLocked(p, obj);
 }
 
-bool Decider::RuleEnabled(const FaultRule& r, size_t rule_key, Point p, bool chaos) {
+bool Decider::RuleEnabled(const FaultRule& r, RuleState& st, size_t rule_key, Point p, bool chaos) {
   if (r.nth || r.once || (r.p >= 0 && r.enable < 0)) return true;
   if (chaos && r.enable < 0) return true;  // chaos: enabled unless enable= says otherwise
   const double enable = r.enable >= 0 ? r.enable : 0.5;
-  int& state = enabled_[{rule_key, static_cast<uint16_t>(p)}];
+  int8_t& state = st.enabled[static_cast<int>(p)];
   if (state == 0) {
     // BUGGIFY: decided once per run and point, from the run's draws.
     const uint64_t draw =
@@ -507,109 +532,90 @@ bool Decider::RuleEnabled(const FaultRule& r, size_t rule_key, Point p, bool cha
   return state > 0;
 }
 
-void Decider::Record(const DecisionKey& key, uint64_t outcome,
-                     const std::function<std::string(uint64_t)>& note, uint32_t qp_num, uint64_t wr_id) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ++counts_[static_cast<int>(key.point)];
+uint64_t Decider::FirstFiring(const std::vector<FaultRule>& rules, std::vector<RuleState>& states,
+                              size_t key_base, bool chaos, Point p, uint32_t qp_num, const DecisionKey& key,
+                              absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome) {
+  const uint32_t bit = uint32_t{1} << static_cast<int>(p);
+  // The first rule that fires decides; each rule counts its own hits.
+  for (size_t i = 0; i < rules.size(); ++i) {
+    RuleState& st = states[i];
+    const FaultRule& r = rules[i];
+    if (!(st.points & bit) || st.never || (r.qp && r.qp != qp_num)) continue;
+    if (!RuleEnabled(r, st, key_base + i, p, chaos)) continue;
+    const uint64_t hit = ++st.hits[static_cast<int>(p)];
+    if (r.once && st.fired) continue;
+    const double dflt = chaos ? kChaosDefaultP : 0.05;
+    const uint64_t result = source_->Draw(key, [&](Draws& d) -> uint64_t {
+      bool fire;
+      if (r.nth)
+        fire = hit == r.nth;
+      else if (r.p >= 0)
+        fire = d.Chance(r.p);
+      else if (r.once)
+        fire = true;
+      else
+        fire = d.Chance(dflt);
+      return fire ? outcome(r, d) : 0;
+    });
+    if (result) {
+      if (r.once) st.fired = true;
+      return result;
+    }
   }
+  return 0;
+}
+
+void Decider::Record(const DecisionKey& key, uint64_t outcome, NoteFn note, uint32_t qp_num, uint64_t wr_id) {
+  counts_[static_cast<int>(key.point)].fetch_add(1, std::memory_order_relaxed);
   if (!sink_) return;
-  Decision d{key, outcome, note ? note(outcome) : std::string(), qp_num, wr_id};
+  Decision d{key, outcome, note && notes_ ? note(outcome) : std::string(), qp_num, wr_id};
   sink_(d);
 }
 
 uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
-                        const std::function<uint64_t(const FaultRule&, Draws&)>& outcome,
-                        const std::function<std::string(uint64_t)>& note, uint64_t wr_id) {
-  const DecisionKey key = NextKey(p, obj);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    ++reached_[static_cast<int>(p)];
-  }
+                        absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note,
+                        uint64_t wr_id) {
+  reached_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+  DecisionKey key;
   uint64_t result = 0;
-  if (source_->Replaying()) {
-    result = source_->Recorded(key);
-  } else {
-    // The first rule that fires decides; each rule counts its own hits.
-    for (size_t i = 0; i < faults_.rules.size() && !result; ++i) {
-      const FaultRule& r = faults_.rules[i];
-      if (!r.Matches(p) || (r.qp && r.qp != qp_num)) continue;
-      uint64_t hit;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!RuleEnabled(r, i, p, false)) continue;
-        hit = ++fired_[{i, uint16_t(0x8000) | static_cast<uint16_t>(p)}];
-        if (r.once && fired_[{i, 0}]) continue;
-      }
-      result = source_->Draw(key, [&](Draws& d) -> uint64_t {
-        bool fire;
-        if (r.nth)
-          fire = hit == r.nth;
-        else if (r.p >= 0)
-          fire = d.Chance(r.p);
-        else if (r.once)
-          fire = true;
-        else
-          fire = d.Chance(0.05);
-        return fire ? outcome(r, d) : 0;
-      });
-      if (result && r.once) {
-        std::lock_guard<std::mutex> l(mu_);
-        fired_[{i, 0}] = 1;
-      }
-    }
+  {
+    // One lock for the key and the rules' state (the source's draws are
+    // pure, or take their own lock).
+    std::lock_guard<std::mutex> l(mu_);
+    key = NextKeyLocked(p, obj);
+    if (source_->Replaying())
+      result = source_->Recorded(key);
+    else
+      result = FirstFiring(faults_.rules, fault_state_, 0, false, p, qp_num, key, outcome);
   }
   if (result) Record(key, result, note, qp_num, wr_id);
   return result;
 }
 
-uint64_t Decider::Schedule(Point p, uint64_t obj, const std::function<uint64_t(Draws&)>& f,
-                           const std::function<std::string(uint64_t)>& note, uint32_t qp_num,
-                           uint64_t wr_id) {
+uint64_t Decider::Schedule(Point p, uint64_t obj, absl::FunctionRef<uint64_t(Draws&)> f, NoteFn note,
+                           uint32_t qp_num, uint64_t wr_id) {
   const DecisionKey key = NextKey(p, obj);
   const uint64_t result = source_->Replaying() ? source_->Recorded(key) : source_->Draw(key, f);
   if (result) Record(key, result, note, qp_num, wr_id);
   return result;
 }
 
-uint64_t Decider::Chaos(Point p, uint64_t obj, uint64_t n, const std::function<std::string(uint64_t)>& note,
-                        uint32_t qp_num, uint64_t wr_id) {
+uint64_t Decider::Chaos(Point p, uint64_t obj, uint64_t n, NoteFn note, uint32_t qp_num, uint64_t wr_id) {
   if (n <= 1 || !active_[static_cast<int>(p)]) return 0;
-  const DecisionKey key = NextKey(p, obj);
+  DecisionKey key;
   uint64_t result = 0;
-  if (source_->Replaying()) {
-    result = source_->Recorded(key);
-    if (result >= n) result = 0;  // a log from another build or program: the natural behaviour
-  } else {
-    // The first rule that fires decides, as for faults; chaos rules keep
-    // their once/nth state apart from the fault rules' (keys from kChaosRuleKey).
-    constexpr size_t kChaosRuleKey = size_t(1) << 20;
-    for (size_t i = 0; i < chaos_.rules.size() && !result; ++i) {
-      const FaultRule& r = chaos_.rules[i];
-      if (!ChaosRuleMatches(r, p) || (r.qp && r.qp != qp_num)) continue;
-      uint64_t hit;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        if (!RuleEnabled(r, kChaosRuleKey + i, p, true)) continue;
-        hit = ++fired_[{kChaosRuleKey + i, uint16_t(0x8000) | static_cast<uint16_t>(p)}];
-        if (r.once && fired_[{kChaosRuleKey + i, 0}]) continue;
-      }
-      result = source_->Draw(key, [&](Draws& d) -> uint64_t {
-        bool fire;
-        if (r.nth)
-          fire = hit == r.nth;
-        else if (r.p >= 0)
-          fire = d.Chance(r.p);
-        else if (r.once)
-          fire = true;
-        else
-          fire = d.Chance(kChaosDefaultP);
-        return fire ? 1 + d.Below(n - 1) : 0;
-      });
-      if (result && r.once) {
-        std::lock_guard<std::mutex> l(mu_);
-        fired_[{kChaosRuleKey + i, 0}] = 1;
-      }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    key = NextKeyLocked(p, obj);
+    if (source_->Replaying()) {
+      result = source_->Recorded(key);
+      if (result >= n) result = 0;  // a log from another build or program: the natural behaviour
+    } else {
+      // As for faults; chaos rules keep their once/nth state apart from
+      // the fault rules' (their BUGGIFY draws keyed from kChaosRuleKey).
+      constexpr size_t kChaosRuleKey = size_t(1) << 20;
+      result = FirstFiring(chaos_.rules, chaos_state_, kChaosRuleKey, true, p, qp_num, key,
+                           [n](const FaultRule&, Draws& d) { return 1 + d.Below(n - 1); });
     }
   }
   if (result) Record(key, result, note, qp_num, wr_id);
@@ -617,13 +623,11 @@ uint64_t Decider::Chaos(Point p, uint64_t obj, uint64_t n, const std::function<s
 }
 
 uint64_t Decider::Count(Point p) const {
-  std::lock_guard<std::mutex> l(mu_);
-  return counts_[static_cast<int>(p)];
+  return counts_[static_cast<int>(p)].load(std::memory_order_relaxed);
 }
 
 uint64_t Decider::Reached(Point p) const {
-  std::lock_guard<std::mutex> l(mu_);
-  return reached_[static_cast<int>(p)];
+  return reached_[static_cast<int>(p)].load(std::memory_order_relaxed);
 }
 
 std::string FormatReached(const Decider& d) {

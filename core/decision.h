@@ -41,9 +41,14 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
 #include <mutex>
+#include <type_traits>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -128,7 +133,7 @@ class DecisionSource {
   // Replaying: the recorded outcome of `key` (0 if none).
   virtual uint64_t Recorded(const DecisionKey& key) const { return 0; }
   // Not replaying: runs `f` with the draws of `key`.
-  virtual uint64_t Draw(const DecisionKey& key, const std::function<uint64_t(Draws&)>& f) = 0;
+  virtual uint64_t Draw(const DecisionKey& key, absl::FunctionRef<uint64_t(Draws&)> f) = 0;
   // Draws that belong to the run rather than to one hit (BUGGIFY
   // activation, PCT priorities): a pure function of (seed, tag, a, b) for
   // the PRNG; from the stream for bytes; 0 for a log.
@@ -220,6 +225,26 @@ bool ChaosPointAvailable(Point p);
 absl::StatusOr<ChaosSpec> ParseChaosSpec(absl::string_view spec);
 
 // --------------------------------------------------------------- decider --
+// A decision's note (what it did, in words), computed only when a sink
+// wants it: a reference to a callable, or none (nullptr).  Neither copies
+// nor allocates; like absl::FunctionRef, it must not outlive the call it is
+// passed to.
+class NoteFn {
+ public:
+  NoteFn(std::nullptr_t = nullptr) {}  // NOLINT: none
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, NoteFn> &&
+                                                    std::is_invocable_r_v<std::string, const F&, uint64_t>>>
+  NoteFn(const F& f)  // NOLINT: as absl::FunctionRef
+      : obj_(&f),
+        call_([](const void* o, uint64_t v) -> std::string { return (*static_cast<const F*>(o))(v); }) {}
+  explicit operator bool() const { return call_ != nullptr; }
+  std::string operator()(uint64_t v) const { return call_(obj_, v); }
+
+ private:
+  const void* obj_ = nullptr;
+  std::string (*call_)(const void*, uint64_t) = nullptr;
+};
+
 // The process's decisions: a source, the fault rules, per-(point, object)
 // hit counters, and a sink that records every non-zero outcome.
 class Decider {
@@ -241,27 +266,31 @@ class Decider {
   // filters rules with qp=.  Replaying: the log's outcome.  Non-zero
   // outcomes go to the sink with the note `note(outcome)`.
   uint64_t Fault(Point p, uint64_t obj, uint32_t qp_num,
-                 const std::function<uint64_t(const FaultRule&, Draws&)>& outcome,
-                 const std::function<std::string(uint64_t)>& note = nullptr, uint64_t wr_id = 0);
+                 absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note = nullptr,
+                 uint64_t wr_id = 0);
 
   // A scheduler decision: `f` computes the outcome from draws (not called
   // when replaying).  Non-zero outcomes are recorded.
-  uint64_t Schedule(Point p, uint64_t obj, const std::function<uint64_t(Draws&)>& f,
-                    const std::function<std::string(uint64_t)>& note = nullptr, uint32_t qp_num = 0,
-                    uint64_t wr_id = 0);
+  uint64_t Schedule(Point p, uint64_t obj, absl::FunctionRef<uint64_t(Draws&)> f, NoteFn note = nullptr,
+                    uint32_t qp_num = 0, uint64_t wr_id = 0);
 
   // A chaos decision (softnic's legal freedoms) among `n` outcomes: 0 (the
   // natural behaviour) or, when a --chaos rule naming `p` (and qp_num, for
   // rules with qp=) fires, an outcome drawn in [1, n).  Replaying: the
   // log's outcome (0 if it is not below n).  Recorded when non-zero.
-  uint64_t Chaos(Point p, uint64_t obj, uint64_t n,
-                 const std::function<std::string(uint64_t)>& note = nullptr, uint32_t qp_num = 0,
+  uint64_t Chaos(Point p, uint64_t obj, uint64_t n, NoteFn note = nullptr, uint32_t qp_num = 0,
                  uint64_t wr_id = 0);
 
   DecisionSource& source() { return *source_; }
   const ChaosSpec& chaos() const { return chaos_; }
   const FaultSpec& faults() const { return faults_; }
-  void SetSink(Sink sink) { sink_ = std::move(sink); }
+  // `with_notes`: the sink reads Decision::note (a decision log is
+  // written); without, no note is computed (a sched.hold's costs more than
+  // the decision).
+  void SetSink(Sink sink, bool with_notes = true) {
+    sink_ = std::move(sink);
+    notes_ = with_notes;
+  }
 
   // Non-zero outcomes so far, per point.
   uint64_t Count(Point p) const;
@@ -271,22 +300,47 @@ class Decider {
   uint64_t Reached(Point p) const;
 
  private:
-  bool RuleEnabled(const FaultRule& r, size_t rule_key, Point p, bool chaos);
-  void Record(const DecisionKey& key, uint64_t outcome, const std::function<std::string(uint64_t)>& note,
-              uint32_t qp_num, uint64_t wr_id);
+  // A rule's state for the run: the points it names (bit i: Point i), its
+  // hits per point (nth=), whether it fired (once=), its BUGGIFY
+  // activation per point (0 unknown, 1 on, -1 off).
+  struct RuleState {
+    uint32_t points = 0;
+    bool never = false;  // p=0 alone: never fires, draws nothing: skipped
+    bool fired = false;
+    uint64_t hits[kNumPoints] = {};
+    int8_t enabled[kNumPoints] = {};
+  };
+  static_assert(kNumPoints <= 32, "RuleState::points is one word");
+  bool RuleEnabled(const FaultRule& r, RuleState& st, size_t rule_key, Point p, bool chaos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first rule of `rules` (their states `states`) that fires at this
+  // hit decides: its outcome, 0 if none fires.
+  uint64_t FirstFiring(const std::vector<FaultRule>& rules, std::vector<RuleState>& states, size_t key_base,
+                       bool chaos, Point p, uint32_t qp_num, const DecisionKey& key,
+                       absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  DecisionKey NextKeyLocked(Point p, uint64_t obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Record(const DecisionKey& key, uint64_t outcome, NoteFn note, uint32_t qp_num, uint64_t wr_id);
 
   std::unique_ptr<DecisionSource> source_;
   FaultSpec faults_;
   ChaosSpec chaos_;
   bool active_[kNumPoints] = {};
   Sink sink_;
+  bool notes_ = true;
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::pair<uint16_t, uint64_t>, uint64_t> hits_ ABSL_GUARDED_BY(mu_);
-  // Per (rule, point): fired already (once=), enabled for the run (-1 unknown).
-  absl::flat_hash_map<std::pair<size_t, uint16_t>, int> enabled_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::pair<size_t, uint16_t>, uint64_t> fired_ ABSL_GUARDED_BY(mu_);
-  uint64_t counts_[kNumPoints] ABSL_GUARDED_BY(mu_) = {};
-  uint64_t reached_[kNumPoints] ABSL_GUARDED_BY(mu_) = {};
+  // Hits per (point, object); the counter of each point's last object,
+  // remembered (a point is reached for one QP or CQ over and over).
+  absl::node_hash_map<std::pair<uint16_t, uint64_t>, uint64_t> hits_ ABSL_GUARDED_BY(mu_);
+  struct LastHit {
+    uint64_t obj = 0;
+    uint64_t* count = nullptr;  // into hits_ (a node: stable)
+  };
+  LastHit last_hit_[kNumPoints] ABSL_GUARDED_BY(mu_);
+  std::vector<RuleState> fault_state_ ABSL_GUARDED_BY(mu_);
+  std::vector<RuleState> chaos_state_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> counts_[kNumPoints] = {};
+  std::atomic<uint64_t> reached_[kNumPoints] = {};
 };
 
 }  // namespace rdmasan::core

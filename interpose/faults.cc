@@ -207,7 +207,9 @@ State* Build(const core::Options& o, std::unique_ptr<core::DecisionSource> given
     else
       (void)!write(s->log_fd.fd, s->log_head.data(), s->log_head.size());
   }
-  s->decider->SetSink([s](const core::Decision& d) { Sink(s, d); });
+  // Notes (a decision in words) are read only by the decision log; a fault
+  // point's line in reports is made from the decision itself (Describe).
+  s->decider->SetSink([s](const core::Decision& d) { Sink(s, d); }, /*with_notes=*/s->log_fd.fd >= 0);
   return s;
 }
 
