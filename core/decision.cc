@@ -496,7 +496,11 @@ Decider::Decider(std::unique_ptr<DecisionSource> source, FaultSpec faults, Chaos
     for (int i = 0; i < kNumPoints; ++i)
       if (rule.Matches(static_cast<Point>(i))) fault_state_[r].points |= uint32_t{1} << i;
     fault_state_[r].never = rule.p == 0 && !rule.nth && !rule.once && rule.enable < 0;
+    if (!fault_state_[r].never)
+      for (int i = 0; i < kNumPoints; ++i) may_fire_[i] |= (fault_state_[r].points >> i & 1) != 0;
   }
+  if (source_->Replaying())
+    for (int i = 0; i < kNumPoints; ++i) may_fire_[i] = true;
   chaos_state_.resize(chaos_.rules.size());
   for (size_t r = 0; r < chaos_.rules.size(); ++r)
     for (int i = 0; i < kNumPoints; ++i)
@@ -576,6 +580,7 @@ uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
                         absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note,
                         uint64_t wr_id) {
   reached_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+  if (!may_fire_[static_cast<int>(p)]) return 0;  // e.g. faults=wc.error:p=0: reached, never fires
   DecisionKey key;
   uint64_t result = 0;
   {

@@ -326,6 +326,10 @@ class Decider {
   FaultSpec faults_;
   ChaosSpec chaos_;
   bool active_[kNumPoints] = {};
+  // Whether a decision at the point can be non-zero: a log is replayed, or
+  // a fault rule that is not `never` names it.  Where none can, Fault()
+  // only counts the hit: its key is never asked for.
+  bool may_fire_[kNumPoints] = {};
   Sink sink_;
   bool notes_ = true;
   mutable std::mutex mu_;

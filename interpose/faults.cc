@@ -45,7 +45,7 @@ struct State {
   bool log_shared = false;  // its path names no process (no %p): a forked child writes PATH.<pid>
   absl::Mutex mu;           // log_fd writes, recent
   Recent recent;
-  uint64_t number = 0;  // decisions so far (their #n in reports)
+  std::atomic<uint64_t> number{0};  // decisions so far (their #n in reports)
 };
 
 std::atomic<State*> g_state{nullptr};
@@ -88,13 +88,22 @@ std::string Describe(const core::Decision& d) {
   }
 }
 
+thread_local bool t_decision_event_gone = false;
+struct ThreadDecisionEvent {
+  core::Event event;
+  ~ThreadDecisionEvent() { t_decision_event_gone = true; }
+};
+thread_local ThreadDecisionEvent t_decision_event;
+
 void Sink(State* s, const core::Decision& d) {
-  std::string what = d.note.empty() ? Describe(d) : d.note;
-  uint64_t number;
-  {
+  const bool fault = core::IsFaultPoint(d.key.point);
+  if (fault || s->log_fd.fd >= 0) {
+    // The decision in words, for the recent faults and the log (a
+    // scheduler's decision, the most frequent, needs neither without a log).
+    std::string what = d.note.empty() ? Describe(d) : d.note;
     absl::MutexLock l(&s->mu);
-    number = ++s->number;
-    if (core::IsFaultPoint(d.key.point)) {
+    const uint64_t number = s->number.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (fault) {
       s->recent.line[s->recent.next] = absl::StrCat("injected ", what, " (decision #", number, ")");
       s->recent.next = (s->recent.next + 1) % Recent::kSize;
       ++s->recent.count;
@@ -105,15 +114,23 @@ void Sink(State* s, const core::Decision& d) {
       const std::string line = core::FormatDecision(copy);
       if (core::CheckOwnFd(&s->log_fd, s->log_path)) (void)!write(s->log_fd.fd, line.data(), line.size());
     }
+  } else {
+    s->number.fetch_add(1, std::memory_order_relaxed);
   }
   if (!Checking()) return;
-  core::Event e;
+  // Each thread's decision event, reused: its vectors keep their storage
+  // (a fresh one for a decision from a later thread destructor).
+  std::unique_ptr<core::Event> spare;
+  core::Event& e =
+      t_decision_event_gone ? *(spare = std::make_unique<core::Event>()) : t_decision_event.event;
   e.kind = core::EventKind::kDecision;
   e.count = static_cast<uint32_t>(d.key.point);
   e.obj = d.key.obj;
   e.length = d.key.hit;
   e.addr = d.outcome;
   e.qp_num = d.qp_num;
+  e.seq = 0;
+  e.wcs.clear();
   if (d.key.point == core::Point::kWcError || d.wr_id) {
     core::Completion c;
     c.wr_id = d.wr_id;
@@ -230,6 +247,8 @@ QpMap& Qps() {  // made on first use, so it works before this library's initiali
   static auto* const qps = new QpMap();
   return *qps;
 }
+// Bumped by every change of the table (QpTableGeneration).
+constinit std::atomic<uint64_t> g_qps_gen{1};
 
 }  // namespace
 
@@ -322,6 +341,7 @@ void NoteQp(ibv_qp* qp, ibv_srq* srq) {
   QpInfo info{qp, Id(qp), Id(srq), srq != nullptr, static_cast<uint32_t>(qp->qp_type)};
   std::lock_guard<std::mutex> l(g_qps_mu);
   Qps()[{qp->context, qp->qp_num}] = info;
+  g_qps_gen.fetch_add(1, std::memory_order_release);
 }
 
 void ForgetQpNum(ibv_qp* qp) {
@@ -329,7 +349,10 @@ void ForgetQpNum(ibv_qp* qp) {
   std::lock_guard<std::mutex> l(g_qps_mu);
   auto it = Qps().find({qp->context, qp->qp_num});
   if (it != Qps().end() && it->second.qp == qp) Qps().erase(it);
+  g_qps_gen.fetch_add(1, std::memory_order_release);
 }
+
+uint64_t QpTableGeneration() { return g_qps_gen.load(std::memory_order_acquire); }
 
 bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
   std::lock_guard<std::mutex> l(g_qps_mu);

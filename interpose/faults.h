@@ -87,6 +87,9 @@ void NoteQp(ibv_qp* qp, ibv_srq* srq);
 void ForgetQpNum(ibv_qp* qp);
 // False if unknown.
 bool LookupQp(const ibv_context* ctx, uint32_t qp_num, QpInfo* out);
+// Changes with every NoteQp and ForgetQpNum (never 0): what LookupQp
+// answered stays true while it holds, so a caller may remember it.
+uint64_t QpTableGeneration();
 
 // Moves a QP to ERR through its provider (softnic or the real
 // ibv_modify_qp), as a NIC does after an error completion; the call is

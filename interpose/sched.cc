@@ -5,12 +5,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "checkers/ring.h"
 #include "core/decision.h"
 #include "core/options.h"
 #include "interpose/faults.h"
@@ -75,8 +75,8 @@ struct ExFns {
 };
 
 struct CqState {
-  std::mutex mu;  // one poller at a time; held from start_poll to end_poll
-  std::deque<Entry> buf;
+  std::mutex mu;              // one poller at a time; held from start_poll to end_poll
+  checkers::Ring<Entry> buf;  // oldest first; slots reused (no allocation per completion)
   uint64_t next_seq = 1;
   uint64_t release_below = 0;  // entries with seq < this are forced (armed)
   bool arm_pending = false;
@@ -88,6 +88,13 @@ struct CqState {
   ExFns* ex = nullptr;
   Entry current;  // ibv_cq_ex: the completion being read
   int ex_budget = 0;
+  uint64_t obj = 0;  // the CQ's id, once known (CqObj)
+  // The QP of the last completion admitted, as LookupQp gave it, while the
+  // QP table's generation is qp_gen (0: none remembered).
+  uint64_t qp_gen = 0;
+  uint32_t qp_num = 0;
+  bool qp_known = false;
+  QpInfo qp;
 };
 
 struct Pct {
@@ -117,24 +124,74 @@ Global*& G() {
 }
 std::mutex g_create_mu;
 PtrTable g_states;
+// Bumped when a CQ's state goes (ForgetCq): each thread remembers the
+// state of the CQ it polled last while the generation holds.
+constinit std::atomic<uint64_t> g_states_gen{1};
+struct LastState {
+  uint64_t gen = 0;
+  const void* cq = nullptr;
+  CqState* st = nullptr;
+};
+thread_local LastState t_last_state;
 
 CqState* StateOf(const void* cq) { return reinterpret_cast<CqState*>(g_states.Get(cq)); }
 
 CqState* GetState(const void* cq) {
-  if (CqState* s = StateOf(cq)) return s;
-  std::lock_guard<std::mutex> l(g_create_mu);
-  if (CqState* s = StateOf(cq)) return s;
-  auto* s = new CqState();
-  if (!g_states.Put(cq, reinterpret_cast<uint64_t>(s))) {
-    delete s;
-    return nullptr;
+  LastState& last = t_last_state;
+  const uint64_t gen = g_states_gen.load(std::memory_order_acquire);
+  if (last.cq == cq && last.gen == gen) return last.st;
+  CqState* s = StateOf(cq);
+  if (!s) {
+    std::lock_guard<std::mutex> l(g_create_mu);
+    s = StateOf(cq);
+    if (!s) {
+      s = new CqState();
+      if (!g_states.Put(cq, reinterpret_cast<uint64_t>(s))) {
+        delete s;
+        return nullptr;
+      }
+    }
   }
+  last = {gen, cq, s};
   return s;
 }
 
-uint64_t CqObj(const void* cq) { return Id(cq); }
+// The CQ's id for its decisions' keys (known from its creation on: an id,
+// once given, stays the pointer's until the CQ goes, and its state with it).
+// A new last entry of the buffer, its fields but wc as a fresh Entry's (a
+// reused slot keeps its last completion's).
+Entry& Append(CqState& st) {
+  Entry& e = st.buf.push_back();
+  e.hold = 0;
+  e.barrier = false;
+  e.ts = e.wallclock = 0;
+  e.flow_tag = 0;
+  e.cvlan = 0;
+  e.tm = {};
+  return e;
+}
 
-bool IsForced(const CqState& st, const Entry& e) { return e.age >= G()->delay || e.seq < st.release_below; }
+uint64_t CqObj(CqState& st, const void* cq) {
+  if (!st.obj) st.obj = Id(cq);
+  return st.obj;
+}
+
+bool IsForced(const Global& g, const CqState& st, const Entry& e) {
+  return e.age >= g.delay || e.seq < st.release_below;
+}
+
+// What LookupQp says of the QP numbered qp_num on `ctx` (the CQ's context),
+// remembered per CQ: consecutive completions mostly name one QP.
+bool CachedQp(CqState& st, const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
+  const uint64_t gen = QpTableGeneration();
+  if (st.qp_gen != gen || st.qp_num != qp_num) {
+    st.qp_known = LookupQp(ctx, qp_num, &st.qp);
+    st.qp_gen = gen;
+    st.qp_num = qp_num;
+  }
+  if (st.qp_known) *out = st.qp;
+  return st.qp_known;
+}
 
 // --------------------------------------------------------------- wc.error --
 
@@ -162,19 +219,20 @@ bool Failing(const CqState& st, uint32_t qp_num) {
   return false;
 }
 
-// Classifies a freshly pulled completion, injects wc.error, rewrites what a
-// failed send queue cannot have completed, and appends it.
-void Admit(CqState& st, const ibv_context* ctx, Entry e) {
+// Classifies a freshly pulled completion (appended to the buffer as `e`,
+// its wc and extras filled), injects wc.error and rewrites what a failed
+// send queue cannot have completed.
+void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
   ibv_wc& wc = e.wc;
   QpInfo qi;
-  const bool known = LookupQp(ctx, wc.qp_num, &qi);
+  const bool known = CachedQp(st, ctx, wc.qp_num, &qi);
   const uint64_t qp_ident = known && qi.id ? qi.id : wc.qp_num;
   if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
-    if (Failing(st, wc.qp_num)) {
+    if (!st.failing.empty() && Failing(st, wc.qp_num)) {
       wc.status = IBV_WC_WR_FLUSH_ERR;
-    } else if (G()->wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
+    } else if (g.wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
       const uint32_t opcode = wc.opcode;
-      const uint64_t status = G()->decider->Fault(
+      const uint64_t status = g.decider->Fault(
           Point::kWcError, qi.id, wc.qp_num,
           [opcode](const core::FaultRule& r, core::Draws& d) { return DrawStatus(r, d, opcode); }, nullptr,
           wc.wr_id);
@@ -206,7 +264,6 @@ void Admit(CqState& st, const ibv_context* ctx, Entry e) {
   }
   e.seq = st.next_seq++;
   e.age = 0;
-  st.buf.push_back(e);
 }
 
 // After a pull that got `got` of `asked`: a drained provider CQ ends the
@@ -219,7 +276,7 @@ void AfterPull(CqState& st, int got, int asked) {
   ++st.pulls;
 }
 
-void PullPoll(CqState& st, ibv_cq* cq, PollFn provider, int* err) {
+void PullPoll(const Global& g, CqState& st, ibv_cq* cq, PollFn provider, int* err) {
   ibv_wc tmp[kCapacity];
   for (int rounds = 0; rounds < 4; ++rounds) {
     const int room = kCapacity - static_cast<int>(st.buf.size());
@@ -231,9 +288,9 @@ void PullPoll(CqState& st, ibv_cq* cq, PollFn provider, int* err) {
       return;
     }
     for (int i = 0; i < got; ++i) {
-      Entry e;
+      Entry& e = Append(st);
       e.wc = tmp[i];
-      Admit(st, cq->context, e);
+      Admit(g, st, cq->context, e);
     }
     AfterPull(st, got, room);
     // A new failure: pull again, so that what the provider completed
@@ -270,7 +327,7 @@ void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e) {
 }
 
 // Pulls through the provider's start/next/end_poll.
-void PullEx(CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+void PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   const ExFns& f = *st.ex;
   for (int rounds = 0; rounds < 4; ++rounds) {
     const int room = kCapacity - static_cast<int>(st.buf.size());
@@ -279,9 +336,9 @@ void PullEx(CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
     int got = 0;
     if (f.start_poll(cq, attr) == 0) {
       do {
-        Entry e;
+        Entry& e = Append(st);
         ReadEx(f, cq, &e);
-        Admit(st, cq->context, e);
+        Admit(g, st, cq->context, e);
       } while (++got < room && f.next_poll(cq) == 0);
       f.end_poll(cq);
     }
@@ -292,27 +349,27 @@ void PullEx(CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 
 // ------------------------------------------------------------------ picks --
 
-void PctInit(Pct& p) {
+void PctInit(Global& g, Pct& p) {
   if (p.init) return;
   p.init = true;
   const core::Options& o = core::GlobalOptions();
   p.depth = std::clamp(o.pct_depth, 1, 64);
   const uint64_t k = static_cast<uint64_t>(std::max(o.pct_steps, 1));
   for (int i = 1; i < p.depth; ++i)
-    p.change.push_back(1 + G()->decider->source().RunDraw(kTagPctChange, i, 0, k));
+    p.change.push_back(1 + g.decider->source().RunDraw(kTagPctChange, i, 0, k));
 }
 
-int64_t PctPriority(Pct& p, uint64_t ident) {
+int64_t PctPriority(Global& g, Pct& p, uint64_t ident) {
   auto it = p.prio.find(ident);
   if (it != p.prio.end()) return it->second;
-  const int64_t v = p.depth + static_cast<int64_t>(G()->decider->source().RunDraw(kTagPctPriority, ident, 0,
-                                                                                  uint64_t{1} << 40));
+  const int64_t v = p.depth + static_cast<int64_t>(
+                                  g.decider->source().RunDraw(kTagPctPriority, ident, 0, uint64_t{1} << 40));
   p.prio[ident] = v;
   return v;
 }
 
 // The eligible entries of the buffer, oldest first (indexes).
-void Eligible(const CqState& st, std::vector<uint32_t>* out) {
+void Eligible(const Global& g, const CqState& st, std::vector<uint32_t>* out) {
   out->clear();
   // Small sets: the streams and QPs seen so far in the buffer.
   thread_local std::vector<uint64_t> streams;
@@ -324,7 +381,7 @@ void Eligible(const CqState& st, std::vector<uint32_t>* out) {
     bool ok = std::find(streams.begin(), streams.end(), e.stream) == streams.end();
     auto q = std::find_if(qps.begin(), qps.end(), [&](const auto& x) { return x.first == e.wc.qp_num; });
     if (q != qps.end() && (q->second || e.barrier)) ok = false;
-    if (e.age < e.hold && !IsForced(st, e)) ok = false;  // held back: still blocks its stream
+    if (e.age < e.hold && !IsForced(g, st, e)) ok = false;  // held back: still blocks its stream
     if (ok) out->push_back(i);
     if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
     if (q == qps.end())
@@ -347,31 +404,32 @@ const char* Side(const Entry& e) {
   }
 }
 
-// Takes the next completion to release (false: none).
-bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
+// The index in the buffer of the next completion to release (false: none).
+bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
   if (st.buf.empty()) return false;
   size_t at = 0;
-  if (!IsForced(st, st.buf.front()) && (G()->mode != Mode::kNatural || G()->replaying)) {
+  if (!IsForced(g, st, st.buf.front()) && (g.mode != Mode::kNatural || g.replaying)) {
+    const uint64_t cq_obj = CqObj(st, cq);
     thread_local std::vector<uint32_t> elig;
-    Eligible(st, &elig);
+    Eligible(g, st, &elig);
     if (elig.empty()) return false;  // every stream head held back
     at = elig[0];
-    if (G()->mode == Mode::kPct && !G()->replaying) {
-      std::lock_guard<std::mutex> l(G()->pct.mu);
-      PctInit(G()->pct);
+    if (g.mode == Mode::kPct && !g.replaying) {
+      std::lock_guard<std::mutex> l(g.pct.mu);
+      PctInit(g, g.pct);
       size_t best = 0;
       int64_t best_prio = INT64_MIN;
       for (size_t i = 0; i < elig.size(); ++i) {
-        const int64_t p = PctPriority(G()->pct, st.buf[elig[i]].ident);
+        const int64_t p = PctPriority(g, g.pct, st.buf[elig[i]].ident);
         if (p > best_prio) best_prio = p, best = i;
       }
-      const uint64_t step = ++G()->pct.steps;
-      for (size_t i = 0; i < G()->pct.change.size(); ++i)
-        if (G()->pct.change[i] == step)
-          G()->pct.prio[st.buf[elig[best]].ident] = G()->pct.depth - 1 - static_cast<int64_t>(i);
+      const uint64_t step = ++g.pct.steps;
+      for (size_t i = 0; i < g.pct.change.size(); ++i)
+        if (g.pct.change[i] == step)
+          g.pct.prio[st.buf[elig[best]].ident] = g.pct.depth - 1 - static_cast<int64_t>(i);
       if (elig.size() >= 2) {
         const Entry& c = st.buf[elig[best]];
-        const uint64_t o = G()->decider->Schedule(
+        const uint64_t o = g.decider->Schedule(
             Point::kSchedPick, cq_obj, [best](core::Draws&) { return best; },
             [&](uint64_t) {
               return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
@@ -381,7 +439,7 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
         at = elig[o < elig.size() ? o : 0];
       }
     } else if (elig.size() >= 2) {
-      const uint64_t o = G()->decider->Schedule(
+      const uint64_t o = g.decider->Schedule(
           Point::kSchedPick, cq_obj, [&](core::Draws& d) { return d.Below(elig.size()); },
           [&](uint64_t o) {
             const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
@@ -391,20 +449,28 @@ bool Take(CqState& st, uint64_t cq_obj, Entry* out) {
       at = elig[o < elig.size() ? o : 0];
     }
   }
-  *out = st.buf[at];
-  st.buf.erase(st.buf.begin() + static_cast<std::ptrdiff_t>(at));
+  *out = at;
   return true;
+}
+
+// Drops the entry at `at` (Pick's) from the buffer.
+void Release(CqState& st, size_t at) {
+  // The older ones move up a slot (a pick is mostly near the front).
+  for (size_t i = at; i > 0; --i) st.buf[i] = std::move(st.buf[i - 1]);
+  st.buf.pop_front();
 }
 
 // sched.hold for each completion pulled by this poll (from `first_seq`
 // on): outcome h > 0 holds it back until it stayed buffered through h polls
 // of its CQ (at most reorder_delay: the forced bound wins).
-void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
-  if (!(G()->mode == Mode::kRandom || G()->replaying)) return;
-  const uint64_t most = std::max<uint32_t>(G()->delay, 1);
-  for (Entry& e : st.buf) {
-    if (e.seq < first_seq || IsForced(st, e)) continue;
-    const uint64_t h = G()->decider->Schedule(
+void AssignHolds(Global& g, CqState& st, const void* cq, uint64_t first_seq) {
+  if (!(g.mode == Mode::kRandom || g.replaying)) return;
+  const uint64_t most = std::max<uint32_t>(g.delay, 1);
+  const uint64_t cq_obj = CqObj(st, cq);
+  for (size_t i = 0; i < st.buf.size(); ++i) {
+    Entry& e = st.buf[i];
+    if (e.seq < first_seq || IsForced(g, st, e)) continue;
+    const uint64_t h = g.decider->Schedule(
         Point::kSchedHold, cq_obj,
         [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
         [&e](uint64_t h) {
@@ -412,13 +478,13 @@ void AssignHolds(CqState& st, uint64_t cq_obj, uint64_t first_seq) {
                                  e.wc.wr_id, static_cast<unsigned>(h));
         },
         e.wc.qp_num, e.wc.wr_id);
-    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, G()->delay));
+    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, g.delay));
   }
 }
 
 void AgeRest(CqState& st) {
-  for (Entry& e : st.buf)
-    if (e.age < UINT32_MAX) ++e.age;
+  for (size_t i = 0; i < st.buf.size(); ++i)
+    if (st.buf[i].age < UINT32_MAX) ++st.buf[i].age;
 }
 
 void StartOfPoll(CqState& st) {
@@ -445,8 +511,11 @@ const Entry& Cur(ibv_cq_ex* cq) {
   return st ? st->current : kNone;
 }
 
-bool ServeNextEx(CqState& st, ibv_cq_ex* cq) {
-  if (st.ex_budget <= 0 || !Take(st, CqObj(cq), &st.current)) return false;
+bool ServeNextEx(Global& g, CqState& st, ibv_cq_ex* cq) {
+  size_t at;
+  if (st.ex_budget <= 0 || !Pick(g, st, cq, &at)) return false;
+  st.current = st.buf[at];
+  Release(st, at);
   --st.ex_budget;
   cq->wr_id = st.current.wc.wr_id;
   cq->status = st.current.wc.status;
@@ -457,13 +526,14 @@ int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   CqState* st;
   if (!ExOf(cq, &st)) return ENOENT;
   st->mu.lock();
+  Global& g = *G();
   StartOfPoll(*st);
   const uint64_t first = st->next_seq;
-  PullEx(*st, cq, attr);
+  PullEx(g, *st, cq, attr);
   AfterPullOfPoll(*st);
-  AssignHolds(*st, CqObj(cq), first);
+  AssignHolds(g, *st, cq, first);
   st->ex_budget = INT_MAX;
-  if (ServeNextEx(*st, cq)) return 0;  // the lock stays held until end_poll
+  if (ServeNextEx(g, *st, cq)) return 0;  // the lock stays held until end_poll
   AgeRest(*st);
   st->mu.unlock();
   return ENOENT;
@@ -472,7 +542,7 @@ int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
 int SNextPoll(ibv_cq_ex* cq) {
   CqState* st;
   if (!ExOf(cq, &st)) return ENOENT;
-  return ServeNextEx(*st, cq) ? 0 : ENOENT;
+  return ServeNextEx(*G(), *st, cq) ? 0 : ENOENT;
 }
 
 void SEndPoll(ibv_cq_ex* cq) {
@@ -522,17 +592,20 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   CqState* st = n > 0 ? GetState(cq) : nullptr;
   if (!st) return provider(cq, n, wc);
   std::lock_guard<std::mutex> l(st->mu);
+  Global& g = *G();
   StartOfPoll(*st);
   int err = 0;
   const uint64_t first = st->next_seq;
-  PullPoll(*st, cq, provider, &err);
+  PullPoll(g, *st, cq, provider, &err);
   AfterPullOfPoll(*st);
   if (st->buf.empty()) return err < 0 ? err : 0;
-  const uint64_t obj = CqObj(cq);
-  AssignHolds(*st, obj, first);
+  AssignHolds(g, *st, cq, first);
   int out = 0;
-  Entry e;
-  while (out < n && Take(*st, obj, &e)) wc[out++] = e.wc;
+  size_t at;
+  while (out < n && Pick(g, *st, cq, &at)) {
+    wc[out++] = st->buf[at].wc;
+    Release(*st, at);
+  }
   AgeRest(*st);
   return out;
 }
@@ -593,6 +666,7 @@ void ForgetCq(const ibv_cq* cq) {
   CqState* st = StateOf(cq);
   if (!st) return;
   g_states.Erase(cq);
+  g_states_gen.fetch_add(1, std::memory_order_acq_rel);
   delete st->ex;
   delete st;
 }
