@@ -207,7 +207,7 @@ int Corpus(const std::string& dir) {
   return 0;
 }
 
-// Reads PATH with the reader alone (no checkers) `rounds` times; prints
+// Reads PATH with the reader alone (no checkers), `rounds` times; prints
 // each round's rate and the best.
 int Read(const std::string& path, int rounds) {
   double best = 0;
@@ -218,17 +218,19 @@ int Read(const std::string& path, int rounds) {
       std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
       return 1;
     }
-    Event e;
+    // In batches, as `rdmasan replay` reads.
+    std::vector<Event> batch(256);
     uint64_t count = 0, check = 0;
     for (;;) {
-      auto more = (*r)->Next(&e);
-      if (!more.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(more.status().message()).c_str());
+      absl::Status error;
+      const size_t n = (*r)->NextBatch(batch.data(), batch.size(), &error);
+      if (!error.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(error.message()).c_str());
         return 1;
       }
-      if (!*more) break;
-      ++count;
-      check += e.seq + e.wcs.size();
+      for (size_t i = 0; i < n; ++i) check += batch[i].seq + batch[i].wcs.size();
+      count += n;
+      if (n < batch.size()) break;
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, count / secs / 1e6);
@@ -274,6 +276,7 @@ int main(int argc, char** argv) {
     return Bench(std::strtoull(argv[2], nullptr, 10), argv[3]);
   if ((argc == 3 || argc == 4) && std::strcmp(argv[1], "read") == 0)
     return Read(argv[2], argc == 4 ? std::atoi(argv[3]) : 1);
-  std::fprintf(stderr, "usage: trace_synth corpus DIR | trace_synth bench N PATH | trace_synth read PATH [ROUNDS]\n");
+  std::fprintf(stderr,
+               "usage: trace_synth corpus DIR | trace_synth bench N PATH | trace_synth read PATH [ROUNDS]\n");
   return 2;
 }

@@ -132,13 +132,18 @@ inline void Assign(T* field, uint64_t v) {
     t[bit] = Canon(o.f);                    \
   }
 // A kStack field's slot keeps the writer's id; the caller maps it to the
-// local one (MapStack), since the record's member holds the local id.
-#define RDMASAN_TRACE_GET(bit, f, C)                                 \
-  if constexpr (C == kStack) {                                       \
-    if (m >> bit & 1) t[bit] = GetField<C>(d, t[bit]);               \
-  } else {                                                           \
-    Assign(&o->f, (m >> bit & 1) ? GetField<C>(d, t[bit]) : t[bit]); \
-    t[bit] = Canon(o->f);                                            \
+// local one (MapStack), since the record's member holds the local id.  A
+// slot always holds a value as Canon gives it (zero, the reset value, or
+// the Canon of a member), so a field equal to its template takes the
+// slot's value back unchanged.
+#define RDMASAN_TRACE_GET(bit, f, C)                   \
+  if constexpr (C == kStack) {                         \
+    if (m >> bit & 1) t[bit] = GetField<C>(d, t[bit]); \
+  } else if (m >> bit & 1) {                           \
+    Assign(&o->f, GetField<C>(d, t[bit]));             \
+    t[bit] = Canon(o->f);                              \
+  } else {                                             \
+    Assign(&o->f, t[bit]);                             \
   }
 #define RDMASAN_TRACE_STACK_BIT(bit, f, C) (C == kStack ? bit : 0) +
 
@@ -378,142 +383,190 @@ EventChunkDecoder::EventChunkDecoder(const uint8_t* payload, uint64_t payload_of
   tpl_.Reset();
 }
 
-absl::Status EventChunkDecoder::Peek() {
+bool EventChunkDecoder::Fail(uint64_t off, std::string_view what) {
+  error_ = RecordError(off, what);
+  has_head_ = false;
+  return false;
+}
+
+[[gnu::always_inline]] inline bool EventChunkDecoder::PeekNext(Dec& d) {
   has_head_ = false;
   while (remaining_ > 0) {
-    head_off_ = Off();
-    uint64_t code = d_.Varint();
-    if (!d_.ok) return RecordError(head_off_, "truncated record kind");
+    head_off_ = Off(d);
+    uint64_t code = d.Varint();
+    if (!d.ok) return Fail(head_off_, "truncated record kind");
     --remaining_;
     const core::EventKind kind = CodeKind(code);
-    if (IsSkippableCode(code)) {
-      uint64_t len = d_.Varint();
-      if (!d_.ok || len > d_.left())
-        return RecordError(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
+    if (__builtin_expect(IsSkippableCode(code), 0)) {
+      uint64_t len = d.Varint();
+      if (!d.ok || len > d.left())
+        return Fail(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
       if (kind == core::EventKind::kCount || code >= skip_from_) {
-        d_.Skip(len);
+        d.Skip(len);
         continue;
       }
       // An event of a minor version: decoded within its length, against
       // the shared templates, which it then leaves as they were.
       ext_saved_ = tpl_.sh;
       ext_posted_saved_ = posted_local_;
-      chunk_end_ = d_.end;
-      ext_end_ = d_.p + len;
-      d_.end = ext_end_;
+      chunk_end_ = d.end;
+      ext_end_ = d.p + len;
+      d.end = ext_end_;
     } else if (kind == core::EventKind::kCount) {
-      return RecordError(head_off_, absl::StrCat("record kind ", code, " is not valid in an event chunk"));
+      return Fail(head_off_, absl::StrCat("record kind ", code, " is not valid in an event chunk"));
     }
-    uint64_t delta = d_.Varint();
-    if (!d_.ok) return RecordError(head_off_, "truncated sequence number");
+    uint64_t delta = d.Varint();
+    if (!d.ok) return Fail(head_off_, "truncated sequence number");
     tpl_.sh.prev_seq += static_cast<uint64_t>(Unzig(delta));
     head_code_ = static_cast<uint32_t>(code);
     head_seq_ = tpl_.sh.prev_seq;
     has_head_ = true;
-    return absl::OkStatus();
+    return true;
   }
-  if (d_.p != d_.end) return RecordError(Off(), "bytes after the chunk's last record");
-  return absl::OkStatus();
+  if (d.p != d.end) return Fail(Off(d), "bytes after the chunk's last record");
+  return true;
 }
 
-absl::Status EventChunkDecoder::MapStack(uint64_t trace_id, uint64_t old_id, core::StackId* local) const {
-  if (trace_id == old_id) return absl::OkStatus();  // *local is still right
+bool EventChunkDecoder::MapNewStack(uint64_t trace_id, core::StackId* local) {
   if (trace_id == 0) {
     *local = 0;
-    return absl::OkStatus();
+    return true;
   }
   auto it = stacks_->find(trace_id);
   if (it == stacks_->end())
-    return RecordError(head_off_, absl::StrCat("stack ", trace_id, " is not defined before its use"));
+    return Fail(head_off_, absl::StrCat("stack ", trace_id, " is not defined before its use"));
   *local = it->second;
-  return absl::OkStatus();
+  return true;
 }
 
-absl::Status EventChunkDecoder::DecodeSge(core::Sge* o, uint64_t* t) {
-  if (d_.left() < 1) return RecordError(Off(), "truncated SGE");
-  uint8_t m = *d_.p++;
-  if (m & ~0x1fu) return RecordError(Off() - 1, "bad SGE mask");
-  o->addr = (m & 1) ? GetField<kDelta>(d_, t[0]) : t[0];
+[[gnu::always_inline]] inline bool EventChunkDecoder::DecodeSge(Dec& d, core::Sge* o, uint64_t* t) {
+  if (d.left() < 1) return Fail(Off(d), "truncated SGE");
+  uint8_t m = *d.p++;
+  if (m & ~0x1fu) return Fail(Off(d) - 1, "bad SGE mask");
+  o->addr = (m & 1) ? GetField<kDelta>(d, t[0]) : t[0];
   t[0] = o->addr;
-  SgeCodec::Get(d_, o, m, t);
-  o->hash = (m & 8) ? d_.Varint() : 0;
-  o->hash_now = (m & 16) ? d_.Varint() : o->hash;
-  return absl::OkStatus();
+  SgeCodec::Get(d, o, m, t);
+  o->hash = (m & 8) ? d.Varint() : 0;
+  o->hash_now = (m & 16) ? d.Varint() : o->hash;
+  return true;
 }
 
+// The list's slots are reused: a slot the record has is overwritten whole
+// (every member below), one it has not is dropped.  The list grows a WR at
+// a time, as the bytes prove each one there.
 template <typename Codec, typename WrList>
-absl::Status EventChunkDecoder::DecodeWrs(WrList* wrs, uint64_t* t, uint64_t* sge_t) {
-  uint64_t n = d_.Varint();
-  if (!d_.ok || n > d_.left()) return RecordError(head_off_, absl::StrCat("bad ", Codec::kName, " count"));
+[[gnu::always_inline]] inline bool EventChunkDecoder::DecodeWrs(Dec& d, WrList* wrs, uint64_t* t,
+                                                                uint64_t* sge_t) {
+  uint64_t n = d.Varint();
+  if (!d.ok || n > d.left()) return Fail(head_off_, absl::StrCat("bad ", Codec::kName, " count"));
   for (uint64_t i = 0; i < n; ++i) {
-    auto& w = wrs->emplace_back();
-    uint64_t m = d_.Varint();
-    w.wr_id = GetWrId(d_, m, t);
-    if (m & 2) t[1] = d_.Varint();
+    auto& w = i < wrs->size() ? (*wrs)[i] : wrs->emplace_back();
+    uint64_t m = d.Varint();
+    w.wr_id = GetWrId(d, m, t);
+    if (m & 2) t[1] = d.Varint();
     const uint64_t nsge = t[1];
     const uint64_t old_stack = t[Codec::kStackBit];
-    Codec::Get(d_, &w, m, t);
-    if (!d_.ok || nsge > d_.left()) return RecordError(head_off_, absl::StrCat("bad ", Codec::kName));
+    Codec::Get(d, &w, m, t);
+    if (!d.ok || nsge > d.left()) return Fail(head_off_, absl::StrCat("bad ", Codec::kName));
     if constexpr (Codec::kStackBit != 0) {
-      if (absl::Status s = MapStack(t[Codec::kStackBit], old_stack, &posted_local_); !s.ok()) return s;
+      if (!MapStack(t[Codec::kStackBit], old_stack, &posted_local_)) return false;
       w.posted_at = posted_local_;
-      if (w.opcode == IBV_WR_BIND_MW) FieldsToBind(&w);
+      if (__builtin_expect(w.opcode == IBV_WR_BIND_MW, 0)) {
+        FieldsToBind(&w);
+      } else {
+        w.bind = core::MwBind{};
+      }
     }
-    w.sges.resize(nsge);
+    if (w.sges.size() != nsge) w.sges.resize(nsge);
     for (auto& g : w.sges)
-      if (absl::Status s = DecodeSge(&g, sge_t); !s.ok()) return s;
+      if (!DecodeSge(d, &g, sge_t)) return false;
   }
-  return absl::OkStatus();
+  if (wrs->size() != n) wrs->resize(n);
+  return true;
 }
 
-absl::Status EventChunkDecoder::DecodeWcs(decltype(Event::wcs)* wcs) {
-  uint64_t n = d_.Varint();
-  if (!d_.ok || n > d_.left()) return RecordError(head_off_, "bad completion count");
-  wcs->resize(n);
+[[gnu::always_inline]] inline bool EventChunkDecoder::DecodeWcs(Dec& d, decltype(Event::wcs)* wcs) {
+  uint64_t n = d.Varint();
+  if (!d.ok || n > d.left()) return Fail(head_off_, "bad completion count");
+  if (wcs->size() != n) wcs->resize(n);
   for (core::Completion& c : *wcs) {
-    uint64_t m = d_.Varint();
-    c.wr_id = GetWrId(d_, m, tpl_.sh.wc);
-    WcCodec::Get(d_, &c, m, tpl_.sh.wc);
+    uint64_t m = d.Varint();
+    c.wr_id = GetWrId(d, m, tpl_.sh.wc);
+    WcCodec::Get(d, &c, m, tpl_.sh.wc);
   }
-  return absl::OkStatus();
+  return true;
 }
 
-absl::Status EventChunkDecoder::DecodeBody(Event* e) {
+[[gnu::always_inline]] inline bool EventChunkDecoder::Body(Dec& d, Event* e) {
   e->kind = CodeKind(head_code_);
   e->seq = head_seq_;
   const uint32_t slot = TemplateSlot(head_code_);
   uint64_t* tp = tpl_.ev[slot];
-  tpl_.sh.prev_ts += static_cast<uint64_t>(Unzig(d_.Varint()));
+  tpl_.sh.prev_ts += static_cast<uint64_t>(Unzig(d.Varint()));
   e->time = tpl_.sh.prev_ts;
-  const uint64_t m = d_.Varint();
-  if (!d_.ok) return RecordError(head_off_, "truncated field mask");
+  const uint64_t m = d.Varint();
+  if (!d.ok) return Fail(head_off_, "truncated field mask");
   const uint64_t old_stack = tp[EventCommonCodec::kStackBit];
-  EventCommonCodec::Get(d_, e, m, tp);
-  EventRareCodec::Get(d_, e, m, tp);
-  if (!d_.ok) return RecordError(head_off_, "truncated fields");
-  if (absl::Status s = MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[slot]); !s.ok())
-    return s;
-  e->stack = stack_local_[slot];
-  e->send_wrs.clear();
-  e->recv_wrs.clear();
-  e->wcs.clear();
-  absl::Status s;
-  if (m & 1) s = DecodeWrs<SendWrCodec>(&e->send_wrs, tpl_.sh.swr, tpl_.sh.ssge);
-  if (s.ok() && (m & 2)) s = DecodeWrs<RecvWrCodec>(&e->recv_wrs, tpl_.sh.rwr, tpl_.sh.rsge);
-  if (s.ok() && (m & 4)) s = DecodeWcs(&e->wcs);
-  if (!s.ok()) return s;
-  e->text.clear();
-  if (head_code_ == kCodeWcReason) {
-    if (!d_.Bytes(&e->text)) return RecordError(head_off_, "bad reason text");
+  EventCommonCodec::Get(d, e, m, tp);
+  if (__builtin_expect((m >> kFirstRareBit) == 0 && !rare_set_[slot], 1)) {
+    // The rare fields are all zero in the template and the record changes
+    // none: the 22 slots need no look.
+#define X(bit, f, C) e->f = 0;
+    RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+#undef X
+  } else {
+    EventRareCodec::Get(d, e, m, tp);
+    uint64_t any = 0;
+#define X(bit, f, C) any |= tp[bit];
+    RDMASAN_TRACE_EVENT_RARE_FIELDS(X)
+#undef X
+    rare_set_[slot] = any != 0;
   }
-  if (!d_.ok) return RecordError(head_off_, "record overruns its chunk");
-  if (IsSkippableCode(head_code_)) {
-    if (d_.p != ext_end_) return RecordError(head_off_, "record shorter than its length");
-    d_.end = chunk_end_;
+  if (!d.ok) return Fail(head_off_, "truncated fields");
+  if (!MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[slot])) return false;
+  e->stack = stack_local_[slot];
+  if (!(m & 1)) {
+    if (!e->send_wrs.empty()) e->send_wrs.clear();
+  } else if (!DecodeWrs<SendWrCodec>(d, &e->send_wrs, tpl_.sh.swr, tpl_.sh.ssge)) {
+    return false;
+  }
+  if (!(m & 2)) {
+    if (!e->recv_wrs.empty()) e->recv_wrs.clear();
+  } else if (!DecodeWrs<RecvWrCodec>(d, &e->recv_wrs, tpl_.sh.rwr, tpl_.sh.rsge)) {
+    return false;
+  }
+  if (!(m & 4)) {
+    if (!e->wcs.empty()) e->wcs.clear();
+  } else if (!DecodeWcs(d, &e->wcs)) {
+    return false;
+  }
+  e->text.clear();
+  if (__builtin_expect(head_code_ == kCodeWcReason, 0)) {
+    if (!d.Bytes(&e->text)) return Fail(head_off_, "bad reason text");
+  }
+  if (!d.ok) return Fail(head_off_, "record overruns its chunk");
+  if (__builtin_expect(IsSkippableCode(head_code_), 0)) {
+    if (d.p != ext_end_) return Fail(head_off_, "record shorter than its length");
+    d.end = chunk_end_;
     tpl_.sh = ext_saved_;
     posted_local_ = ext_posted_saved_;
   }
-  return Peek();
+  return true;
+}
+
+// The readers above on a copy of d_ in registers.
+absl::Status EventChunkDecoder::Peek() {
+  Dec d = d_;
+  const bool ok = PeekNext(d);
+  d_ = d;
+  return ok ? absl::OkStatus() : error_;
+}
+
+bool EventChunkDecoder::DecodeOne(Event* e) {
+  Dec d = d_;
+  const bool ok = Body(d, e) && PeekNext(d);
+  d_ = d;
+  return ok;
 }
 
 }  // namespace rdmasan::traces

@@ -92,6 +92,11 @@ using StackMap = absl::flat_hash_map<uint64_t, core::StackId>;
 // Reads one events chunk's records in order.  Peek() reads only the next
 // record's kind and seq, which is all the reader needs to merge chunks;
 // DecodeBody() reads the rest.
+//
+// The decoder overwrites every member of the Event it decodes into and
+// reuses the WR, SGE and completion slots it finds there, so a caller that
+// decodes into the same Events again (a batch) pays no construction or
+// allocation per event.
 class EventChunkDecoder {
  public:
   // payload: the chunk's len payload bytes, at file offset payload_off;
@@ -105,19 +110,32 @@ class EventChunkDecoder {
   // unknown skippable kinds); has_head() is false at the chunk's end.
   absl::Status Peek();
   // The body of the peeked record into *e, then peeks the next.
-  absl::Status DecodeBody(core::Event* e);
+  absl::Status DecodeBody(core::Event* e) { return DecodeOne(e) ? absl::OkStatus() : error_; }
+  // DecodeBody without the Status: false on a malformed record (error()
+  // says which).
+  bool DecodeOne(core::Event* e);
 
   bool has_head() const { return has_head_; }
   uint64_t head_seq() const { return head_seq_; }
+  const absl::Status& error() const { return error_; }
 
  private:
-  uint64_t Off() const { return payload_off_ + static_cast<uint64_t>(d_.p - base_); }
+  // The record readers below work on a copy of d_ that DecodeOne and Peek
+  // hold in registers, and write back when they are done.
+  uint64_t Off(const Dec& d) const { return payload_off_ + static_cast<uint64_t>(d.p - base_); }
+  // Sets error_ (a malformed record at off); returns false.
+  [[gnu::cold, gnu::noinline]] bool Fail(uint64_t off, std::string_view what);
+  bool PeekNext(Dec& d);
+  bool Body(Dec& d, core::Event* e);
   // A kStack template slot went from old_id to trace_id: *local follows.
-  absl::Status MapStack(uint64_t trace_id, uint64_t old_id, core::StackId* local) const;
-  absl::Status DecodeSge(core::Sge* g, uint64_t* t);
+  bool MapStack(uint64_t trace_id, uint64_t old_id, core::StackId* local) {
+    return trace_id == old_id || MapNewStack(trace_id, local);  // most records keep their stack
+  }
+  [[gnu::noinline]] bool MapNewStack(uint64_t trace_id, core::StackId* local);
+  bool DecodeSge(Dec& d, core::Sge* g, uint64_t* t);
   template <typename Codec, typename WrList>
-  absl::Status DecodeWrs(WrList* wrs, uint64_t* t, uint64_t* sge_t);
-  absl::Status DecodeWcs(decltype(core::Event::wcs)* wcs);
+  bool DecodeWrs(Dec& d, WrList* wrs, uint64_t* t, uint64_t* sge_t);
+  bool DecodeWcs(Dec& d, decltype(core::Event::wcs)* wcs);
 
   const StackMap* stacks_;
   uint64_t skip_from_;
@@ -126,6 +144,10 @@ class EventChunkDecoder {
   Dec d_;
   uint32_t remaining_;  // records not yet peeked
   Templates tpl_;
+  // Per template slot: whether any of the event's rare fields (codec.cc)
+  // is non-zero in the template; while none is and a record changes none,
+  // they are all zero.
+  bool rare_set_[kNumCodes] = {};
   // The local ids of the current template stacks: per event kind, and of
   // the send WRs' posted_at.
   core::StackId stack_local_[kNumCodes] = {};
@@ -141,6 +163,7 @@ class EventChunkDecoder {
   uint32_t head_code_ = 0;
   uint64_t head_seq_ = 0;
   uint64_t head_off_ = 0;
+  absl::Status error_;  // the first malformed record's
 };
 
 }  // namespace rdmasan::traces

@@ -108,4 +108,62 @@ absl::StatusOr<bool> TraceReader::Next(Event* out) {
   return true;
 }
 
+size_t TraceReader::NextBatch(Event* out, size_t max, absl::Status* error) {
+  auto cmp = [](const auto& a, const auto& b) { return a->seq() > b->seq(); };
+  size_t n = 0;
+  while (n < max) {
+    Cursor* c = cursors_.empty() ? nullptr : cursors_.front().get();
+    // The front chunk's next events, while each comes before every other
+    // open chunk's head and the next chunk's start, are what Next would
+    // return one by one, and leave the heap as Next would: decoded here
+    // in a run.  Anything else (opening a chunk, an unsorted chunk, a
+    // tie, the end) goes through Next.
+    if (!finished_ && c && !c->whole &&
+        (next_chunk_ == chunks_.size() || chunks_[next_chunk_].min_seq > c->seq())) {
+      uint64_t limit = next_chunk_ < chunks_.size() ? chunks_[next_chunk_].min_seq : UINT64_MAX;
+      for (size_t i = 1; i < cursors_.size(); ++i) limit = std::min(limit, cursors_[i]->seq());
+      EventChunkDecoder& dec = c->dec;
+      if (dec.head_seq() < limit) {
+        // With two chunks open, Next's pop and push of a front that stays
+        // in front leave the heap as it was; with more they may reorder
+        // the others, so they are done here too.
+        const bool reheap = cursors_.size() > 2;
+        while (n < max) {
+          if (!dec.DecodeOne(&out[n])) {
+            finished_ = true;
+            *error = dec.error();
+            return n;
+          }
+          ++n;
+          ++events_read_;
+          if (!dec.has_head() || dec.head_seq() >= limit) {
+            if (cursors_.size() > 1 || !dec.has_head()) {
+              std::pop_heap(cursors_.begin(), cursors_.end(), cmp);
+              if (!dec.has_head()) {
+                cursors_.pop_back();
+              } else {
+                std::push_heap(cursors_.begin(), cursors_.end(), cmp);
+              }
+            }
+            break;
+          }
+          if (reheap) {
+            std::pop_heap(cursors_.begin(), cursors_.end(), cmp);
+            std::push_heap(cursors_.begin(), cursors_.end(), cmp);
+          }
+        }
+        continue;
+      }
+    }
+    absl::StatusOr<bool> more = Next(&out[n]);
+    if (!more.ok()) {
+      *error = more.status();
+      return n;
+    }
+    if (!*more) return n;
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace rdmasan::traces

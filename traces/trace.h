@@ -266,6 +266,13 @@ class TraceReader {
   // SendWr::posted_at are ids in this process's depot (core::InternStack of
   // the recorded PCs).  A malformed record is an error naming its offset.
   absl::StatusOr<bool> Next(core::Event* out);
+  // Up to `max` next events into out[0..n), the same as n calls of Next
+  // (the replay's path: a run of one chunk's events decodes with no merge
+  // step per event).  Returns n; fewer than `max` only at the end or at a
+  // malformed record, whose error goes to *error (the n events before it
+  // are good).  Decoding into the same Events again reuses their WR and
+  // completion slots.
+  size_t NextBatch(core::Event* out, size_t max, absl::Status* error);
 
   bool truncated() const { return truncated_; }
   const std::string& warning() const { return warning_; }

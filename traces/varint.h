@@ -60,6 +60,52 @@ inline void AppendBytes(std::string* s, std::string_view v) {
   s->append(v);
 }
 
+// A varint of two or more bytes read at p (at most end): its value and
+// the byte after it, or next == nullptr if it is malformed (unterminated
+// within end, or longer than ten bytes).  Out of line, and returning in
+// registers: the Dec that calls it stays in registers too.
+struct VarintRead {
+  uint64_t value;
+  const uint8_t* next;
+};
+[[gnu::noinline]] inline VarintRead ReadVarintSlow(const uint8_t* p, const uint8_t* end) {
+  if (end - p >= static_cast<ptrdiff_t>(kMaxVarintBytes)) {
+    // Ten bytes are there: no bounds test per byte.  The same values as
+    // the loop below (a tenth byte keeps its lowest bit; an eleventh
+    // fails).  Two and three bytes (times, deltas) byte by byte; longer
+    // ones (hashes) eight bytes at once.
+    if (p[0] < 0x80) return {p[0], p + 1};
+    uint64_t v = (p[0] & 0x7fu) | static_cast<uint64_t>(p[1] & 0x7f) << 7;
+    if (p[1] < 0x80) return {v, p + 2};
+    v |= static_cast<uint64_t>(p[2] & 0x7f) << 14;
+    if (p[2] < 0x80) return {v, p + 3};
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    const uint64_t stops = ~x & 0x8080808080808080ull;  // bytes that end the varint
+    // The low 7 bits of each byte, packed (LEB128's payload, little-endian).
+    auto gather7 = [](uint64_t y) {
+      y &= 0x7f7f7f7f7f7f7f7full;
+      y = ((y & 0x7f007f007f007f00ull) >> 1) | (y & 0x007f007f007f007full);
+      y = ((y & 0x3fff00003fff0000ull) >> 2) | (y & 0x00003fff00003fffull);
+      return ((y & 0x0fffffff00000000ull) >> 4) | (y & 0x000000000fffffffull);
+    };
+    if (stops) return {gather7(x & (stops ^ (stops - 1))), p + (__builtin_ctzll(stops) >> 3) + 1};
+    v = gather7(x) | static_cast<uint64_t>(p[8] & 0x7f) << 56;
+    if (!(p[8] & 0x80)) return {v, p + 9};
+    v |= static_cast<uint64_t>(p[9] & 0x7f) << 63;
+    if (p[9] & 0x80) return {0, nullptr};
+    return {v, p + 10};
+  }
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return {0, nullptr};
+    uint8_t b = *p++;
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return {v, p};
+  }
+  return {0, nullptr};
+}
+
 // Reads [p, end).  The first failure sets ok = false and moves p to end, so
 // callers may read a whole record and check ok once.
 struct Dec {
@@ -67,19 +113,13 @@ struct Dec {
   const uint8_t* end;
   bool ok = true;
 
-  uint64_t Varint() {
-    if (p < end && *p < 0x80) return *p++;
-    return VarintSlow();
-  }
-  uint64_t VarintSlow() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p >= end) return Fail();
-      uint8_t b = *p++;
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    return Fail();
+  // Inline: every field of every record reads one, most one byte long.
+  [[gnu::always_inline]] uint64_t Varint() {
+    if (__builtin_expect(p < end && *p < 0x80, 1)) return *p++;
+    const VarintRead r = ReadVarintSlow(p, end);
+    if (!r.next) return Fail();
+    p = r.next;
+    return r.value;
   }
   bool Bytes(std::string* out) {
     uint64_t n = Varint();
