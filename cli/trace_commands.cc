@@ -468,7 +468,10 @@ int ExportPerfetto(traces::TraceReader& r) { return PerfettoExport(r).Run(); }
 // Calls fn(event) for every event of `r` in order, on this thread, while
 // another thread decodes the next batch.  Stops at the end or at the first
 // malformed record (its error in *error, after the events before it).
-constexpr size_t kDecodeBatch = 4096, kDecodeBatches = 4;
+// A batch is small enough to stay in the caches between its decoding and
+// its checking (512 events of ~600 bytes); its Events are decoded into
+// again each round, so their WR and completion slots are reused.
+constexpr size_t kDecodeBatch = 512, kDecodeBatches = 4;
 
 template <typename Fn>
 void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
@@ -501,18 +504,9 @@ void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
   std::thread decoder([&] {
     for (bool last = false; !last;) {
       Batch* b = take(free_batches);
-      b->n = 0;
-      b->last = false;
       b->error = absl::OkStatus();
-      while (b->n < kDecodeBatch) {
-        absl::StatusOr<bool> more = r->Next(&b->events[b->n]);
-        if (!more.ok() || !*more) {
-          b->last = true;
-          if (!more.ok()) b->error = more.status();
-          break;
-        }
-        ++b->n;
-      }
+      b->n = r->NextBatch(b->events.data(), kDecodeBatch, &b->error);
+      b->last = b->n < kDecodeBatch;
       last = b->last;
       give(full_batches, b);
     }
@@ -577,18 +571,22 @@ int ReplayOne(const CommandLine& cl, const std::string& path, bool announce) {
   // reads nothing the decoding thread changes.
   absl::Status error;
   uint64_t decisions = 0;
-  DecodeAhead(r.get(), &error, [&](const core::Event& e) {
+  std::vector<core::Finding> findings;
+  DecodeAhead(r.get(), &error, [&](core::Event& e) {
     // The decisions, where the findings go, numbered as the findings name
     // them: a finding "after injected ... (decision #3)" follows its line.
     // (JSON lines stay JSON: there the findings' "context" names them.)
     if (e.kind == core::EventKind::kDecision && ++decisions && opts.report_format != "json")
       reporter.Message(DecisionLine(e, decisions));
-    for (const core::Finding& f : engine.OnEvent(e)) {
+    // No retired WRs asked for: the trace carries the retirement events
+    // themselves.  (The engine keeps the event's seq: it numbers none.)
+    findings.clear();
+    engine.OnEvent(e, &findings, nullptr);
+    for (const core::Finding& f : findings) {
       std::vector<std::vector<core::Frame>> related;
       for (const auto& rs : f.related) related.push_back(LiveFrames(*r, rs.stack));
       reporter.ReportSymbolized(f, LiveFrames(*r, f.stack), std::move(related));
     }
-    engine.TakeRetired();  // the trace carries the retirement events themselves
   });
   if (!error.ok()) {
     std::fprintf(stderr, "rdmasan: %s: %s\n", path.c_str(), std::string(error.message()).c_str());
