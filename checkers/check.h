@@ -66,6 +66,11 @@ struct PostLists {
   absl::InlinedVector<SgeList, 2> lists;
 };
 
+// The key of (check, stack) in a domain's set of reported findings.
+inline uint64_t EmittedKey(core::CheckId id, core::StackId stack) {
+  return (static_cast<uint64_t>(id) << 32) | stack;
+}
+
 class CheckContext {
  public:
   // `qp`: the event's object's books if it is a QP (the engine found them).
@@ -83,13 +88,13 @@ class CheckContext {
            k == core::EventKind::kAsyncEvent;
   }
   void Emit(core::CheckId id, std::string message, std::vector<core::RelatedStack> related = {}) {
-    if (e.stack) emitted_->insert(Key(id));
+    if (e.stack) emitted_->insert(EmittedKey(id, e.stack));
     out_->push_back(core::Finding{id, std::move(message), e.stack, std::move(related)});
   }
   // True if this check already spoke from this call stack: reports are
   // deduplicated per (check, stack) anyway, so a check in a loop returns
   // before it formats the same finding again.
-  bool Repeated(core::CheckId id) const { return e.stack && emitted_->contains(Key(id)); }
+  bool Repeated(core::CheckId id) const { return e.stack && emitted_->contains(EmittedKey(id, e.stack)); }
   // The event's scatter lists (empty unless it is a post), worked out once
   // for all the SGE checks.
   const PostLists& Lists() {
@@ -110,7 +115,6 @@ class CheckContext {
   const MrState* MrByLkey(uint32_t lkey) { return LookupMr(*mr_cache_, s, lkey); }
 
  private:
-  uint64_t Key(core::CheckId id) const { return (static_cast<uint64_t>(id) << 32) | e.stack; }
   void ComputeLists();
   std::vector<core::Finding>* out_;
   absl::flat_hash_set<uint64_t>* emitted_;
