@@ -207,7 +207,8 @@ int Run(int argc, char** argv) {
   // What the loader must know of the program: LD_PRELOAD cannot reach a
   // statically linked one, and a sanitizer runtime it links must come first.
   std::vector<std::string> first;
-  if (const std::string path = ResolveProgram(cl.rest[0]); !path.empty()) {
+  const std::string path = ResolveProgram(cl.rest[0]);
+  if (!path.empty()) {
     const ElfInfo elf = ReadElf(path);
     if (elf.elf && elf.executable && !elf.interpreter) {
       Error(
@@ -220,6 +221,10 @@ int Run(int argc, char** argv) {
   }
   if (!PrepareEnvironment(cl, first)) return kExitUsage;
   cl.rest.push_back(nullptr);
+  // The file execvp would find first on PATH, without its failed tries of
+  // the folders before it; execvp for anything else (a script without
+  // "#!" runs under /bin/sh) and for its error message.
+  if (!path.empty()) execv(path.c_str(), cl.rest.data());
   execvp(cl.rest[0], cl.rest.data());
   int err = errno;
   Error("%s: %s", cl.rest[0], err == ENOENT ? "command not found" : strerror(err));
