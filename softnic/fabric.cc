@@ -491,9 +491,19 @@ void Fabric::ReapDeadLocked() {
 void Fabric::Detach() {
   if (detached_ || getpid() != owner_pid_) return;
   detached_ = true;
-  Lock();
-  ReleaseProcLocked(self_);
-  Unlock();
+  // The last process out removes the file, and no process reads its
+  // tables again (one that opened it meanwhile finds it unlinked and opens
+  // afresh), so the last one leaves its slot and objects as they are:
+  // releasing them walks every table, all 4.5 MB of them faulted in at
+  // each exit (a third of softnic's cost in a campaign's short runs).
+  // The exclusive lock says who is last, as in RemoveFileIfLast; one that
+  // does not get it has given up its shared lock (flock(2): a conversion
+  // drops the old lock first) and releases its objects as before.
+  if (fd_ < 0 || flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    Lock();
+    ReleaseProcLocked(self_);
+    Unlock();
+  }
   RemoveFileIfLast();
   if (!inproc_) SweepStaleFabrics(dir_);
 }
@@ -502,11 +512,11 @@ void Fabric::RemoveFileIfLast() {
   if (fd_ < 0 || getpid() != owner_pid_) return;
   // Every user holds LOCK_SH on the file for life, and the kernel drops it
   // when a process ends however it ends (SIGKILL included), so the lock,
-  // not the procs table, says who is left.  Drop ours, then try for
-  // LOCK_EX: of processes leaving together, the last one to try gets it.
+  // not the procs table, says who is left.  Convert ours to LOCK_EX (the
+  // shared lock goes first, flock(2); Detach may hold the exclusive one
+  // already): of processes leaving together, the last one to try gets it.
   // An attacher that opened the file meanwhile waits for LOCK_SH, finds it
   // unlinked (st_nlink == 0) and opens afresh.
-  flock(fd_, LOCK_UN);
   struct stat mine, named;
   if (flock(fd_, LOCK_EX | LOCK_NB) == 0 && fstat(fd_, &mine) == 0 && lstat(path_.c_str(), &named) == 0 &&
       mine.st_dev == named.st_dev && mine.st_ino == named.st_ino)
