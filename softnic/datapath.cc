@@ -191,10 +191,9 @@ void ResponderError(Exec& x, ShmQp& resp, uint32_t event) {
 }
 
 // Remote peer vanished (or never existed): RC requester sees retry exceeded.
-int NoResponder(Exec& x) {
+int NoResponder(Exec& x, const char* what) {
   if (IsReliable(x.qp->shm->type)) {
-    Why(x, "RETRY_EXC_ERR: the responder QP 0x%x does not answer (gone, in ERR, or its process died)",
-        x.qp->shm->dest_qpn);
+    Why(x, "RETRY_EXC_ERR: the responder QP 0x%x does not answer (%s)", x.qp->shm->dest_qpn, what);
     x.qp->shm->remote_gone = 1;
     return IBV_WC_RETRY_EXC_ERR;
   }
@@ -218,10 +217,11 @@ uint64_t RetryBudgetNs(const ShmQp& me) {
 // later post/poll/wait calls) until the responder is ready or the retry
 // time runs out (RETRY_EXC_ERR).  UC and UD lose the message.
 int ResponderNotReady(Exec& x, SendWqe& w) {
-  if (!IsReliable(x.qp->shm->type)) return NoResponder(x);
+  if (!IsReliable(x.qp->shm->type)) return NoResponder(x, "not ready to receive");
   const uint64_t now = NowNs();
   if (!w.retry_since_ns) w.retry_since_ns = now;
-  if (now - w.retry_since_ns >= RetryBudgetNs(*x.qp->shm)) return NoResponder(x);
+  if (now - w.retry_since_ns >= RetryBudgetNs(*x.qp->shm))
+    return NoResponder(x, "not ready to receive within the retry time");
   return kPending;
 }
 
@@ -229,7 +229,8 @@ int ResponderNotReady(Exec& x, SendWqe& w) {
 // or past it (ERR, SQE: the requester fails at once, as before).
 int NotReadyOrError(Exec& x, const ShmQp& resp, SendWqe& w) {
   auto s = resp.state.load(std::memory_order_relaxed);
-  return s == IBV_QPS_RESET || s == IBV_QPS_INIT ? ResponderNotReady(x, w) : NoResponder(x);
+  return s == IBV_QPS_RESET || s == IBV_QPS_INIT ? ResponderNotReady(x, w)
+                                                 : NoResponder(x, "it is in ERR or SQE");
 }
 
 bool PeerAlive(Exec& x, const ShmQp& resp) {
@@ -279,7 +280,7 @@ int DeliverWriteImm(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint
           : x.place && PlacesInChunks(x, w, len, rw->wr_id, srq_slot == kNone)
               ? PlaceStep(x, dst_pid, &dst, 1, x.self, lseg, nl, &more)
               : Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
-  if (e == ESRCH) return NoResponder(x);
+  if (e == ESRCH) return NoResponder(x, "its process died");
   if (e && LocalFault(lseg, nl, false)) {
     UntakeRecv(x, resp, srq_slot);
     Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
@@ -378,7 +379,7 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
   } else if (need) {
     int e = chunks ? PlaceStep(x, dst_pid, rseg, nr, x.self, src, ns, &more)
                    : Move(x.self, dst_pid, rseg, nr, x.self, src, ns);
-    if (e == ESRCH) return NoResponder(x);
+    if (e == ESRCH) return NoResponder(x, "its process died");
     if (e && LocalFault(lseg, nl, false)) {
       UntakeRecv(x, resp, srq_slot);
       Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
@@ -423,7 +424,7 @@ bool Land(Exec& x, const SendWqe& w, ShmQp& resp, int* st) {
   x.resp_proc = srq.proc;
   x.resp_pd = srq.pd;
   if (srq.proc != resp.proc && !x.p->fab->ProcAlive(srq.proc)) {
-    *st = NoResponder(x);
+    *st = NoResponder(x, "the process of its shared receive queue died");
     return false;
   }
   return true;
@@ -461,10 +462,10 @@ int SendTo(Exec& x, SendWqe& w, ShmQp* resp, const Seg* lseg, uint32_t nl, uint6
   RecvCopy copy;
   bool corrupt;
   ShmRecvWqe* rw = TakeRecv(x, *resp, &srq_slot, &copy, &corrupt);
-  if (corrupt) return NoResponder(x);
+  if (corrupt) return NoResponder(x, "its receive queue's shared fields describe no ring");
   if (!rw) return NoReceiveWqe(x, me, *resp, w);
   const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
-  if (!dst_pid) return NoResponder(x);
+  if (!dst_pid) return NoResponder(x, "its process is gone");
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
   if (w.opcode == IBV_WR_SEND_WITH_INV) {
@@ -551,7 +552,9 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
   const bool ud = me.type == IBV_QPT_UD;
   if (ud && w.remote_qpn == kMcastQpn) return ExecuteMulticast(x, w, lseg, nl, len);
   ShmQp* resp = FindQp(x.h, ud ? w.remote_qpn : me.dest_qpn);
-  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
+  if (!resp) return NoResponder(x, "no such QP");
+  if (!Peers(me.type, resp->type)) return NoResponder(x, "a QP of another transport");
+  if (!PeerAlive(x, *resp)) return NoResponder(x, "its process died");
   return SendTo(x, w, resp, lseg, nl, len);
 }
 
@@ -559,12 +562,14 @@ int ExecuteSendLike(Exec& x, SendWqe& w, const Seg* lseg, uint32_t nl, uint64_t 
 int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
   ShmQp& me = *x.qp->shm;
   ShmQp* resp = FindQp(x.h, me.dest_qpn);
-  if (!resp || !Peers(me.type, resp->type) || !PeerAlive(x, *resp)) return NoResponder(x);
+  if (!resp) return NoResponder(x, "no such QP");
+  if (!Peers(me.type, resp->type)) return NoResponder(x, "a QP of another transport");
+  if (!PeerAlive(x, *resp)) return NoResponder(x, "its process died");
   if (!CanReceive(*resp)) return NotReadyOrError(x, *resp, w);
   int st;
   if (!Land(x, w, *resp, &st)) return st;
   const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
-  if (!dst_pid) return NoResponder(x);
+  if (!dst_pid) return NoResponder(x, "its process is gone");
   switch (w.opcode) {
     case IBV_WR_RDMA_WRITE:
       return ExecuteWrite(x, w, *resp, dst_pid, lseg, nl, len);

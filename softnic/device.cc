@@ -287,8 +287,19 @@ ssize_t RecvFromOwner(int fd, void* buf, size_t len, int flags) {
   }
 }
 
-void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len) {
-  SendDgram(p->fab->ChannelAddr(channel, gen), msg, len);
+void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const uint32_t msg[2]) {
+  if (channel >= kMaxChannels) return;
+  ShmChannel& c = p->fab->hdr()->channels[channel];
+  uint32_t spinning = kChanSpinning;
+  if (c.in_use && c.gen == gen && msg[0] < kMaxCqs &&
+      c.spin.compare_exchange_strong(spinning, kChanDelivered, std::memory_order_acq_rel)) {
+    // Its waiter spins in ibv_get_cq_event: the event goes in the mailbox.
+    c.mail.store(kMailValid | uint64_t{msg[1]} << 32 | msg[0], std::memory_order_release);
+  } else {
+    SendDgram(p->fab->ChannelAddr(channel, gen), msg, 2 * sizeof(uint32_t));
+    c.dgrams.fetch_add(1, std::memory_order_release);
+  }
+  c.events.fetch_add(1, std::memory_order_release);
 }
 
 void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t kind, uint32_t slot) {

@@ -94,7 +94,7 @@ void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t sta
 // The responder's QP goes to ERR with async `event` (reliable QPs only).
 void ResponderError(Exec& x, ShmQp& resp, uint32_t event);
 // The responder does not answer: RETRY_EXC_ERR on a reliable QP.
-int NoResponder(Exec& x);
+int NoResponder(Exec& x, const char* what);
 // No receive WQE at the responder: RNR (kPending while retries are left).
 int NoReceiveWqe(Exec& x, const ShmQp& me, const ShmQp& resp, SendWqe& w);
 // The responder's completion of a SEND-like WR `w` of `len` bytes.

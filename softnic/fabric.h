@@ -207,7 +207,21 @@ struct ShmChannel {
   uint32_t in_use;
   uint32_t proc;
   uint32_t gen;
+  // Bumped after each event is sent: a waiter that spins before it blocks
+  // (cq.cc) sees one without a system call.
+  std::atomic<uint32_t> events;
+  // The hand-off to a spinning waiter, which then needs no datagram: the
+  // waiter sets `spin` 0 -> kChanSpinning; the one producer that moves it
+  // on to kChanDelivered stores the event in `mail` (kMailValid | gen << 32
+  // | CQ slot) instead of sending it; the waiter takes it and sets 0.
+  std::atomic<uint32_t> spin;
+  std::atomic<uint64_t> mail;
+  // Bumped after each datagram sent: a waiter that has taken as many reads
+  // its socket only when woken (cq.cc).
+  std::atomic<uint32_t> dgrams;
 };
+inline constexpr uint32_t kChanIdle = 0, kChanSpinning = 1, kChanDelivered = 2;
+inline constexpr uint64_t kMailValid = 1ull << 31;
 
 struct alignas(64) ShmCq {
   uint32_t in_use;

@@ -58,6 +58,10 @@ struct SnChannel {
   ibv_comp_channel ch;
   uint32_t slot;
   uint32_t gen;
+  // When ibv_get_cq_event last returned an event (cq.cc's spin), and the
+  // datagrams it has read (against ShmChannel::dgrams).
+  std::atomic<uint64_t> last_event_ns{0};
+  std::atomic<uint32_t> dgrams_taken{0};
 };
 
 struct SnQp;
@@ -308,7 +312,9 @@ int MakeEventSocket(Fabric* f, EventSocket kind, uint32_t slot, uint32_t* gen);
 // process of our user (SCM_CREDENTIALS).
 ssize_t RecvFromOwner(int fd, void* buf, size_t len, int flags);
 // Wakes the owner of a completion channel (datagram to its socket).
-void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const void* msg, size_t len);
+// Sends a completion event {CQ slot, CQ gen} to a channel: into its
+// mailbox if a waiter spins on it, else as a datagram to its socket.
+void SendChannelEvent(Process* p, uint32_t channel, uint32_t gen, const uint32_t msg[2]);
 // Sends an async event to the context that owns an object.
 void RaiseAsyncLocked(Process* p, uint32_t ctx_slot, uint32_t type, uint32_t obj_kind, uint32_t obj_slot);
 enum : uint32_t { kObjNone = 0, kObjCq = 1, kObjQp = 2, kObjSrq = 3, kObjPort = 4 };
@@ -493,9 +499,12 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   if (!entry) return false;
   ShmCqe& slot = *entry;
   const bool solicited = (in.wc_flags & 0x80000000u) || in.status != IBV_WC_SUCCESS;
-  // Copy everything but seq, then publish.
+  // Copy everything but seq, and of the staged SGEs only those used (a
+  // line the poller need not read is not written), then publish.
+  const uint32_t nsge = in.stage_nsge <= kStageSges ? in.stage_nsge : kStageSges;
   memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq),
-         reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq), offsetof(ShmCqe, stage) - sizeof(slot.seq));
+         reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq),
+         offsetof(ShmCqe, stage_sge) + nsge * sizeof(ShmSge) - sizeof(slot.seq));
   if (in.stage_len) memcpy(slot.stage, in.stage, in.stage_len);
   slot.ts_ns = NowNs();
   slot.seq.store(cq.prod + 1, std::memory_order_release);
@@ -504,7 +513,7 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   uint32_t armed = cq.armed.load(std::memory_order_relaxed);
   if (armed && (armed == 1 || solicited) && cq.channel != kNone && cq.armed.exchange(0) != 0) {
     uint32_t msg[2] = {cq_slot, cq.gen};
-    SendChannelEvent(p, cq.channel, cq.channel_gen, msg, sizeof(msg));
+    SendChannelEvent(p, cq.channel, cq.channel_gen, msg);
   }
   return true;
 }

@@ -41,7 +41,7 @@ int ExecuteWrite(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Se
   int e = x.place && PlacesInChunks(x, w, len, 0, w.opcode == IBV_WR_RDMA_WRITE)
               ? PlaceStep(x, dst_pid, &dst, 1, x.self, lseg, nl, &more)
               : Move(x.self, dst_pid, &dst, 1, x.self, lseg, nl);
-  if (e == ESRCH) return NoResponder(x);
+  if (e == ESRCH) return NoResponder(x, "its process died");
   if (e && LocalFault(lseg, nl, false)) {
     Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
     return IBV_WC_LOC_PROT_ERR;
@@ -71,7 +71,7 @@ int ExecuteRead(Exec& x, const SendWqe& w, ShmQp& resp, pid_t dst_pid, const Seg
   int e = x.place && PlacesInChunks(x, w, len, 0, true)
               ? PlaceStep(x, x.self, lseg, nl, dst_pid, &src, 1, &more)
               : Move(x.self, x.self, lseg, nl, dst_pid, &src, 1);
-  if (e == ESRCH) return NoResponder(x);
+  if (e == ESRCH) return NoResponder(x, "its process died");
   if (e && LocalFault(lseg, nl, true)) {
     Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
     return IBV_WC_LOC_PROT_ERR;
@@ -99,7 +99,7 @@ uint64_t AtomicResult(const SendWqe& w, uint64_t old) {
 int AtomicAtTarget(Exec& x, const SendWqe& w, pid_t dst_pid, uint64_t va, uint64_t* old) {
   Seg rs{va, 8}, ls{reinterpret_cast<uint64_t>(old), 8};
   int e = Move(x.self, x.self, &ls, 1, dst_pid, &rs, 1);
-  if (e == ESRCH) return NoResponder(x);
+  if (e == ESRCH) return NoResponder(x, "its process died");
   if (e) return IBV_WC_REM_ACCESS_ERR;
   uint64_t nv = AtomicResult(w, *old);
   if (nv != *old) {

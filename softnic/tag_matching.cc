@@ -171,7 +171,7 @@ int ExecuteTmSend(Exec& x, SendWqe& w, ShmQp& resp, const Seg* lseg, uint32_t nl
   const uint32_t op = len >= sizeof(tmh) ? tmh.opcode : 0xff;
   const bool tagged = op == IBV_TMH_EAGER || (op == IBV_TMH_RNDV && len >= sizeof(hdr));
   const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
-  if (!dst_pid) return NoResponder(x);
+  if (!dst_pid) return NoResponder(x, "its process is gone");
   if (tagged) {
     ShmTag t;
     const uint32_t handle = MatchTagLocked(x.p->fab, srq, be64toh(tmh.tag), &t);
@@ -200,7 +200,7 @@ int ExecuteTmSend(Exec& x, SendWqe& w, ShmQp& resp, const Seg* lseg, uint32_t nl
   RecvCopy copy;
   bool corrupt;
   ShmRecvWqe* rw = TakeRecv(x, resp, &srq_slot, &copy, &corrupt);
-  if (corrupt) return NoResponder(x);
+  if (corrupt) return NoResponder(x, "its receive queue's shared fields describe no ring");
   if (!rw) return NoReceiveWqe(x, me, resp, w);
   ShmCqe c{};
   InitRecvCqe(w, len, &c);
