@@ -350,7 +350,7 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
     // The busiest two kinds, straight: a post or poll that no check can
     // speak about (checkers/quiet.h) runs none of them.
     auto* qp = static_cast<QpState*>(books);
-    if (any_by_kind_[k] && !(quiet_filters_ && PostSendQuiet(e, *qp, state_, d->mrs, d->emitted)))
+    if (any_by_kind_[k] && !(quiet_filters_ && PostSendQuiet(e, *qp, state_, d->mrs, d->emitted, enabled_)))
       RunChecks(e, &d->emitted, &d->mrs, findings, qp);
     state_.ApplyPostSend(e, qp);
   } else if constexpr (K == EventKind::kPollCq) {

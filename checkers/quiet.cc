@@ -69,12 +69,9 @@ inline bool GatherQuiet(const core::SendWr& w, bool earlier, const State& s, MrC
 }  // namespace
 
 bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs,
-                   const absl::flat_hash_set<uint64_t>& emitted) {
+                   const absl::flat_hash_set<uint64_t>& emitted, uint64_t enabled) {
   // A failed post: the checks tell the accepted WRs from the rest.
   if (e.bad_index != UINT32_MAX) return false;
-  // rkey-not-bumped, invalidate-in-flight (such posts take every lock and
-  // skip the filters anyway).
-  if (HasWindowWrs(e)) return false;
   // post-bad-qp-state, post-after-error.
   if (q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD) return false;
   const uint32_t max_wr = q.caps.max_send_wr;
@@ -89,8 +86,13 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
   const bool run_applies = !q.sq_sig_all && max_wr >= 2;
   uint64_t signaled = 0;
   bool local_writes = false;  // a READ or atomic came earlier in the chain
+  // wr-id-duplicate (off by default) walks the queue's signaled WRs.
+  const bool wr_ids = enabled >> static_cast<size_t>(core::CheckId::kWrIdDuplicate) & 1;
   for (size_t i = 0; i < n; ++i) {
     const core::SendWr& w = wrs[i];
+    // rkey-not-bumped, invalidate-in-flight (such posts take every lock
+    // and skip the filters anyway).
+    if (w.opcode == IBV_WR_BIND_MW || w.opcode == IBV_WR_LOCAL_INV) return false;
     const core::Sge* g = w.sges.data();
     const size_t ng = w.sges.size();
     const bool sig = q.sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
@@ -130,7 +132,7 @@ bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCac
       }
     }
     // wr-id-duplicate.
-    if (sig) {
+    if (sig && wr_ids) {
       if (q.sq_signaled)
         for (const auto& o : q.sq)
           if (o.signaled && o.wr_id == w.wr_id) return false;

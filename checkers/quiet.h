@@ -24,9 +24,10 @@ namespace rdmasan::checkers {
 // post_send to a QP whose books are `q`: no check of kPostSend can report.
 // `emitted`: the domain's reported (check, stack) keys (EmittedKey): a
 // check that speaks once per stack (Repeated) and already spoke from this
-// one cannot report again.
+// one cannot report again.  `enabled`: bit i for the check with CheckId i
+// that runs (the condition of a check that does not run is not tested).
 bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs,
-                   const absl::flat_hash_set<uint64_t>& emitted);
+                   const absl::flat_hash_set<uint64_t>& emitted, uint64_t enabled);
 // post_recv to a QP whose books are `q`: no check of kPostRecv can report.
 bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs);
 // poll_cq: no check of kPollCq can report.

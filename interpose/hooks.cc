@@ -61,8 +61,12 @@ class Registry {
   }
   void Alias(const void* obj, core::ObjId id) { table_.Put(obj, id & kIdMask); }
   core::ObjId Find(const void* obj) const { return FindValue(obj) & kIdMask; }
-  ObjLimits Limits(const void* obj) const {
+  ObjLimits Limits(const void* obj) const { return LimitsOf(FindValue(obj)); }
+  ObjInfo Info(const void* obj) const {
     const uint64_t v = FindValue(obj);
+    return {v & kIdMask, LimitsOf(v)};
+  }
+  static ObjLimits LimitsOf(uint64_t v) {
     return {static_cast<uint32_t>(v >> kIdBits) & kMaxSge,
             static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
             WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits)) & ((1u << kWrBits) - 1)),
@@ -524,6 +528,8 @@ void AssignAlias(const void* obj, core::ObjId id) {
 }
 
 ObjLimits Limits(const void* obj) { return obj ? Objects().Limits(obj) : ObjLimits{}; }
+
+ObjInfo Lookup(const void* obj) { return obj ? Objects().Info(obj) : ObjInfo{}; }
 
 void Forget(const void* obj) { Objects().Forget(obj); }
 

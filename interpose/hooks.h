@@ -46,6 +46,12 @@ struct ObjLimits {
 core::ObjId Assign(const void* obj, const ObjLimits& limits = {});
 core::ObjId Id(const void* obj);
 ObjLimits Limits(const void* obj);
+// Id() and Limits() of one object with one lookup (the posts ask both).
+struct ObjInfo {
+  core::ObjId id = 0;
+  ObjLimits limits;
+};
+ObjInfo Lookup(const void* obj);
 void Forget(const void* obj);
 // Makes `obj` another handle of the object whose id is `id` (a parent
 // domain of its PD, an imported PD or MR): every event naming `obj` names

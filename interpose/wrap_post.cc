@@ -153,11 +153,12 @@ int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_r
                    core::StackId stack) {
   core::Event e;
   e.kind = kind;
-  e.obj = Id(obj);
+  const ObjInfo info = Lookup(obj);
+  e.obj = info.id;
   e.ret = rc;
   e.err = rc;
   e.stack = stack;
-  const ObjLimits lim = Limits(obj);
+  const ObjLimits& lim = info.limits;
   CopyRecvChain(wr, rc ? *bad : nullptr, &e, lim.max_recv_sge, ChainBound(lim.max_recv_wr, 65536));
   Emit(e);
   return rc;
@@ -195,9 +196,10 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::unique_ptr<core::Event> spare;
   core::Event& e = FreshEvent(t_post_event.event, t_post_event_gone, spare, core::EventKind::kPostSend);
   e.bad_index = UINT32_MAX;
-  e.obj = Id(qp);
+  const ObjInfo info = Lookup(qp);
+  e.obj = info.id;
   e.stack = stack;
-  const ObjLimits lim = Limits(qp);
+  const ObjLimits& lim = info.limits;
   const uint32_t copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
                                         ChainBound(lim.max_send_wr, 4096));
   HashSendPayloads(&e);
