@@ -605,6 +605,14 @@ uint64_t Decider::Schedule(Point p, uint64_t obj, absl::FunctionRef<uint64_t(Dra
   return result;
 }
 
+uint64_t Decider::ScheduleAt(Point p, uint64_t obj, uint64_t hit, absl::FunctionRef<uint64_t(Draws&)> f,
+                             NoteFn note, uint32_t qp_num, uint64_t wr_id) {
+  const DecisionKey key{p, obj, hit};
+  const uint64_t result = source_->Replaying() ? source_->Recorded(key) : source_->Draw(key, f);
+  if (result) Record(key, result, note, qp_num, wr_id);
+  return result;
+}
+
 uint64_t Decider::Chaos(Point p, uint64_t obj, uint64_t n, NoteFn note, uint32_t qp_num, uint64_t wr_id) {
   if (n <= 1 || !active_[static_cast<int>(p)]) return 0;
   DecisionKey key;

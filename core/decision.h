@@ -273,6 +273,11 @@ class Decider {
   // when replaying).  Non-zero outcomes are recorded.
   uint64_t Schedule(Point p, uint64_t obj, absl::FunctionRef<uint64_t(Draws&)> f, NoteFn note = nullptr,
                     uint32_t qp_num = 0, uint64_t wr_id = 0);
+  // The same at hit `hit` of (p, obj), counted by a caller that makes every
+  // decision at (p, obj) through here (the scheduler: a CQ's own, under
+  // its lock), so its count is the one NextKey would keep; no lock.
+  uint64_t ScheduleAt(Point p, uint64_t obj, uint64_t hit, absl::FunctionRef<uint64_t(Draws&)> f,
+                      NoteFn note = nullptr, uint32_t qp_num = 0, uint64_t wr_id = 0);
 
   // A chaos decision (softnic's legal freedoms) among `n` outcomes: 0 (the
   // natural behaviour) or, when a --chaos rule naming `p` (and qp_num, for

@@ -89,6 +89,11 @@ struct CqState {
   Entry current;  // ibv_cq_ex: the completion being read
   int ex_budget = 0;
   uint64_t obj = 0;  // the CQ's id, once known (CqObj)
+  // Hits of sched.hold and sched.pick at this CQ (the Decider's count of
+  // (point, obj): every such decision is this CQ's, made under mu), for
+  // the Global numbered `epoch`.
+  uint64_t epoch = 0;
+  uint64_t holds = 0, picks = 0;
   // The QP of the last completion admitted, as LookupQp gave it, while the
   // QP table's generation is qp_gen (0: none remembered).
   uint64_t qp_gen = 0;
@@ -106,7 +111,12 @@ struct Pct {
   absl::flat_hash_map<uint64_t, int64_t> prio;
 };
 
+// Numbers each Global (ResetForTest and ResetForFuzz make new ones): a CQ's
+// decision counters belong to one.
+std::atomic<uint64_t> g_epochs{0};
+
 struct Global {
+  uint64_t epoch = g_epochs.fetch_add(1, std::memory_order_relaxed) + 1;
   Mode mode = Mode::kNatural;
   bool replaying = false;
   bool wc_error = false;
@@ -176,6 +186,19 @@ uint64_t CqObj(CqState& st, const void* cq) {
   return st.obj;
 }
 
+// A scheduler decision at this CQ: hits counted here (no Decider lock) when
+// the CQ has an id of its own; with none (0: checking off), every CQ
+// shares (point, 0), counted by the Decider.
+template <typename F, typename N>
+uint64_t Decide(Global& g, CqState& st, const void* cq, Point p, F f, N note, uint32_t qp_num,
+                uint64_t wr_id) {
+  const uint64_t obj = CqObj(st, cq);
+  if (!obj) return g.decider->Schedule(p, obj, f, note, qp_num, wr_id);
+  if (st.epoch != g.epoch) st.epoch = g.epoch, st.holds = st.picks = 0;
+  const uint64_t hit = ++(p == Point::kSchedHold ? st.holds : st.picks);
+  return g.decider->ScheduleAt(p, obj, hit, f, note, qp_num, wr_id);
+}
+
 bool IsForced(const Global& g, const CqState& st, const Entry& e) {
   return e.age >= g.delay || e.seq < st.release_below;
 }
@@ -222,11 +245,12 @@ bool Failing(const CqState& st, uint32_t qp_num) {
 // Classifies a freshly pulled completion (appended to the buffer as `e`,
 // its wc and extras filled), injects wc.error and rewrites what a failed
 // send queue cannot have completed.
-void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
-  ibv_wc& wc = e.wc;
-  QpInfo qi;
+// What Admit does to the completion itself: the wc.error decision, the
+// rewrite of a failed send queue's, the poison of an error completion's
+// undefined fields.  Returns whether its QP is known (*qi).
+bool AdmitWc(const Global& g, CqState& st, const ibv_context* ctx, ibv_wc& wc, QpInfo* out) {
+  QpInfo& qi = *out;
   const bool known = CachedQp(st, ctx, wc.qp_num, &qi);
-  const uint64_t qp_ident = known && qi.id ? qi.id : wc.qp_num;
   if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
     if (!st.failing.empty() && Failing(st, wc.qp_num)) {
       wc.status = IBV_WC_WR_FLUSH_ERR;
@@ -244,11 +268,19 @@ void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
       }
     }
   }
+  if (wc.status != IBV_WC_SUCCESS) PoisonErrorWc(&wc);
+  return known;
+}
+
+void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
+  ibv_wc& wc = e.wc;
+  QpInfo qi;
+  const bool known = AdmitWc(g, st, ctx, wc, &qi);
+  const uint64_t qp_ident = known && qi.id ? qi.id : wc.qp_num;
   if (wc.status != IBV_WC_SUCCESS) {
     e.barrier = true;
     e.stream = (uint64_t{3} << 62) | wc.qp_num;
     e.ident = qp_ident * 4 + 3;
-    PoisonErrorWc(&wc);
     e.ts = e.wallclock = UINT64_C(0xdeadbeefdeadbeef);
     e.flow_tag = kPoison32;
     e.cvlan = 0xbeef;
@@ -409,7 +441,14 @@ bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
   if (st.buf.empty()) return false;
   size_t at = 0;
   if (!IsForced(g, st, st.buf.front()) && (g.mode != Mode::kNatural || g.replaying)) {
-    const uint64_t cq_obj = CqObj(st, cq);
+    if (st.buf.size() == 1 && g.mode != Mode::kPct) {
+      // One completion buffered: eligible unless held back; alone, it is
+      // no choice (no sched.pick, as below).  PCT counts it as a step.
+      const Entry& e = st.buf.front();
+      if (e.age < e.hold) return false;  // not forced (tested above)
+      *out = 0;
+      return true;
+    }
     thread_local std::vector<uint32_t> elig;
     Eligible(g, st, &elig);
     if (elig.empty()) return false;  // every stream head held back
@@ -429,8 +468,8 @@ bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
           g.pct.prio[st.buf[elig[best]].ident] = g.pct.depth - 1 - static_cast<int64_t>(i);
       if (elig.size() >= 2) {
         const Entry& c = st.buf[elig[best]];
-        const uint64_t o = g.decider->Schedule(
-            Point::kSchedPick, cq_obj, [best](core::Draws&) { return best; },
+        const uint64_t o = Decide(
+            g, st, cq, Point::kSchedPick, [best](core::Draws&) { return best; },
             [&](uint64_t) {
               return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
                                      c.wc.qp_num, Side(c), c.wc.wr_id, elig[best]);
@@ -439,13 +478,14 @@ bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
         at = elig[o < elig.size() ? o : 0];
       }
     } else if (elig.size() >= 2) {
-      const uint64_t o = g.decider->Schedule(
-          Point::kSchedPick, cq_obj, [&](core::Draws& d) { return d.Below(elig.size()); },
+      const uint64_t o = Decide(
+          g, st, cq, Point::kSchedPick, [&](core::Draws& d) { return d.Below(elig.size()); },
           [&](uint64_t o) {
             const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
             return absl::StrFormat("sched.pick QP 0x%x %s wr_id=0x%x released before %u older", c.wc.qp_num,
                                    Side(c), c.wc.wr_id, elig[o < elig.size() ? o : 0]);
-          });
+          },
+          0, 0);
       at = elig[o < elig.size() ? o : 0];
     }
   }
@@ -466,12 +506,11 @@ void Release(CqState& st, size_t at) {
 void AssignHolds(Global& g, CqState& st, const void* cq, uint64_t first_seq) {
   if (!(g.mode == Mode::kRandom || g.replaying)) return;
   const uint64_t most = std::max<uint32_t>(g.delay, 1);
-  const uint64_t cq_obj = CqObj(st, cq);
   for (size_t i = 0; i < st.buf.size(); ++i) {
     Entry& e = st.buf[i];
     if (e.seq < first_seq || IsForced(g, st, e)) continue;
-    const uint64_t h = g.decider->Schedule(
-        Point::kSchedHold, cq_obj,
+    const uint64_t h = Decide(
+        g, st, cq, Point::kSchedHold,
         [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
         [&e](uint64_t h) {
           return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", e.wc.qp_num, Side(e),
@@ -594,6 +633,24 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   std::lock_guard<std::mutex> l(st->mu);
   Global& g = *G();
   StartOfPoll(*st);
+  if (g.mode == Mode::kNatural && !g.replaying && st->buf.empty() && st->failing.empty()) {
+    // Nothing is held or picked (the natural order) and nothing waits in
+    // the buffer: the provider's completions go straight to the caller,
+    // each admitted in place, as the buffer would have returned them.
+    const int got = provider(cq, n, wc);
+    if (got < 0) return got;
+    for (int i = 0; i < got; ++i) {
+      QpInfo qi;
+      AdmitWc(g, *st, cq->context, wc[i], &qi);
+    }
+    AfterPull(*st, got, n);
+    int err = 0;
+    // An error injected: what the provider completed before its QP went
+    // to ERR is pulled now (and rewritten), for the next polls.
+    if (!st->failing.empty()) PullPoll(g, *st, cq, provider, &err);
+    AfterPullOfPoll(*st);
+    return got;
+  }
   int err = 0;
   const uint64_t first = st->next_seq;
   PullPoll(g, *st, cq, provider, &err);
