@@ -146,23 +146,35 @@ inline void Assign(T* field, uint64_t v) {
     Assign(&o->f, t[bit]);                             \
   }
 #define RDMASAN_TRACE_STACK_BIT(bit, f, C) (C == kStack ? bit : 0) +
+#define RDMASAN_TRACE_MASK_BIT(bit, f, C) | (uint64_t{1} << bit)
+// A record that changes none of the table's fields: each takes its slot's
+// value (a kStack slot stays as it is).
+#define RDMASAN_TRACE_COPY(bit, f, C) \
+  if constexpr (C != kStack) Assign(&o->f, t[bit]);
 
 // One codec per field table, so each table is walked by the same three
 // loops.  kStackBit: the kStack field's bit, 0 if none (slot 0 is never a
 // field's).
-#define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                                       \
-  struct Name {                                                                             \
-    [[maybe_unused]] static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0;    \
-    static uint64_t Diff(const Type& o, const uint64_t* t) {                                \
-      uint64_t m = 0;                                                                       \
-      FIELDS(RDMASAN_TRACE_DIFF)                                                            \
-      return m;                                                                             \
-    }                                                                                       \
-    static uint8_t* Put(uint8_t* p, const Type& o, uint64_t m, uint64_t* t) {               \
-      FIELDS(RDMASAN_TRACE_PUT)                                                             \
-      return p;                                                                             \
-    }                                                                                       \
-    static void Get(Dec& d, Type* o, uint64_t m, uint64_t* t) { FIELDS(RDMASAN_TRACE_GET) } \
+#define RDMASAN_TRACE_FIELD_CODEC(Name, Type, FIELDS)                                    \
+  struct Name {                                                                          \
+    [[maybe_unused]] static constexpr int kStackBit = FIELDS(RDMASAN_TRACE_STACK_BIT) 0; \
+    static constexpr uint64_t kFieldMask = 0 FIELDS(RDMASAN_TRACE_MASK_BIT);             \
+    static uint64_t Diff(const Type& o, const uint64_t* t) {                             \
+      uint64_t m = 0;                                                                    \
+      FIELDS(RDMASAN_TRACE_DIFF)                                                         \
+      return m;                                                                          \
+    }                                                                                    \
+    static uint8_t* Put(uint8_t* p, const Type& o, uint64_t m, uint64_t* t) {            \
+      FIELDS(RDMASAN_TRACE_PUT)                                                          \
+      return p;                                                                          \
+    }                                                                                    \
+    static void Get(Dec& d, Type* o, uint64_t m, uint64_t* t) {                          \
+      if (!(m & kFieldMask)) {                                                           \
+        FIELDS(RDMASAN_TRACE_COPY)                                                       \
+        return;                                                                          \
+      }                                                                                  \
+      FIELDS(RDMASAN_TRACE_GET)                                                          \
+    }                                                                                    \
   };
 
 RDMASAN_TRACE_FIELD_CODEC(EventCommonCodec, Event, RDMASAN_TRACE_EVENT_COMMON_FIELDS)
