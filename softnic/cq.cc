@@ -445,7 +445,7 @@ bool ScatterStaged(Process* p, const ShmCqe& c) {
   uint32_t len = c.stage_len;
   if (nsge > kStageSges || len > kStageBytes) return false;
   ShmSge sge[kStageSges];
-  memcpy(sge, c.stage_sge, nsge * sizeof(ShmSge));  // only those used: one line for one SGE
+  for (uint32_t i = 0; i < nsge; ++i) sge[i] = StageSge(c, i);  // only those used: one line for one SGE
   Seg dst[kStageSges];
   uint32_t nd = 0, off = 0;
   for (uint32_t i = 0; i < nsge && off < len; ++i) {

@@ -119,8 +119,15 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
     rq = &s.rq;
     *srq_slot = srq;
   }
-  const uint64_t head = RqHead(*rq), tail = rq->tail;
-  if (tail == head) return nullptr;
+  const uint64_t tail = rq->tail;
+  uint64_t head = rq->head_seen;
+  // What it saw is used up (or was never a ring position past the tail: a
+  // flush moved the tail on): read the owner's line.
+  if (head - tail - 1 >= rq->nslots) {
+    head = RqHead(*rq);
+    if (tail == head) return nullptr;
+    rq->head_seen = head;
+  }
   const ShmRecvWqe* shared = x.p->fab->RqEntry(*rq, tail);
   const uint32_t max_sge = rq->max_sge;
   if (!shared || head - tail > rq->nslots || max_sge > kMaxSge) {
@@ -131,6 +138,9 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
   memcpy(w, shared, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
   w->num_sge = std::min(w->num_sge, max_sge);
   ++rq->tail;
+  // The next WQE, if posted, is read by the next take: fetch it now, off
+  // that message's path.
+  if (head - tail > 1) __builtin_prefetch(x.p->fab->RqEntry(*rq, tail + 1));
   if (*srq_slot != kNone) {
     ShmSrq& s = x.h->srqs[*srq_slot];
     if (s.armed_limit && RqHead(*rq) - rq->tail < s.srq_limit) {
@@ -319,7 +329,7 @@ bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t 
   if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
   c->stage_len = static_cast<uint32_t>(need);
   c->stage_nsge = static_cast<uint8_t>(nr);
-  for (uint32_t i = 0; i < nr; ++i) c->stage_sge[i] = {rseg[i].va, rseg[i].len, rseg[i].key};
+  for (uint32_t i = 0; i < nr; ++i) StageSge(*c, i) = {rseg[i].va, rseg[i].len, rseg[i].key};
   return true;
 }
 

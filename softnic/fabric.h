@@ -63,7 +63,7 @@ inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
 // (tag lists, TM fields of completions); 8: raw packet QPs (flow steering
 // rules, RSS QPs' indirection, work queues as QP slots); 9: a CQ's
 // producer, consumer and arm fields on lines of their own.
-inline constexpr uint32_t kFabricVersion = 9;
+inline constexpr uint32_t kFabricVersion = 10;
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -133,7 +133,11 @@ struct ShmSge {
 };
 
 // One completion as it sits in a CQ ring.  `seq` is written last (release):
-// the consumer owns the slot when seq == its index + 1.
+// the consumer owns the slot when seq == its index + 1.  Laid out for the
+// cache lines a small SEND moves from the requester's core to the poller's:
+// the first line is what every completion carries, the second the rest a
+// poll reads and the first staged SGE with the first 16 bytes of the staged
+// payload; a push writes, and a poll reads, only the lines in use.
 struct alignas(64) ShmCqe {
   std::atomic<uint64_t> seq;
   uint64_t wr_id;
@@ -153,19 +157,26 @@ struct alignas(64) ShmCqe {
   uint8_t stage_nsge;  // staged payload: scatter at poll time
   uint32_t qp_slot;    // local QP slot, to retire queue slots at poll
   uint32_t sq_index;   // for send completions: WQE counter retired
+  // Second line.
   uint32_t stage_len;
   uint32_t xrc_srq;  // an XRC receive: its SRQ's slot + 1 (0: not XRC)
   uint64_t ts_ns;
-  // Tag matching: what the completion retires at poll (kTm*), the TM SRQ's
-  // slot and tag handle, and the TMH's tag and app_ctx (ibv_wc_tm_info).
+  // Tag matching: what the completion retires at poll (kTm*), the TMH's tag
+  // and app_ctx (ibv_wc_tm_info); tm_srq and tm_handle below.
   uint64_t tm_tag;
   uint32_t tm_priv;
-  uint32_t tm_srq;
-  uint32_t tm_handle;
   uint32_t tm;
-  ShmSge stage_sge[kStageSges];
-  uint8_t stage[kStageBytes];
+  ShmSge stage_sge0;           // the first staged SGE (StageSge)
+  uint8_t stage[kStageBytes];  // from offset 112
+  ShmSge stage_sge_more[kStageSges - 1];
+  uint32_t tm_srq;  // kTm*: the TM SRQ's slot and tag handle
+  uint32_t tm_handle;
 };
+static_assert(offsetof(ShmCqe, stage_len) == 64 && offsetof(ShmCqe, stage) == 112);
+inline ShmSge& StageSge(ShmCqe& c, uint32_t i) { return i ? c.stage_sge_more[i - 1] : c.stage_sge0; }
+inline const ShmSge& StageSge(const ShmCqe& c, uint32_t i) {
+  return i ? c.stage_sge_more[i - 1] : c.stage_sge0;
+}
 
 struct ShmRecvWqe {
   uint64_t wr_id;
@@ -175,21 +186,29 @@ struct ShmRecvWqe {
 };
 
 // A receive queue (of a QP or an SRQ) lives in the heap: ring of WQEs of
-// fixed stride.  Owner posts at `head`; requesters take at `tail`.
+// fixed stride.  Owner posts at `head`; requesters take at `tail`.  Three
+// cache lines, so that a post and a take touch no line of the other side's
+// but the WQE itself: the ring's geometry (written at creation only, read
+// by both), the owner's `head`, and the requesters' `tail` with
+// `head_seen`, the head as a requester last read it (tail <= head_seen <=
+// head: a take reads the owner's line only when it has used up what it saw).
 struct ShmRq {
   uint64_t ring_off;
   uint32_t stride;
   uint32_t nslots;
   uint32_t max_wr;  // reported capacity
   uint32_t max_sge;
-  uint64_t head;  // the owner's, posted without the fabric lock: RqHead, PublishRqHead
-  uint64_t tail;  // requesters', under the fabric lock
+  alignas(64) uint64_t head;  // the owner's, posted without the fabric lock: RqHead, PublishRqHead
+  alignas(64) uint64_t tail;  // requesters', under the fabric lock
+  uint64_t head_seen;         // requesters', under the fabric lock
 };
 // The owner publishes a WQE by storing the next head (release, and
 // sequentially consistent against a flush: recv.cc); requesters read it
 // with acquire.
 inline uint64_t RqHead(const ShmRq& rq) { return __atomic_load_n(&rq.head, __ATOMIC_SEQ_CST); }
 inline void PublishRqHead(ShmRq* rq, uint64_t head) { __atomic_store_n(&rq->head, head, __ATOMIC_SEQ_CST); }
+// Empties the ring (fabric lock held, the owner's posts stopped).
+inline void ResetRq(ShmRq* rq) { rq->head = rq->tail = rq->head_seen = 0; }
 
 struct ShmProc {
   uint32_t in_use;

@@ -499,16 +499,28 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   if (!entry) return false;
   ShmCqe& slot = *entry;
   const bool solicited = (in.wc_flags & 0x80000000u) || in.status != IBV_WC_SUCCESS;
-  // Copy everything but seq, and of the staged SGEs only those used (a
-  // line the poller need not read is not written), then publish.
+  // Copy everything but seq, and of the staged payload and SGEs only what
+  // is used (a line the poller need not read is not written), then
+  // publish.  The first line goes last, right before seq: the poller spins
+  // on it, and it moves to this core once.
   const uint32_t nsge = in.stage_nsge <= kStageSges ? in.stage_nsge : kStageSges;
+  const uint32_t stage_len = in.stage_len <= kStageBytes ? in.stage_len : kStageBytes;
+  memcpy(&slot.stage_len, &in.stage_len, offsetof(ShmCqe, stage) - offsetof(ShmCqe, stage_len));
+  slot.ts_ns = NowNs();
+  if (stage_len) memcpy(slot.stage, in.stage, stage_len);
+  if (nsge > 1) memcpy(slot.stage_sge_more, in.stage_sge_more, (nsge - 1) * sizeof(ShmSge));
+  if (in.tm != kTmNone) {
+    slot.tm_srq = in.tm_srq;
+    slot.tm_handle = in.tm_handle;
+  }
   memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq),
          reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq),
-         offsetof(ShmCqe, stage_sge) + nsge * sizeof(ShmSge) - sizeof(slot.seq));
-  if (in.stage_len) memcpy(slot.stage, in.stage, in.stage_len);
-  slot.ts_ns = NowNs();
+         offsetof(ShmCqe, stage_len) - sizeof(slot.seq));
   slot.seq.store(cq.prod + 1, std::memory_order_release);
   ++cq.prod;
+  // The next slot's second line: this core writes it at the next push, and
+  // the poller reads it only after that push (it spins on the first line).
+  if (ShmCqe* next = p->fab->CqEntry(cq, cq.prod)) __builtin_prefetch(&next->stage_len, 1);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   uint32_t armed = cq.armed.load(std::memory_order_relaxed);
   if (armed && (armed == 1 || solicited) && cq.channel != kNone && cq.armed.exchange(0) != 0) {

@@ -25,7 +25,7 @@ bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge) {
   rq->max_sge = max_sge ? max_sge : 1;
   rq->stride = sizeof(ShmRecvWqe) + rq->max_sge * sizeof(ShmSge);
   rq->nslots = max_wr ? max_wr : 1;
-  rq->head = rq->tail = 0;
+  ResetRq(rq);
   rq->ring_off = f->Alloc(uint64_t(rq->nslots) * rq->stride);
   return rq->ring_off != 0;
 }
@@ -384,7 +384,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
             CleanCqLocked(p, c, qp->slot, s.qpn, qp->srq);
             c->mu.unlock();
           }
-        s.rq.head = s.rq.tail = 0;
+        ResetRq(&s.rq);
         qp->rq_outstanding.store(0);
         qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;
         qp->place = {};

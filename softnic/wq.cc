@@ -164,7 +164,7 @@ int ModifyWq(ibv_wq* wq, ibv_wq_attr* attr) {
       CleanCqLocked(p, w->q.recv_cq, w->q.slot, s.qpn, nullptr);
       w->q.recv_cq->mu.unlock();
     }
-    s.rq.head = s.rq.tail = 0;
+    ResetRq(&s.rq);
     w->q.rq_outstanding.store(0);
     s.state.store(IBV_QPS_RESET);
   } else if (next == IBV_WQS_ERR) {

@@ -173,7 +173,7 @@ TEST_F(ForgedFabric, StagedPayloadOutsideAnyMrIsNotWritten) {
   c->qp_slot = kNone;
   c->stage_nsge = 1;
   c->stage_len = 8;
-  c->stage_sge[0] = {reinterpret_cast<uint64_t>(&victim), 8, mr_[1]->lkey};  // a real key, not its range
+  c->stage_sge0 = {reinterpret_cast<uint64_t>(&victim), 8, mr_[1]->lkey};  // a real key, not its range
   memset(c->stage, 0x42, 8);
   c->seq.store(cons + 1);
   auto wc = Poll(1, 1);
@@ -192,7 +192,7 @@ TEST_F(ForgedFabric, StagedPayloadInsideOurMrIsScattered) {
   c->qp_slot = kNone;
   c->stage_nsge = 1;
   c->stage_len = 8;
-  c->stage_sge[0] = {reinterpret_cast<uint64_t>(buf_[1].data() + 16), 8, mr_[1]->lkey};
+  c->stage_sge0 = {reinterpret_cast<uint64_t>(buf_[1].data() + 16), 8, mr_[1]->lkey};
   memset(c->stage, 0x42, 8);
   c->seq.store(cons + 1);
   auto wc = Poll(1, 1);
