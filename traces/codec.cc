@@ -105,7 +105,8 @@ inline uint8_t* PutField(uint8_t* p, uint64_t v, uint64_t tpl) {
 
 template <Coding C>
 inline uint64_t GetField(Dec& d, uint64_t tpl) {
-  uint64_t x = d.Varint();
+  // Deltas (addresses, ids) are often two bytes long.
+  uint64_t x = C == kDelta ? d.Varint2() : d.Varint();
   if constexpr (C == kRaw || C == kStack) {
     return x;
   } else if constexpr (C == kZig) {
@@ -404,15 +405,15 @@ bool EventChunkDecoder::Fail(uint64_t off, std::string_view what) {
 [[gnu::always_inline]] inline bool EventChunkDecoder::PeekNext(Dec& d) {
   has_head_ = false;
   while (remaining_ > 0) {
-    head_off_ = Off(d);
+    head_p_ = d.p;
     uint64_t code = d.Varint();
-    if (!d.ok) return Fail(head_off_, "truncated record kind");
+    if (!d.ok) return Fail(head_off(), "truncated record kind");
     --remaining_;
     const core::EventKind kind = CodeKind(code);
     if (__builtin_expect(IsSkippableCode(code), 0)) {
       uint64_t len = d.Varint();
       if (!d.ok || len > d.left())
-        return Fail(head_off_, absl::StrCat("record of kind ", code, " overruns its chunk"));
+        return Fail(head_off(), absl::StrCat("record of kind ", code, " overruns its chunk"));
       if (kind == core::EventKind::kCount || code >= skip_from_) {
         d.Skip(len);
         continue;
@@ -425,10 +426,10 @@ bool EventChunkDecoder::Fail(uint64_t off, std::string_view what) {
       ext_end_ = d.p + len;
       d.end = ext_end_;
     } else if (kind == core::EventKind::kCount) {
-      return Fail(head_off_, absl::StrCat("record kind ", code, " is not valid in an event chunk"));
+      return Fail(head_off(), absl::StrCat("record kind ", code, " is not valid in an event chunk"));
     }
     uint64_t delta = d.Varint();
-    if (!d.ok) return Fail(head_off_, "truncated sequence number");
+    if (!d.ok) return Fail(head_off(), "truncated sequence number");
     tpl_.sh.prev_seq += static_cast<uint64_t>(Unzig(delta));
     head_code_ = static_cast<uint32_t>(code);
     head_seq_ = tpl_.sh.prev_seq;
@@ -446,7 +447,7 @@ bool EventChunkDecoder::MapNewStack(uint64_t trace_id, core::StackId* local) {
   }
   auto it = stacks_->find(trace_id);
   if (it == stacks_->end())
-    return Fail(head_off_, absl::StrCat("stack ", trace_id, " is not defined before its use"));
+    return Fail(head_off(), absl::StrCat("stack ", trace_id, " is not defined before its use"));
   *local = it->second;
   return true;
 }
@@ -470,7 +471,7 @@ template <typename Codec, typename WrList>
 [[gnu::always_inline]] inline bool EventChunkDecoder::DecodeWrs(Dec& d, WrList* wrs, uint64_t* t,
                                                                 uint64_t* sge_t) {
   uint64_t n = d.Varint();
-  if (!d.ok || n > d.left()) return Fail(head_off_, absl::StrCat("bad ", Codec::kName, " count"));
+  if (!d.ok || n > d.left()) return Fail(head_off(), absl::StrCat("bad ", Codec::kName, " count"));
   for (uint64_t i = 0; i < n; ++i) {
     auto& w = i < wrs->size() ? (*wrs)[i] : wrs->emplace_back();
     uint64_t m = d.Varint();
@@ -479,7 +480,7 @@ template <typename Codec, typename WrList>
     const uint64_t nsge = t[1];
     const uint64_t old_stack = t[Codec::kStackBit];
     Codec::Get(d, &w, m, t);
-    if (!d.ok || nsge > d.left()) return Fail(head_off_, absl::StrCat("bad ", Codec::kName));
+    if (!d.ok || nsge > d.left()) return Fail(head_off(), absl::StrCat("bad ", Codec::kName));
     if constexpr (Codec::kStackBit != 0) {
       if (!MapStack(t[Codec::kStackBit], old_stack, &posted_local_)) return false;
       w.posted_at = posted_local_;
@@ -499,7 +500,7 @@ template <typename Codec, typename WrList>
 
 [[gnu::always_inline]] inline bool EventChunkDecoder::DecodeWcs(Dec& d, decltype(Event::wcs)* wcs) {
   uint64_t n = d.Varint();
-  if (!d.ok || n > d.left()) return Fail(head_off_, "bad completion count");
+  if (!d.ok || n > d.left()) return Fail(head_off(), "bad completion count");
   if (wcs->size() != n) wcs->resize(n);
   for (core::Completion& c : *wcs) {
     uint64_t m = d.Varint();
@@ -514,10 +515,10 @@ template <typename Codec, typename WrList>
   e->seq = head_seq_;
   const uint32_t slot = TemplateSlot(head_code_);
   uint64_t* tp = tpl_.ev[slot];
-  tpl_.sh.prev_ts += static_cast<uint64_t>(Unzig(d.Varint()));
+  tpl_.sh.prev_ts += static_cast<uint64_t>(Unzig(d.Varint2()));
   e->time = tpl_.sh.prev_ts;
   const uint64_t m = d.Varint();
-  if (!d.ok) return Fail(head_off_, "truncated field mask");
+  if (!d.ok) return Fail(head_off(), "truncated field mask");
   const uint64_t old_stack = tp[EventCommonCodec::kStackBit];
   EventCommonCodec::Get(d, e, m, tp);
   if (__builtin_expect((m >> kFirstRareBit) == 0 && !rare_set_[slot], 1)) {
@@ -534,7 +535,7 @@ template <typename Codec, typename WrList>
 #undef X
     rare_set_[slot] = any != 0;
   }
-  if (!d.ok) return Fail(head_off_, "truncated fields");
+  if (!d.ok) return Fail(head_off(), "truncated fields");
   if (!MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[slot])) return false;
   e->stack = stack_local_[slot];
   if (!(m & 1)) {
@@ -552,13 +553,13 @@ template <typename Codec, typename WrList>
   } else if (!DecodeWcs(d, &e->wcs)) {
     return false;
   }
-  e->text.clear();
+  if (!e->text.empty()) e->text.clear();  // most slots have none: no store
   if (__builtin_expect(head_code_ == kCodeWcReason, 0)) {
-    if (!d.Bytes(&e->text)) return Fail(head_off_, "bad reason text");
+    if (!d.Bytes(&e->text)) return Fail(head_off(), "bad reason text");
   }
-  if (!d.ok) return Fail(head_off_, "record overruns its chunk");
+  if (!d.ok) return Fail(head_off(), "record overruns its chunk");
   if (__builtin_expect(IsSkippableCode(head_code_), 0)) {
-    if (d.p != ext_end_) return Fail(head_off_, "record shorter than its length");
+    if (d.p != ext_end_) return Fail(head_off(), "record shorter than its length");
     d.end = chunk_end_;
     tpl_.sh = ext_saved_;
     posted_local_ = ext_posted_saved_;
@@ -579,6 +580,20 @@ bool EventChunkDecoder::DecodeOne(Event* e) {
   const bool ok = Body(d, e) && PeekNext(d);
   d_ = d;
   return ok;
+}
+
+size_t EventChunkDecoder::DecodeRun(Event* out, size_t max, uint64_t limit, bool* failed) {
+  Dec d = d_;
+  size_t n = 0;
+  for (;;) {
+    if (!Body(d, &out[n]) || !PeekNext(d)) {
+      *failed = true;
+      break;
+    }
+    if (++n == max || !has_head_ || head_seq_ >= limit) break;
+  }
+  d_ = d;
+  return n;
 }
 
 }  // namespace rdmasan::traces

@@ -114,6 +114,13 @@ class EventChunkDecoder {
   // DecodeBody without the Status: false on a malformed record (error()
   // says which).
   bool DecodeOne(core::Event* e);
+  // Decodes into out[0..) while the next record is there, its seq is below
+  // limit and fewer than max are decoded (at least one: the caller peeked
+  // a head below limit); returns how many.  The same events and errors as
+  // DecodeOne called in turn, with the cursor held in registers across
+  // records.  On a malformed record *failed is set (error() says which)
+  // and the count is of the events before it.
+  size_t DecodeRun(core::Event* out, size_t max, uint64_t limit, bool* failed);
 
   bool has_head() const { return has_head_; }
   uint64_t head_seq() const { return head_seq_; }
@@ -123,6 +130,7 @@ class EventChunkDecoder {
   // The record readers below work on a copy of d_ that DecodeOne and Peek
   // hold in registers, and write back when they are done.
   uint64_t Off(const Dec& d) const { return payload_off_ + static_cast<uint64_t>(d.p - base_); }
+  uint64_t head_off() const { return payload_off_ + static_cast<uint64_t>(head_p_ - base_); }
   // Sets error_ (a malformed record at off); returns false.
   [[gnu::cold, gnu::noinline]] bool Fail(uint64_t off, std::string_view what);
   bool PeekNext(Dec& d);
@@ -162,8 +170,8 @@ class EventChunkDecoder {
   bool has_head_ = false;
   uint32_t head_code_ = 0;
   uint64_t head_seq_ = 0;
-  uint64_t head_off_ = 0;
-  absl::Status error_;  // the first malformed record's
+  const uint8_t* head_p_ = nullptr;  // where it starts (its offset only for errors)
+  absl::Status error_;               // the first malformed record's
 };
 
 }  // namespace rdmasan::traces

@@ -127,15 +127,18 @@ size_t TraceReader::NextBatch(Event* out, size_t max, absl::Status* error) {
         // With two chunks open, Next's pop and push of a front that stays
         // in front leave the heap as it was; with more they may reorder
         // the others, so they are done here too.
+        // (Decoded a run at a time, or one at a time when reheaping.)
         const bool reheap = cursors_.size() > 2;
         while (n < max) {
-          if (!dec.DecodeOne(&out[n])) {
+          bool failed = false;
+          const size_t got = dec.DecodeRun(&out[n], reheap ? 1 : max - n, limit, &failed);
+          n += got;
+          events_read_ += got;
+          if (failed) {
             finished_ = true;
             *error = dec.error();
             return n;
           }
-          ++n;
-          ++events_read_;
           if (!dec.has_head() || dec.head_seq() >= limit) {
             if (cursors_.size() > 1 || !dec.has_head()) {
               std::pop_heap(cursors_.begin(), cursors_.end(), cmp);

@@ -322,7 +322,8 @@ TEST(TraceBatch, VarintReadsEveryLengthAsTheByteLoop) {
     bool ok = true;
     while (ok && p < exact.get() + buf.size()) {
       const uint64_t want = ByteLoopVarint(p, exact.get() + buf.size(), &ok);
-      const uint64_t got = d.Varint();
+      // Varint2 (two bytes inline) must read every length alike.
+      const uint64_t got = round % 2 ? d.Varint2() : d.Varint();
       ASSERT_EQ(d.ok, ok) << "round " << round;
       if (!ok) break;
       ASSERT_EQ(got, want) << "round " << round;
