@@ -1,12 +1,14 @@
 // libFuzzer target: arbitrary bytes read as a trace.  Opens them through a
 // memfd (the reader maps files), reads the header, iterates every record and
-// maps every stack to module offsets.  Must never crash, hang or leak.
+// maps every stack to module offsets, one event at a time and in batches.
+// Must never crash, hang or leak.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "traces/trace.h"
 
@@ -29,6 +31,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (e.stack) (void)(*reader)->ModuleOffsets(e.stack);
     }
     (void)(*reader)->truncated();
+  }
+  // Again as `rdmasan replay` reads: in batches (TraceReader::NextBatch,
+  // whose runs of one chunk's events take another path).
+  auto batched = rdmasan::traces::TraceReader::Open(path);
+  if (batched.ok()) {
+    std::vector<rdmasan::core::Event> batch(7);
+    for (int i = 0; i < 10000000 / 7; ++i) {
+      absl::Status error;
+      const size_t n = (*batched)->NextBatch(batch.data(), batch.size(), &error);
+      for (size_t k = 0; k < n; ++k)
+        if (batch[k].stack) (void)(*batched)->ModuleOffsets(batch[k].stack);
+      if (!error.ok() || n < batch.size()) break;
+    }
   }
   close(fd);
   return 0;
