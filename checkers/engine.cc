@@ -407,14 +407,22 @@ void Engine::Run(const core::Event& e, uint64_t* seq, std::vector<core::Finding>
 }
 
 void Engine::OnDecision(const core::Event& e, uint64_t* seq) {
+  const auto point = static_cast<core::Point>(e.count);
+  const bool named = e.count < static_cast<uint32_t>(core::kNumPoints) &&
+                     (core::IsFaultPoint(point) || core::IsChaosPoint(point));
+  // A scheduler's decision (sched.hold, sched.pick: most of them) is only
+  // counted, and without events numbered (no trace) nothing is taken with
+  // its number: no lock.
+  if (!seq && !named) {
+    decisions_seen_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::lock_guard<std::mutex> l(decisions_mu_);
   // The number and the seq are taken together: in seq order, a replay
   // counts the decisions as this run did.
   if (seq) *seq = next_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const uint64_t number = ++decisions_seen_;
-  if (e.count >= static_cast<uint32_t>(core::kNumPoints)) return;
-  const auto point = static_cast<core::Point>(e.count);
-  if (!core::IsFaultPoint(point) && !core::IsChaosPoint(point)) return;
+  const uint64_t number = decisions_seen_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!named) return;
   // A chaos decision is no fault but a legal freedom softnic showed: named
   // the same way, so a report says what the NIC did before it.
   Injected what{number, seq ? *seq : e.seq,

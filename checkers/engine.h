@@ -155,8 +155,8 @@ class Engine {
     std::string what;
   };
   std::mutex decisions_mu_;
-  uint64_t decisions_seen_ = 0;                                // under decisions_mu_
-  Injected last_fault_;                                        // under decisions_mu_
+  std::atomic<uint64_t> decisions_seen_{0};  // taken with the seq under decisions_mu_ when numbered
+  Injected last_fault_;                      // under decisions_mu_
   absl::flat_hash_map<uint32_t, Injected> last_fault_on_qpn_;  // under decisions_mu_
   std::atomic<bool> any_fault_{false};                         // set once: the findings path looks only then
 };

@@ -576,11 +576,9 @@ void Decider::Record(const DecisionKey& key, uint64_t outcome, NoteFn note, uint
   sink_(d);
 }
 
-uint64_t Decider::Fault(Point p, uint64_t obj, uint32_t qp_num,
-                        absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note,
-                        uint64_t wr_id) {
-  reached_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
-  if (!may_fire_[static_cast<int>(p)]) return 0;  // e.g. faults=wc.error:p=0: reached, never fires
+uint64_t Decider::FaultMayFire(Point p, uint64_t obj, uint32_t qp_num,
+                               absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note,
+                               uint64_t wr_id) {
   DecisionKey key;
   uint64_t result = 0;
   {

@@ -265,9 +265,16 @@ class Decider {
   // what `outcome` makes of the rule and the draws (non-zero).  `qp_num`
   // filters rules with qp=.  Replaying: the log's outcome.  Non-zero
   // outcomes go to the sink with the note `note(outcome)`.
+  // Inline up to the test whether a rule can fire at all: a point that is
+  // reached at every completion (wc.error) and can never fire costs its
+  // count, not a call.
   uint64_t Fault(Point p, uint64_t obj, uint32_t qp_num,
                  absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note = nullptr,
-                 uint64_t wr_id = 0);
+                 uint64_t wr_id = 0) {
+    reached_[static_cast<int>(p)].fetch_add(1, std::memory_order_relaxed);
+    if (!may_fire_[static_cast<int>(p)]) return 0;  // e.g. faults=wc.error:p=0: reached, never fires
+    return FaultMayFire(p, obj, qp_num, outcome, note, wr_id);
+  }
 
   // A scheduler decision: `f` computes the outcome from draws (not called
   // when replaying).  Non-zero outcomes are recorded.
@@ -326,6 +333,10 @@ class Decider {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   DecisionKey NextKeyLocked(Point p, uint64_t obj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Record(const DecisionKey& key, uint64_t outcome, NoteFn note, uint32_t qp_num, uint64_t wr_id);
+  // Fault() past the count, at a point where a rule may fire.
+  uint64_t FaultMayFire(Point p, uint64_t obj, uint32_t qp_num,
+                        absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note,
+                        uint64_t wr_id);
 
   std::unique_ptr<DecisionSource> source_;
   FaultSpec faults_;

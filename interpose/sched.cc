@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "checkers/ring.h"
+#include "core/biased_lock.h"
 #include "core/decision.h"
 #include "core/options.h"
 #include "interpose/faults.h"
@@ -75,7 +76,14 @@ struct ExFns {
 };
 
 struct CqState {
-  std::mutex mu;              // one poller at a time; held from start_poll to end_poll
+  // One poller at a time; held from start_poll to end_poll.  Biased to
+  // the thread that polls the CQ (the one that takes it with LockAsUser):
+  // a CQ is polled by one thread in nearly every program, and a pthread
+  // mutex taken and dropped at every poll was a fifth of what scheduling
+  // adds to a poll.  Held across the provider's poll, which never waits
+  // for a completion (and across start_poll .. end_poll, as the API has
+  // one poller do).
+  core::BiasedLock mu;
   checkers::Ring<Entry> buf;  // oldest first; slots reused (no allocation per completion)
   uint64_t next_seq = 1;
   uint64_t release_below = 0;  // entries with seq < this are forced (armed)
@@ -146,10 +154,8 @@ thread_local LastState t_last_state;
 
 CqState* StateOf(const void* cq) { return reinterpret_cast<CqState*>(g_states.Get(cq)); }
 
-CqState* GetState(const void* cq) {
+[[gnu::noinline]] CqState* GetStateSlow(const void* cq, uint64_t gen) {
   LastState& last = t_last_state;
-  const uint64_t gen = g_states_gen.load(std::memory_order_acquire);
-  if (last.cq == cq && last.gen == gen) return last.st;
   CqState* s = StateOf(cq);
   if (!s) {
     std::lock_guard<std::mutex> l(g_create_mu);
@@ -164,6 +170,14 @@ CqState* GetState(const void* cq) {
   }
   last = {gen, cq, s};
   return s;
+}
+
+// The CQ polled last by this thread, in line (every poll asks).
+inline CqState* GetState(const void* cq) {
+  const LastState& last = t_last_state;
+  const uint64_t gen = g_states_gen.load(std::memory_order_acquire);
+  if (__builtin_expect(last.cq == cq && last.gen == gen, 1)) return last.st;
+  return GetStateSlow(cq, gen);
 }
 
 // The CQ's id for its decisions' keys (known from its creation on: an id,
@@ -204,16 +218,16 @@ bool IsForced(const Global& g, const CqState& st, const Entry& e) {
 }
 
 // What LookupQp says of the QP numbered qp_num on `ctx` (the CQ's context),
-// remembered per CQ: consecutive completions mostly name one QP.
-bool CachedQp(CqState& st, const ibv_context* ctx, uint32_t qp_num, QpInfo* out) {
+// remembered per CQ: consecutive completions mostly name one QP.  Null if
+// unknown; else the CQ's copy, good until its next CachedQp (under mu).
+const QpInfo* CachedQp(CqState& st, const ibv_context* ctx, uint32_t qp_num) {
   const uint64_t gen = QpTableGeneration();
-  if (st.qp_gen != gen || st.qp_num != qp_num) {
+  if (__builtin_expect(st.qp_gen != gen || st.qp_num != qp_num, 0)) {
     st.qp_known = LookupQp(ctx, qp_num, &st.qp);
     st.qp_gen = gen;
     st.qp_num = qp_num;
   }
-  if (st.qp_known) *out = st.qp;
-  return st.qp_known;
+  return st.qp_known ? &st.qp : nullptr;
 }
 
 // --------------------------------------------------------------- wc.error --
@@ -247,24 +261,23 @@ bool Failing(const CqState& st, uint32_t qp_num) {
 // send queue cannot have completed.
 // What Admit does to the completion itself: the wc.error decision, the
 // rewrite of a failed send queue's, the poison of an error completion's
-// undefined fields.  Returns whether its QP is known (*qi).
-bool AdmitWc(const Global& g, CqState& st, const ibv_context* ctx, ibv_wc& wc, QpInfo* out) {
-  QpInfo& qi = *out;
-  const bool known = CachedQp(st, ctx, wc.qp_num, &qi);
+// undefined fields.  Returns its QP (CachedQp's), null if unknown.
+const QpInfo* AdmitWc(const Global& g, CqState& st, const ibv_context* ctx, ibv_wc& wc) {
+  const QpInfo* known = CachedQp(st, ctx, wc.qp_num);
   if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
     if (!st.failing.empty() && Failing(st, wc.qp_num)) {
       wc.status = IBV_WC_WR_FLUSH_ERR;
-    } else if (g.wc_error && known && (qi.type == IBV_QPT_RC || qi.type == IBV_QPT_XRC_SEND)) {
+    } else if (g.wc_error && known && (known->type == IBV_QPT_RC || known->type == IBV_QPT_XRC_SEND)) {
       const uint32_t opcode = wc.opcode;
       const uint64_t status = g.decider->Fault(
-          Point::kWcError, qi.id, wc.qp_num,
+          Point::kWcError, known->id, wc.qp_num,
           [opcode](const core::FaultRule& r, core::Draws& d) { return DrawStatus(r, d, opcode); }, nullptr,
           wc.wr_id);
       if (status && status <= IBV_WC_TM_RNDV_INCOMPLETE) {
         wc.status = static_cast<ibv_wc_status>(status);
         wc.vendor_err = 0;
         st.failing.emplace_back(wc.qp_num, st.pulls);
-        MoveQpToError(qi.qp);
+        MoveQpToError(known->qp);
       }
     }
   }
@@ -274,9 +287,8 @@ bool AdmitWc(const Global& g, CqState& st, const ibv_context* ctx, ibv_wc& wc, Q
 
 void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
   ibv_wc& wc = e.wc;
-  QpInfo qi;
-  const bool known = AdmitWc(g, st, ctx, wc, &qi);
-  const uint64_t qp_ident = known && qi.id ? qi.id : wc.qp_num;
+  const QpInfo* known = AdmitWc(g, st, ctx, wc);
+  const uint64_t qp_ident = known && known->id ? known->id : wc.qp_num;
   if (wc.status != IBV_WC_SUCCESS) {
     e.barrier = true;
     e.stream = (uint64_t{3} << 62) | wc.qp_num;
@@ -287,9 +299,9 @@ void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
   } else if (!(wc.opcode & IBV_WC_RECV)) {
     e.stream = (uint64_t{0} << 62) | wc.qp_num;
     e.ident = qp_ident * 4;
-  } else if (known && qi.has_srq) {
-    e.stream = (uint64_t{2} << 62) | qi.srq;
-    e.ident = qi.srq * 4 + 2;
+  } else if (known && known->has_srq) {
+    e.stream = (uint64_t{2} << 62) | known->srq;
+    e.ident = known->srq * 4 + 2;
   } else {
     e.stream = (uint64_t{1} << 62) | wc.qp_num;
     e.ident = qp_ident * 4 + 1;
@@ -564,7 +576,7 @@ bool ServeNextEx(Global& g, CqState& st, ibv_cq_ex* cq) {
 int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   CqState* st;
   if (!ExOf(cq, &st)) return ENOENT;
-  st->mu.lock();
+  st->mu.LockAsUser();
   Global& g = *G();
   StartOfPoll(*st);
   const uint64_t first = st->next_seq;
@@ -630,7 +642,8 @@ bool ComputeOn() {
 int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   CqState* st = n > 0 ? GetState(cq) : nullptr;
   if (!st) return provider(cq, n, wc);
-  std::lock_guard<std::mutex> l(st->mu);
+  st->mu.LockAsUser();
+  std::lock_guard<core::BiasedLock> l(st->mu, std::adopt_lock);
   Global& g = *G();
   StartOfPoll(*st);
   if (g.mode == Mode::kNatural && !g.replaying && st->buf.empty() && st->failing.empty()) {
@@ -639,10 +652,7 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
     // each admitted in place, as the buffer would have returned them.
     const int got = provider(cq, n, wc);
     if (got < 0) return got;
-    for (int i = 0; i < got; ++i) {
-      QpInfo qi;
-      AdmitWc(g, *st, cq->context, wc[i], &qi);
-    }
+    for (int i = 0; i < got; ++i) AdmitWc(g, *st, cq->context, wc[i]);
     AfterPull(*st, got, n);
     int err = 0;
     // An error injected: what the provider completed before its QP went
@@ -669,7 +679,7 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
 
 void Armed(ibv_cq* cq) {
   if (CqState* st = StateOf(cq)) {
-    std::lock_guard<std::mutex> l(st->mu);
+    std::lock_guard<core::BiasedLock> l(st->mu);
     st->arm_pending = true;
   }
 }
@@ -752,7 +762,7 @@ void ResetForFuzz() {
 int BufferedForTest(const ibv_cq* cq) {
   CqState* st = StateOf(cq);
   if (!st) return 0;
-  std::lock_guard<std::mutex> l(st->mu);
+  std::lock_guard<core::BiasedLock> l(st->mu);
   return static_cast<int>(st->buf.size());
 }
 
