@@ -323,10 +323,21 @@ int RecvBufferError(Exec& x, ShmQp& resp, ShmRecvWqe* rw, ShmCqe& c, uint32_t re
 // Small payloads to another process travel inside the completion; the
 // receiver scatters them at poll (one copy, no system call).  False if the
 // payload could not be read (the requester's memory is gone).
-bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint64_t need,
-                ShmCqe* c) {
-  Seg stage{reinterpret_cast<uint64_t>(c->stage), static_cast<uint32_t>(need)};
-  if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
+// `own`: every source is softnic's own memory (an inline WQE's data, a GRH
+// built here), which cannot fault: copied straight, not through the
+// fault-catching copy the program's buffers need.
+bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t nr, uint64_t need, ShmCqe* c,
+                bool own) {
+  if (own) {
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < ns; ++i) {
+      memcpy(c->stage + off, reinterpret_cast<const void*>(src[i].va), src[i].len);
+      off += src[i].len;
+    }
+  } else {
+    Seg stage{reinterpret_cast<uint64_t>(c->stage), static_cast<uint32_t>(need)};
+    if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
+  }
   c->stage_len = static_cast<uint32_t>(need);
   c->stage_nsge = static_cast<uint8_t>(nr);
   for (uint32_t i = 0; i < nr; ++i) StageSge(*c, i) = {rseg[i].va, rseg[i].len, rseg[i].key};
@@ -381,7 +392,7 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
     if (chunks) x.place->dest_modified = true;
   }
   if (!chunks && dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
-    if (!StageInCqe(x, src, ns, rseg, nr, need, &c)) {
+    if (!StageInCqe(x, src, ns, rseg, nr, need, &c, (w.flags & IBV_SEND_INLINE) != 0)) {
       UntakeRecv(x, resp, srq_slot);
       Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
       return IBV_WC_LOC_PROT_ERR;
