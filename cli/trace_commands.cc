@@ -471,7 +471,11 @@ int ExportPerfetto(traces::TraceReader& r) { return PerfettoExport(r).Run(); }
 // A batch is small enough to stay in the caches between its decoding and
 // its checking (512 events of ~600 bytes); its Events are decoded into
 // again each round, so their WR and completion slots are reused.
-constexpr size_t kDecodeBatch = 512, kDecodeBatches = 4;
+// A thread that ran out of batches sleeps until half of them are ready for
+// it, not one: each wake-up is a futex call and a context switch on both
+// sides (the two threads run at about the same pace, so waking at one
+// batch woke the faster thread for every batch).
+constexpr size_t kDecodeBatch = 512, kDecodeBatches = 4, kWakeAt = kDecodeBatches / 2;
 
 template <typename Fn>
 void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
@@ -483,23 +487,34 @@ void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
   };
   std::vector<Batch> batches(kDecodeBatches);
   std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Batch*> free_batches, full_batches;
-  for (Batch& b : batches) free_batches.push_back(&b);
+  struct Queue {
+    std::deque<Batch*> batches;
+    std::condition_variable cv;
+    bool waiting = false;  // its taker sleeps until kWakeAt (or the last) are there
+    bool closed = false;   // the last batch was given
+  } free_batches, full_batches;
+  for (Batch& b : batches) free_batches.batches.push_back(&b);
   // Batches go round: free -> decoder -> full -> checker -> free.
-  auto take = [&](std::deque<Batch*>& from) {
+  auto take = [&](Queue& q) {
     std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return !from.empty(); });
-    Batch* b = from.front();
-    from.pop_front();
+    if (q.batches.empty()) {
+      q.waiting = true;
+      q.cv.wait(l, [&] { return q.batches.size() >= kWakeAt || (q.closed && !q.batches.empty()); });
+      q.waiting = false;
+    }
+    Batch* b = q.batches.front();
+    q.batches.pop_front();
     return b;
   };
-  auto give = [&](std::deque<Batch*>& to, Batch* b) {
+  auto give = [&](Queue& q, Batch* b) {
+    bool wake;
     {
       std::lock_guard<std::mutex> l(mu);
-      to.push_back(b);
+      q.batches.push_back(b);
+      q.closed = b->last;
+      wake = q.waiting && (q.batches.size() >= kWakeAt || q.closed);
     }
-    cv.notify_all();
+    if (wake) q.cv.notify_one();
   };
   std::thread decoder([&] {
     for (bool last = false; !last;) {
