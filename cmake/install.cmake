@@ -35,8 +35,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ci
 
 # `cpack -G DEB` (or `cmake --build build --target package`) in the build
 # folder: rdmasan_<version>_<arch>.deb.  Its dependencies come from
-# dpkg-shlibdeps (libibverbs1, libdw1, Abseil, libstdc++ ...), plus the
-# programs `rdmasan devices` and the docs name.
+# dpkg-shlibdeps (libibverbs1, Abseil ...), plus libdw1, which the shim and
+# the command load with dlopen to symbolize (core/stack_symbolize.cc), and
+# the programs `rdmasan devices` and the docs name.
 set(CPACK_PACKAGE_NAME rdmasan)
 set(CPACK_PACKAGE_VENDOR "rdmasan developers")
 set(CPACK_PACKAGE_CONTACT "rdmasan developers <rdmasan@localhost>")
@@ -48,7 +49,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libibverbs1")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libibverbs1, libdw1")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "ibverbs-utils")
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "${PROJECT_HOMEPAGE_URL}")
 include(CPack)

@@ -2,10 +2,17 @@
 // in this process through libdwfl (results cached per PC) or offline from
 // the module files a trace names.
 //
+// libdw (with libelf, libz, liblzma and libbz2 behind it) is loaded with
+// dlopen when the first PC is symbolized, not linked: five shared libraries
+// every program under the shim mapped and relocated at start-up (issue 33),
+// for the few runs that print a report.  Without libdw.so.1 a frame keeps
+// its module and offset.
+//
 // May not: run on the data path (it takes a lock and allocates: report time
 // only), reach for the network (debuginfod is not used: separate debug info
 // is looked for on the local disk), or drop a physical frame.
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -28,6 +35,45 @@
 
 namespace rdmasan::core {
 namespace {
+
+// The libdw functions this file calls.
+// clang-format off
+#define RDMASAN_DW_FUNCTIONS(X) \
+  X(dwarf_attr) X(dwarf_attr_integrate) X(dwarf_child) X(dwarf_filesrc) X(dwarf_formstring)         \
+  X(dwarf_formudata) X(dwarf_getsrcfiles) X(dwarf_hasattr) X(dwarf_haspc) X(dwarf_siblingof)        \
+  X(dwarf_tag) X(dwfl_addrmodule) X(dwfl_begin) X(dwfl_build_id_find_elf) X(dwfl_end)               \
+  X(dwfl_lineinfo) X(dwfl_linux_proc_find_elf) X(dwfl_linux_proc_report) X(dwfl_module_addrdie)     \
+  X(dwfl_module_addrname) X(dwfl_module_build_id) X(dwfl_module_getelf) X(dwfl_module_getsrc)       \
+  X(dwfl_module_info) X(dwfl_offline_section_address) X(dwfl_report_begin) X(dwfl_report_begin_add) \
+  X(dwfl_report_end) X(dwfl_report_offline)
+// clang-format on
+
+struct DwApi {
+#define RDMASAN_DW_POINTER(name) decltype(&::name) name = nullptr;
+  RDMASAN_DW_FUNCTIONS(RDMASAN_DW_POINTER)
+#undef RDMASAN_DW_POINTER
+};
+
+// libdw's functions, loaded at the first call; null when libdw.so.1 or one
+// of them is missing.  Kept loaded until exit.
+const DwApi* LoadDw() {
+  static const DwApi* const api = []() -> const DwApi* {
+    void* lib = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return nullptr;
+    auto* a = new DwApi;
+#define RDMASAN_DW_RESOLVE(name)                                    \
+  a->name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name)); \
+  if (!a->name) return nullptr;
+    RDMASAN_DW_FUNCTIONS(RDMASAN_DW_RESOLVE)
+#undef RDMASAN_DW_RESOLVE
+    return a;
+  }();
+  return api;
+}
+
+// libdw, once LoadDw() said it is there (every caller below is reached
+// only after that).
+const DwApi& D() { return *LoadDw(); }
 
 std::string Demangle(const char* name) {
   if (!name) return "";
@@ -52,7 +98,7 @@ int LocalFindDebuginfo(Dwfl_Module* mod, void** userdata, const char* modname, D
   std::vector<std::string> candidates;
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
-  int len = dwfl_module_build_id(mod, &bits, &vaddr);
+  int len = D().dwfl_module_build_id(mod, &bits, &vaddr);
   if (len > 1) {
     std::string hex;
     for (int i = 0; i < len; ++i) absl::StrAppendFormat(&hex, "%02x", bits[i]);
@@ -81,12 +127,12 @@ int LocalFindDebuginfo(Dwfl_Module* mod, void** userdata, const char* modname, D
 const char* DieName(Dwarf_Die* die, bool* mangled) {
   Dwarf_Attribute attr;
   *mangled = true;
-  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
-      dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
-    if (const char* s = dwarf_formstring(&attr)) return s;
+  if (D().dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+      D().dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr)) {
+    if (const char* s = D().dwarf_formstring(&attr)) return s;
   }
   *mangled = false;
-  if (dwarf_attr_integrate(die, DW_AT_name, &attr)) return dwarf_formstring(&attr);
+  if (D().dwarf_attr_integrate(die, DW_AT_name, &attr)) return D().dwarf_formstring(&attr);
   return nullptr;
 }
 
@@ -104,11 +150,11 @@ std::string DieFunctionName(Dwarf_Die* die) {
 // foo.cold), else the DIE's name.
 std::string PhysicalFunctionName(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Die* subprogram) {
   Dwarf_Attribute attr;
-  if (subprogram && (dwarf_attr_integrate(subprogram, DW_AT_linkage_name, &attr) ||
-                     dwarf_attr_integrate(subprogram, DW_AT_MIPS_linkage_name, &attr))) {
-    if (const char* s = dwarf_formstring(&attr)) return Demangle(s);
+  if (subprogram && (D().dwarf_attr_integrate(subprogram, DW_AT_linkage_name, &attr) ||
+                     D().dwarf_attr_integrate(subprogram, DW_AT_MIPS_linkage_name, &attr))) {
+    if (const char* s = D().dwarf_formstring(&attr)) return Demangle(s);
   }
-  const char* sym = dwfl_module_addrname(mod, addr);
+  const char* sym = D().dwfl_module_addrname(mod, addr);
   if (!sym) return subprogram ? DieFunctionName(subprogram) : "";
   bool mangled = sym[0] == '_' && sym[1] == 'Z';
   std::string name = Demangle(sym);
@@ -138,7 +184,7 @@ bool IsScopeContainer(int tag) {
 }
 
 bool HasPcRange(Dwarf_Die* die) {
-  return dwarf_hasattr(die, DW_AT_low_pc) || dwarf_hasattr(die, DW_AT_ranges);
+  return D().dwarf_hasattr(die, DW_AT_low_pc) || D().dwarf_hasattr(die, DW_AT_ranges);
 }
 
 // The subprogram and inlined_subroutine DIEs of `parent`'s subtree whose
@@ -152,17 +198,17 @@ bool HasPcRange(Dwarf_Die* die) {
 bool FindPcScopes(Dwarf_Die* parent, Dwarf_Addr a, int depth, std::vector<Dwarf_Die>* chain) {
   if (depth > 64) return false;
   Dwarf_Die die;
-  if (dwarf_child(parent, &die) != 0) return false;
+  if (D().dwarf_child(parent, &die) != 0) return false;
   do {
-    int tag = dwarf_tag(&die);
+    int tag = D().dwarf_tag(&die);
     if (HasPcRange(&die)) {
-      if (dwarf_haspc(&die, a) <= 0) continue;
+      if (D().dwarf_haspc(&die, a) <= 0) continue;
       if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain->push_back(die);
       FindPcScopes(&die, a, depth + 1, chain);
       return true;
     }
     if (IsScopeContainer(tag) && FindPcScopes(&die, a, depth + 1, chain)) return true;
-  } while (dwarf_siblingof(&die, &die) == 0);
+  } while (D().dwarf_siblingof(&die, &die) == 0);
   return false;
 }
 
@@ -175,21 +221,21 @@ bool FindPcScopes(Dwarf_Die* parent, Dwarf_Addr a, int depth, std::vector<Dwarf_
 std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Frame& base) {
   std::string file;
   int line = 0;
-  if (Dwfl_Line* l = dwfl_module_getsrc(mod, addr)) {
-    const char* src = dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr);
+  if (Dwfl_Line* l = D().dwfl_module_getsrc(mod, addr)) {
+    const char* src = D().dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr);
     if (src) file = src;
   }
   std::vector<Dwarf_Die> chain;
   Dwarf_Addr cu_bias = 0;
-  Dwarf_Die* cudie = dwfl_module_addrdie(mod, addr, &cu_bias);
+  Dwarf_Die* cudie = D().dwfl_module_addrdie(mod, addr, &cu_bias);
   if (cudie) FindPcScopes(cudie, addr - cu_bias, 0, &chain);
   Dwarf_Files* files = nullptr;
   size_t nfiles = 0;
   std::vector<Frame> frames;
-  size_t first_inlined = !chain.empty() && dwarf_tag(&chain[0]) == DW_TAG_subprogram ? 1 : 0;
+  size_t first_inlined = !chain.empty() && D().dwarf_tag(&chain[0]) == DW_TAG_subprogram ? 1 : 0;
   for (size_t i = chain.size(); i-- > first_inlined;) {
     Dwarf_Die* die = &chain[i];
-    if (dwarf_tag(die) != DW_TAG_inlined_subroutine) continue;
+    if (D().dwarf_tag(die) != DW_TAG_inlined_subroutine) continue;
     Frame f = base;
     f.function = DieFunctionName(die);
     f.file = file;
@@ -199,13 +245,13 @@ std::vector<Frame> SymbolizeInModule(Dwfl_Module* mod, Dwarf_Addr addr, const Fr
     Dwarf_Word call_file = 0, call_line = 0;
     file.clear();
     line = 0;
-    if (dwarf_attr(die, DW_AT_call_file, &attr) && dwarf_formudata(&attr, &call_file) == 0) {
-      if (!files && dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
+    if (D().dwarf_attr(die, DW_AT_call_file, &attr) && D().dwarf_formudata(&attr, &call_file) == 0) {
+      if (!files && D().dwarf_getsrcfiles(cudie, &files, &nfiles) != 0) files = nullptr;
       if (files && call_file < nfiles) {
-        if (const char* src = dwarf_filesrc(files, call_file, nullptr, nullptr)) file = src;
+        if (const char* src = D().dwarf_filesrc(files, call_file, nullptr, nullptr)) file = src;
       }
     }
-    if (dwarf_attr(die, DW_AT_call_line, &attr) && dwarf_formudata(&attr, &call_line) == 0)
+    if (D().dwarf_attr(die, DW_AT_call_line, &attr) && D().dwarf_formudata(&attr, &call_line) == 0)
       line = static_cast<int>(call_line);
   }
   Frame outer = base;
@@ -220,10 +266,10 @@ Frame ModuleFrame(Dwfl_Module* mod, uintptr_t pc, Dwarf_Addr* bias) {
   Frame f;
   f.pc = pc;
   Dwarf_Addr start = 0;
-  const char* name = dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
+  const char* name = D().dwfl_module_info(mod, nullptr, &start, nullptr, nullptr, nullptr, nullptr, nullptr);
   if (name) f.module = name;
   *bias = 0;
-  if (dwfl_module_getelf(mod, bias)) {
+  if (D().dwfl_module_getelf(mod, bias)) {
     f.module_offset = pc - *bias;
   } else {
     *bias = start;
@@ -247,7 +293,7 @@ class Symbolizer {
   static const Dwfl_Callbacks* Callbacks() {
     static char* debuginfo_path = nullptr;
     static const Dwfl_Callbacks callbacks = {
-        .find_elf = dwfl_linux_proc_find_elf,
+        .find_elf = D().dwfl_linux_proc_find_elf,
         .find_debuginfo = LocalFindDebuginfo,
         .section_address = nullptr,
         .debuginfo_path = &debuginfo_path,
@@ -258,24 +304,24 @@ class Symbolizer {
   // Reports the process's current mappings (again after a dlopen).
   void ReportProcess() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!dwfl_) {
-      dwfl_ = dwfl_begin(Callbacks());
+      dwfl_ = D().dwfl_begin(Callbacks());
       if (!dwfl_) return;
     }
-    dwfl_report_begin_add(dwfl_);
-    dwfl_linux_proc_report(dwfl_, getpid());
-    dwfl_report_end(dwfl_, nullptr, nullptr);
+    D().dwfl_report_begin_add(dwfl_);
+    D().dwfl_linux_proc_report(dwfl_, getpid());
+    D().dwfl_report_end(dwfl_, nullptr, nullptr);
   }
 
   std::vector<Frame> SymbolizeLocked(uintptr_t pc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Frame unknown;
     unknown.pc = pc;
-    if (pc < 4096) return {unknown};
+    if (pc < 4096 || !LoadDw()) return {unknown};
     if (!dwfl_) ReportProcess();
     if (!dwfl_) return {unknown};
-    Dwfl_Module* mod = dwfl_addrmodule(dwfl_, pc - 1);
+    Dwfl_Module* mod = D().dwfl_addrmodule(dwfl_, pc - 1);
     if (!mod) {
       ReportProcess();
-      mod = dwfl_addrmodule(dwfl_, pc - 1);
+      mod = D().dwfl_addrmodule(dwfl_, pc - 1);
     }
     if (!mod) return {unknown};
     Dwarf_Addr bias = 0;
@@ -307,23 +353,33 @@ std::vector<Frame> SymbolizePcs(const std::vector<uintptr_t>& pcs) {
 std::vector<Frame> SymbolizeStack(StackId id) { return SymbolizePcs(StackPcs(id)); }
 
 std::vector<Frame> SymbolizeOffline(const std::vector<std::pair<std::string, uintptr_t>>& module_offsets) {
+  std::vector<Frame> out;
+  if (!LoadDw()) {
+    for (const auto& [path, offset] : module_offsets) {
+      Frame unknown;
+      unknown.pc = offset;
+      unknown.module = path;
+      unknown.module_offset = offset;
+      out.push_back(std::move(unknown));
+    }
+    return out;
+  }
   static char* debuginfo_path = nullptr;
   static const Dwfl_Callbacks callbacks = {
-      .find_elf = dwfl_build_id_find_elf,
+      .find_elf = D().dwfl_build_id_find_elf,
       .find_debuginfo = LocalFindDebuginfo,
-      .section_address = dwfl_offline_section_address,
+      .section_address = D().dwfl_offline_section_address,
       .debuginfo_path = &debuginfo_path,
   };
-  std::vector<Frame> out;
-  Dwfl* dwfl = dwfl_begin(&callbacks);
+  Dwfl* dwfl = D().dwfl_begin(&callbacks);
   absl::flat_hash_map<std::string, Dwfl_Module*> modules;
   if (dwfl) {
-    dwfl_report_begin(dwfl);
+    D().dwfl_report_begin(dwfl);
     for (const auto& [path, offset] : module_offsets) {
       if (path.empty() || modules.contains(path)) continue;
-      modules[path] = dwfl_report_offline(dwfl, path.c_str(), path.c_str(), -1);
+      modules[path] = D().dwfl_report_offline(dwfl, path.c_str(), path.c_str(), -1);
     }
-    dwfl_report_end(dwfl, nullptr, nullptr);
+    D().dwfl_report_end(dwfl, nullptr, nullptr);
   }
   for (const auto& [path, offset] : module_offsets) {
     Frame unknown;
@@ -333,13 +389,13 @@ std::vector<Frame> SymbolizeOffline(const std::vector<std::pair<std::string, uin
     auto it = modules.find(path);
     Dwfl_Module* mod = it == modules.end() ? nullptr : it->second;
     Dwarf_Addr bias = 0;
-    if (!mod || !dwfl_module_getelf(mod, &bias) || offset == 0) {
+    if (!mod || !D().dwfl_module_getelf(mod, &bias) || offset == 0) {
       out.push_back(std::move(unknown));
       continue;
     }
     for (Frame& f : SymbolizeInModule(mod, offset + bias - 1, unknown)) out.push_back(std::move(f));
   }
-  if (dwfl) dwfl_end(dwfl);
+  if (dwfl) D().dwfl_end(dwfl);
   return out;
 }
 

@@ -2,7 +2,8 @@
 #
 # Every program started under the shim paid for loading its 40 shared
 # libraries: 30 of Abseil's, libstdc++ (3,300 symbol relocations of its
-# own), elfutils' five.  `ibv_devices` under the shim ran 6.1 M
+# own), elfutils' five (now loaded only to symbolize:
+# core/stack_symbolize.cc).  `ibv_devices` under the shim ran 6.1 M
 # instructions, 0.44 M bare; the shim's own code was under 1 % of that.
 #
 # Debian's Abseil archives are compiled position-independent for
@@ -14,8 +15,7 @@
 # static_absl.cc) and libabsl_str_format_internal.a's PC-relative read of
 # libc's `stderr` (renamed in a copy of the archive).  The archives go in
 # one group ahead of the imported shared Abseil targets, which
-# --as-needed then drops.  elfutils' archives hold local-exec thread_locals
-# too: libdw stays shared.
+# --as-needed then drops.
 #
 # Used when every archive is installed and the Abseil is Debian's
 # 20220623 (the objects named above are that release's); otherwise the
