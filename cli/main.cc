@@ -17,6 +17,7 @@
 // re-executed child), and never forks a supervisor around the program: `run`
 // replaces itself with the program so signals, exit status and ptrace behave
 // as if rdmasan were not there.
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -295,25 +297,80 @@ std::string FormatGuid(__be64 guid_be) {
                          g & 0xffff);
 }
 
+// The verbs `rdmasan devices` calls, looked up in libibverbs when it runs:
+// the command does not link libibverbs, whose loading (with libnl's two
+// libraries) was a third of every `rdmasan run`'s own start-up (issue 33).
+// Under the shim, dlvsym on the library's handle hands back the shim's
+// definitions (interpose/dl_hooks.cc), so the listing still goes through
+// the interposed verbs.
+struct Verbs {
+  decltype(&::ibv_get_device_list) get_device_list = nullptr;
+  decltype(&::ibv_free_device_list) free_device_list = nullptr;
+  decltype(&::ibv_get_device_name) get_device_name = nullptr;
+  decltype(&::ibv_get_device_guid) get_device_guid = nullptr;
+  decltype(&::ibv_open_device) open_device = nullptr;
+  decltype(&::ibv_close_device) close_device = nullptr;
+  decltype(&::ibv_query_device) query_device = nullptr;
+  // The exported ibv_query_port, which verbs.h's inline of the same name
+  // calls for a context without the extended op.
+  int (*query_port_compat)(ibv_context*, uint8_t, ibv_port_attr*) = nullptr;
+};
+
+// Loads libibverbs; false (with the reason on stderr) when it cannot.
+bool LoadVerbs(Verbs* v) {
+  void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!lib) {
+    Error("devices: cannot load libibverbs.so.1: %s", dlerror());
+    return false;
+  }
+  bool ok = true;
+  auto find = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlvsym(lib, name, "IBVERBS_1.1"));
+    if (!fn) {
+      Error("devices: libibverbs.so.1 has no %s@IBVERBS_1.1", name);
+      ok = false;
+    }
+  };
+  find(v->get_device_list, "ibv_get_device_list");
+  find(v->free_device_list, "ibv_free_device_list");
+  find(v->get_device_name, "ibv_get_device_name");
+  find(v->get_device_guid, "ibv_get_device_guid");
+  find(v->open_device, "ibv_open_device");
+  find(v->close_device, "ibv_close_device");
+  find(v->query_device, "ibv_query_device");
+  find(v->query_port_compat, "ibv_query_port");
+  return ok;
+}
+
+// What verbs.h's ibv_query_port does, through the loaded library.
+int QueryPort(const Verbs& v, ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
+  if (verbs_context* vctx = verbs_get_ctx_op(ctx, query_port))
+    return vctx->query_port(ctx, port, attr, sizeof(*attr));
+  memset(attr, 0, sizeof(*attr));
+  return v.query_port_compat(ctx, port, attr);
+}
+
 // Runs under the shim (LD_PRELOAD set by Devices): one line per device.
 int ListDevicesUnderShim() {
+  Verbs v;
+  if (!LoadVerbs(&v)) return 1;
   int num = 0;
-  ibv_device** list = ibv_get_device_list(&num);
+  ibv_device** list = v.get_device_list(&num);
   if (list == nullptr) {
     Error("devices: ibv_get_device_list failed: %s", strerror(errno));
     return 1;
   }
   if (num == 0) {
-    ibv_free_device_list(list);
+    v.free_device_list(list);
     Error("devices: no RDMA devices found");
     return 1;
   }
   int status = 0;
   for (int i = 0; i < num; ++i) {
-    const char* dev_name = ibv_get_device_name(list[i]);
+    const char* dev_name = v.get_device_name(list[i]);
     std::string line =
-        absl::StrFormat("%-10s guid %s", dev_name ? dev_name : "?", FormatGuid(ibv_get_device_guid(list[i])));
-    ibv_context* ctx = ibv_open_device(list[i]);
+        absl::StrFormat("%-10s guid %s", dev_name ? dev_name : "?", FormatGuid(v.get_device_guid(list[i])));
+    ibv_context* ctx = v.open_device(list[i]);
     if (ctx == nullptr) {
       absl::StrAppend(&line, "  (ibv_open_device failed: ", strerror(errno), ")");
       std::printf("%s\n", line.c_str());
@@ -321,7 +378,7 @@ int ListDevicesUnderShim() {
       continue;
     }
     ibv_device_attr attr;
-    int rc = ibv_query_device(ctx, &attr);
+    int rc = v.query_device(ctx, &attr);
     if (rc != 0) {
       absl::StrAppend(&line, "  (ibv_query_device failed: ", strerror(rc), ")");
       status = 1;
@@ -329,7 +386,7 @@ int ListDevicesUnderShim() {
       absl::StrAppendFormat(&line, "  ports %d", attr.phys_port_cnt);
       for (int port = 1; port <= attr.phys_port_cnt; ++port) {
         ibv_port_attr pattr;
-        rc = ibv_query_port(ctx, port, &pattr);
+        rc = QueryPort(v, ctx, static_cast<uint8_t>(port), &pattr);
         if (rc != 0) {
           absl::StrAppendFormat(&line, "  port %d (ibv_query_port failed: %s)", port, strerror(rc));
           status = 1;
@@ -339,9 +396,9 @@ int ListDevicesUnderShim() {
       }
     }
     std::printf("%s\n", line.c_str());
-    ibv_close_device(ctx);
+    v.close_device(ctx);
   }
-  ibv_free_device_list(list);
+  v.free_device_list(list);
   std::fflush(stdout);
   return status;
 }
