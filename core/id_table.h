@@ -6,44 +6,28 @@
 // later Puts.  The interposer keys it by application pointers (object ->
 // id); the checkers engine keys it by object id (object -> its lock domain).
 //
-// The 1 MB of slots comes from calloc, untouched at construction: a fresh
-// mapping whose pages fault in where keys land, not 256 pages written at
-// the first verbs call of every process (issue 33: a campaign's runs are
-// short).  The slots are plain words accessed through std::atomic_ref.
-//
-// May not: grow (when full, or when its slots could not be allocated, Put
-// fails and the caller treats the key as untracked), or hand out
-// references into the table.
+// May not: grow (when full, Put fails and the caller treats the key as
+// untracked), or hand out references into the table.
 #ifndef RDMASAN_CORE_ID_TABLE_H_
 #define RDMASAN_CORE_ID_TABLE_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 
 namespace rdmasan::core {
 
 class IdTable {
  public:
-  IdTable() : slots_(static_cast<Slot*>(std::calloc(kCap, sizeof(Slot)))) {
-    if (!slots_) slots_ = NoSlots();
-  }
-  ~IdTable() {
-    if (slots_ != NoSlots()) std::free(slots_);
-  }
-  IdTable(const IdTable&) = delete;
-  IdTable& operator=(const IdTable&) = delete;
-
   bool Put(uint64_t key, uint64_t value) {
-    if (key == 0 || key == kTombstone || slots_ == NoSlots()) return false;
+    if (key == 0 || key == kTombstone) return false;
     std::lock_guard<std::mutex> l(mu_);
     size_t i = Hash(key), free_slot = kCap;
     for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uint64_t k = Key(i).load(std::memory_order_relaxed);
+      uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
       if (k == key) {
-        Value(i).store(value, std::memory_order_release);
+        slots_[i].value.store(value, std::memory_order_release);
         return true;
       }
       if (k == kTombstone && free_slot == kCap) free_slot = i;
@@ -53,8 +37,8 @@ class IdTable {
       }
     }
     if (free_slot == kCap) return false;
-    Value(free_slot).store(value, std::memory_order_relaxed);
-    Key(free_slot).store(key, std::memory_order_release);
+    slots_[free_slot].value.store(value, std::memory_order_relaxed);
+    slots_[free_slot].key.store(key, std::memory_order_release);
     return true;
   }
 
@@ -63,8 +47,8 @@ class IdTable {
     if (key == 0 || key == kTombstone) return 0;
     size_t i = Hash(key);
     for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uint64_t k = Key(i).load(std::memory_order_acquire);
-      if (k == key) return Value(i).load(std::memory_order_acquire);
+      uint64_t k = slots_[i].key.load(std::memory_order_acquire);
+      if (k == key) return slots_[i].value.load(std::memory_order_acquire);
       if (k == 0) return 0;
     }
     return 0;
@@ -74,9 +58,9 @@ class IdTable {
     std::lock_guard<std::mutex> l(mu_);
     size_t i = Hash(key);
     for (size_t n = 0; n < kCap; ++n, i = (i + 1) & (kCap - 1)) {
-      uint64_t k = Key(i).load(std::memory_order_relaxed);
+      uint64_t k = slots_[i].key.load(std::memory_order_relaxed);
       if (k == key) {
-        Key(i).store(kTombstone, std::memory_order_release);
+        slots_[i].key.store(kTombstone, std::memory_order_release);
         return;
       }
       if (k == 0) return;
@@ -93,19 +77,11 @@ class IdTable {
     return x & (kCap - 1);
   }
   struct Slot {
-    alignas(std::atomic_ref<uint64_t>::required_alignment) uint64_t key;
-    uint64_t value;
+    std::atomic<uint64_t> key{0};
+    std::atomic<uint64_t> value{0};
   };
-  // All-zero slots (never written: Put refuses them) for a table whose
-  // allocation failed; in .bss, so never faulted in unless read.
-  static Slot* NoSlots() {
-    static Slot none[kCap];
-    return none;
-  }
-  std::atomic_ref<uint64_t> Key(size_t i) const { return std::atomic_ref<uint64_t>(slots_[i].key); }
-  std::atomic_ref<uint64_t> Value(size_t i) const { return std::atomic_ref<uint64_t>(slots_[i].value); }
   std::mutex mu_;
-  Slot* slots_;
+  Slot slots_[kCap];
 };
 
 // Object id -> 64-bit value, read without a lock, for ids that mostly come
