@@ -6,6 +6,9 @@
  *   - a reject with private data: REJECTED, status 28, the data arrives;
  *   - private data on connect and accept, both ends ESTABLISHED, one SEND
  *     over the QPs rdma_cm set up, then DISCONNECTED on both ends;
+ *   - data before disconnect: SENDs that completed before their sender
+ *     destroyed its QP and id are in the receiver's CQ when it reads
+ *     DISCONNECTED;
  *   - UD: a SIDR to nobody: RDMA_CM_EVENT_UNREACHABLE; then a UD service
  *     resolved (qp_num, qkey) and a datagram sent to it.
  * Each step prints "ok: <step>"; the last line is "cm_events: PASS". */
@@ -13,6 +16,7 @@
 #include <errno.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +220,71 @@ static void step_connect_send_disconnect(void) {
   printf("ok: connect, send, disconnect\n");
 }
 
+/* The sender closes as rdma_destroy_ep does (its QP, then its id: the id's
+ * destruction sends the DREQ, as the kernel's does for a connected id).  An
+ * RC SEND completes only once the responder has placed it, so every message
+ * whose completion the sender saw is in the receiver's CQ before the DREQ
+ * leaves: a receiver that reads DISCONNECTED and then drains its CQ before
+ * destroying its own QP gets them all.  (libfabric 1.17's ofi_rxm destroys
+ * the QP on the peer's shutdown first and polls after, rxm_close_conn; on a
+ * device whose destroy_qp cleans the CQ, mlx5 or softnic, what it had not
+ * polled yet is gone: fi_pingpong -e rdm then waits forever for the peer's
+ * "fin".) */
+static void step_data_before_disconnect(void) {
+  enum { kMsgs = 3, kLen = 16 };
+  struct rdma_cm_id *cid = resolved_client(RDMA_PS_TCP);
+  make_qp(cid, IBV_QPT_RC);
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof(cp));
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  cp.retry_count = 7;
+  cp.rnr_retry_count = 7;
+  CHECK(rdma_connect(cid, &cp) == 0, "connect: %s", strerror(errno));
+  struct rdma_cm_id *sid = next_event(server_ch, RDMA_CM_EVENT_CONNECT_REQUEST, NULL, 0).id;
+  make_qp(sid, IBV_QPT_RC);
+  static char rbuf[kMsgs][kLen], sbuf[kMsgs][kLen];
+  struct ibv_mr *rmr = rdma_reg_msgs(sid, rbuf, sizeof(rbuf));
+  struct ibv_mr *smr = rdma_reg_msgs(cid, sbuf, sizeof(sbuf));
+  CHECK(rmr && smr, "reg_msgs: %s", strerror(errno));
+  for (int i = 0; i < kMsgs; ++i)
+    CHECK(rdma_post_recv(sid, (void *)(uintptr_t)(i + 1), rbuf[i], kLen, rmr) == 0, "post_recv");
+  memset(&cp, 0, sizeof(cp));
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  CHECK(rdma_accept(sid, &cp) == 0, "accept: %s", strerror(errno));
+  next_event(client_ch, RDMA_CM_EVENT_ESTABLISHED, NULL, 0);
+  next_event(server_ch, RDMA_CM_EVENT_ESTABLISHED, NULL, 0);
+  for (int i = 0; i < kMsgs; ++i) {
+    snprintf(sbuf[i], kLen, "message %d", i);
+    CHECK(rdma_post_send(cid, NULL, sbuf[i], kLen, smr, IBV_SEND_SIGNALED) == 0, "post_send");
+    wait_wc(cid->send_cq, IBV_WC_SEND);
+  }
+  rdma_destroy_qp(cid);
+  rdma_dereg_mr(smr);
+  rdma_destroy_id(cid);
+  /* The receiver has not polled since it accepted. */
+  next_event(server_ch, RDMA_CM_EVENT_DISCONNECTED, NULL, 0);
+  for (int i = 0; i < kMsgs; ++i) {
+    struct ibv_wc wc;
+    CHECK(ibv_poll_cq(sid->recv_cq, 1, &wc) == 1, "receive %d of %d not in the CQ after DISCONNECTED", i + 1,
+          kMsgs);
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == (uint64_t)(i + 1) &&
+              wc.byte_len == kLen,
+          "receive %d: status %s, opcode %d, wr_id %llu, byte_len %u", i + 1, ibv_wc_status_str(wc.status),
+          wc.opcode, (unsigned long long)wc.wr_id, wc.byte_len);
+    char want[kLen];
+    snprintf(want, sizeof(want), "message %d", i);
+    CHECK(strcmp(rbuf[i], want) == 0, "receive %d holds '%s'", i + 1, rbuf[i]);
+  }
+  struct ibv_wc extra;
+  CHECK(ibv_poll_cq(sid->recv_cq, 1, &extra) == 0, "a completion beyond the %d receives", kMsgs);
+  rdma_destroy_qp(sid);
+  rdma_dereg_mr(rmr);
+  rdma_destroy_id(sid);
+  printf("ok: data before disconnect\n");
+}
+
 static void step_ud(void) {
   struct rdma_cm_id *cid = resolved_client(RDMA_PS_UDP);
   make_qp(cid, IBV_QPT_UD);
@@ -271,6 +340,7 @@ int main(int argc, char **argv) {
   struct rdma_cm_id *lid = listener(RDMA_PS_TCP);
   step_reject(lid);
   step_connect_send_disconnect();
+  step_data_before_disconnect();
   rdma_destroy_id(lid);
   step_ud();
   rdma_destroy_event_channel(client_ch);
