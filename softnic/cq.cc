@@ -119,6 +119,8 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   s.prod = 0;
   s.cons_seen = 0;
   s.overrun = 0;
+  s.want_ts =
+      (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) != 0;
   s.attention.store(0);
   s.cons.store(0);
   s.armed.store(0);
@@ -126,6 +128,7 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   cq->shm = &s;
   cq->ring = p->fab->At<ShmCqe>(ring);
   cq->nslots = nslots;
+  cq->want_ts = s.want_ts != 0;
   ibv_cq_ex& x = cq->cqx;
   x.context = ctx;
   x.channel = ibch;
@@ -435,17 +438,12 @@ void AckCqEvents(ibv_cq* cq, unsigned n) {
 
 namespace {
 
-// Scatters a payload staged in the completion into the receive buffers it
-// names: only into MRs of this process that grant local write, by the
-// process's own record (a completion in shared memory can be forged).
-// False if it names anything else (nothing is written then), or if they
+// Scatters `len` staged bytes into the receive buffers `sge` names: only
+// into MRs of this process that grant local write, by the process's own
+// record (a completion in shared memory can be forged).  False if they
+// name anything else or hold less (nothing is written then), or if they
 // are no longer mapped (the copy cannot fault).
-bool ScatterStaged(Process* p, const ShmCqe& c) {
-  uint8_t nsge = c.stage_nsge;
-  uint32_t len = c.stage_len;
-  if (nsge > kStageSges || len > kStageBytes) return false;
-  ShmSge sge[kStageSges];
-  for (uint32_t i = 0; i < nsge; ++i) sge[i] = StageSge(c, i);  // only those used: one line for one SGE
+bool ScatterInto(Process* p, const ShmSge* sge, uint32_t nsge, const uint8_t* bytes, uint32_t len) {
   Seg dst[kStageSges];
   uint32_t nd = 0, off = 0;
   for (uint32_t i = 0; i < nsge && off < len; ++i) {
@@ -454,10 +452,60 @@ bool ScatterStaged(Process* p, const ShmCqe& c) {
     dst[nd++] = {sge[i].addr, n};
     off += n;
   }
+  if (off < len) return false;  // more than the buffers hold: the requester checked, so forged
+  if (!off) return true;
   uint8_t data[kStageBytes];
-  memcpy(data, c.stage, len);
+  memcpy(data, bytes, off);
   Seg src{reinterpret_cast<uint64_t>(data), off};
   return Move(p->pid, p->pid, dst, nd, p->pid, &src, 1) == 0;
+}
+
+bool ScatterStaged(Process* p, const ShmCqe& c) {
+  uint8_t nsge = c.stage_nsge;
+  uint32_t len = c.stage_len;
+  if (nsge > kStageSges || len > kStageBytes) return false;
+  ShmSge sge[kStageSges];
+  for (uint32_t i = 0; i < nsge; ++i) sge[i] = StageSge(c, i);  // only those used: one line for one SGE
+  return ScatterInto(p, sge, nsge, c.stage, len);
+}
+
+// Takes a small receive staged in one line (kStagedInLine): its buffers
+// from the QP's own record of the post at the WQE's ring slot.  Anything
+// that does not match that record (a completion forged in shared memory)
+// completes in error and writes nothing.
+void TakeInLine(Process* p, SnCq* cq, const ShmCqe& c, ibv_wc* wc) {
+  wc->wr_id = c.wr_id;
+  wc->status = static_cast<ibv_wc_status>(c.status);
+  wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
+  wc->vendor_err = 0;
+  wc->byte_len = c.byte_len;
+  wc->imm_data = c.imm_data;
+  wc->qp_num = c.qp_num;
+  wc->src_qp = c.src_qp;
+  wc->wc_flags = c.wc_flags & ~(0x80000000u | kWcDestModified);
+  if (__builtin_expect(c.wc_flags & kWcDestModified, 0))
+    NoteModified(ibv_cq_ex_to_cq(&cq->cqx), c.qp_num, c.wr_id, true);
+  wc->pkey_index = 0;
+  wc->slid = 1;
+  wc->sl = 0;
+  wc->dlid_path_bits = 0;
+  cq->cur_ts = cq->want_ts ? c.ts_ns : 0;
+  cq->cur_tm_tag = 0;
+  cq->cur_tm_priv = 0;
+  SnQp* qp = c.qp_slot < kMaxQps ? p->qps[c.qp_slot] : nullptr;
+  if (!qp || qp->shm->qpn != c.qp_num || qp->srq || c.sq_index >= qp->rq_shadow.size()) {
+    wc->status = IBV_WC_LOC_PROT_ERR;
+    wc->byte_len = 0;
+    return;
+  }
+  const RecvShadow& post = qp->rq_shadow[c.sq_index];
+  if (wc->status == IBV_WC_SUCCESS &&
+      (post.wr_id != c.wr_id || post.num_sge > kStageSges || c.byte_len > kLineBytes ||
+       !ScatterInto(p, post.sge, post.num_sge, LineBytes(c), c.byte_len))) {
+    wc->status = IBV_WC_LOC_PROT_ERR;
+    wc->byte_len = 0;
+  }
+  qp->rq_outstanding.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // Takes one completion (cq->mu held).  Returns false if none.
@@ -466,6 +514,11 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
   uint64_t cons = s.cons.load(std::memory_order_relaxed);
   ShmCqe& c = cq->ring[cons & (cq->nslots - 1)];
   if (c.seq.load(std::memory_order_acquire) != cons + 1) return false;
+  if (c.stage_nsge == kStagedInLine) {
+    TakeInLine(p, cq, c, wc);
+    s.cons.store(cons + 1, std::memory_order_release);
+    return true;
+  }
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
   wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
@@ -536,6 +589,16 @@ bool ProgressIfDue(Process* p, SnCq* cq) {
   return true;
 }
 
+// Whether the CQ's next slot looks published, read without cq->mu: an
+// empty poll (a spinning program's usual one) takes no lock.  Another
+// thread's poll may move the consumer index meanwhile; a wrong answer
+// costs one locked PollOne that finds nothing, or a poll that returns 0
+// while another thread takes the completion.
+bool LooksReady(const SnCq* cq) {
+  const uint64_t cons = cq->shm->cons.load(std::memory_order_relaxed);
+  return cq->ring[cons & (cq->nslots - 1)].seq.load(std::memory_order_acquire) == cons + 1;
+}
+
 }  // namespace
 
 int PollCqOp(ibv_cq* ibcq, int n, ibv_wc* wc) {
@@ -543,7 +606,7 @@ int PollCqOp(ibv_cq* ibcq, int n, ibv_wc* wc) {
   if (!p || n < 0) return -1;
   SnCq* cq = Cq(ibcq);
   int got = 0;
-  {
+  if (LooksReady(cq)) {
     std::lock_guard<std::mutex> g(cq->mu);
     while (got < n && PollOne(p, cq, &wc[got])) ++got;
   }

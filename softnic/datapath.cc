@@ -137,6 +137,7 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
   ShmRecvWqe* w = copy->wqe();
   memcpy(w, shared, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
   w->num_sge = std::min(w->num_sge, max_sge);
+  x.rq_slot = static_cast<uint32_t>(tail & (rq->nslots - 1));  // RqEntry found nslots a power of two
   ++rq->tail;
   // The next WQE, if posted, is read by the next take: fetch it now, off
   // that message's path.
@@ -176,7 +177,7 @@ void RecvCompletion(Exec& x, ShmQp& resp, ShmRecvWqe* w, ShmCqe& c, uint32_t sta
   c.qp_num = resp.qpn;
   c.qp_slot = static_cast<uint32_t>(&resp - x.h->qps);
   c.src_qp = x.qp->shm->qpn;
-  c.slid = 1;
+  if (c.stage_nsge != kStagedInLine) c.slid = 1;  // in one line, the poller knows it
   c.is_send = 0;
   // An XRC message completes on its SRQ's CQ.
   uint32_t cq = resp.recv_cq;
@@ -246,8 +247,9 @@ int NotReadyOrError(Exec& x, const ShmQp& resp, SendWqe& w) {
 bool PeerAlive(Exec& x, const ShmQp& resp) {
   if (resp.proc == x.p->fab->self_proc()) return true;
   // Every 10 ms, confirm that the peer's process still runs: a SEND staged
-  // into a dead process's CQ would otherwise succeed forever.
-  uint64_t now = NowNs();
+  // into a dead process's CQ would otherwise succeed forever.  The coarse
+  // clock: a precise one costs a TSC read at every post.
+  uint64_t now = CoarseNowNs();
   if (now - x.qp->last_peer_check_ns < 10 * 1000 * 1000ull) return true;
   x.qp->last_peer_check_ns = now;
   return x.p->fab->ProcAlive(resp.proc);
@@ -344,6 +346,27 @@ bool StageInCqe(Exec& x, const Seg* src, uint32_t ns, const Seg* rseg, uint32_t 
   return true;
 }
 
+// A payload of at most kLineBytes for a WQE of a QP's own receive queue
+// (`rq_slot`: its ring slot), RC or UC: the whole completion is one line
+// (kStagedInLine), and the poller scatters it into the buffers of its own
+// record of the post.  False if the payload could not be read.
+bool StageInLine(Exec& x, const Seg* src, uint32_t ns, uint64_t need, ShmCqe* c, bool own) {
+  uint8_t* line = LineBytes(*c);
+  if (own) {
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < ns; ++i) {
+      memcpy(line + off, reinterpret_cast<const void*>(src[i].va), src[i].len);
+      off += src[i].len;
+    }
+  } else if (need) {
+    Seg stage{reinterpret_cast<uint64_t>(line), static_cast<uint32_t>(need)};
+    if (Move(x.self, x.self, &stage, 1, x.self, src, ns)) return false;
+  }
+  c->stage_nsge = kStagedInLine;
+  c->sq_index = x.rq_slot;
+  return true;
+}
+
 // SEND: scatters (GRH for UD +) payload into the receive WQE's buffers,
 // validated against the responder's MRs.
 int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t srq_slot, ShmCqe& c,
@@ -391,8 +414,16 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
     c.wc_flags |= kWcDestModified;
     if (chunks) x.place->dest_modified = true;
   }
-  if (!chunks && dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
-    if (!StageInCqe(x, src, ns, rseg, nr, need, &c, (w.flags & IBV_SEND_INLINE) != 0)) {
+  const bool own = (w.flags & IBV_SEND_INLINE) != 0;
+  if (!chunks && dst_pid != x.self && need <= kLineBytes && srq_slot == kNone && rw->num_sge <= kStageSges &&
+      (resp.type == IBV_QPT_RC || resp.type == IBV_QPT_UC)) {
+    if (!StageInLine(x, src, ns, need, &c, own)) {
+      UntakeRecv(x, resp, srq_slot);
+      Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
+      return IBV_WC_LOC_PROT_ERR;
+    }
+  } else if (!chunks && dst_pid != x.self && need <= kStageBytes && nr <= kStageSges) {
+    if (!StageInCqe(x, src, ns, rseg, nr, need, &c, own)) {
       UntakeRecv(x, resp, srq_slot);
       Why(x, "LOC_PROT_ERR: the local buffer is no longer mapped");
       return IBV_WC_LOC_PROT_ERR;
@@ -674,7 +705,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
   while (qp->sq_exec < qp->sq_posted) {
     auto state = qp->shm->state.load(std::memory_order_relaxed);
     if (state == IBV_QPS_ERR) break;
-    SendWqe& w = qp->sq[qp->sq_exec % size];
+    SendWqe& w = qp->sq[qp->sq_exec & (size - 1)];
     uint32_t byte_len = 0;
     x.wr_id = w.wr_id;
     x.why[0] = 0;
@@ -706,7 +737,7 @@ void RunSqLocked(Process* p, SnQp* qp) {
   }
   if (qp->shm->state.load(std::memory_order_relaxed) == IBV_QPS_ERR) {
     while (qp->sq_exec < qp->sq_posted) {
-      SendWqe& w = qp->sq[qp->sq_exec % size];
+      SendWqe& w = qp->sq[qp->sq_exec & (size - 1)];
       SendCompletionLocked(p, qp, w, qp->sq_exec, IBV_WC_WR_FLUSH_ERR, 0);
       ++qp->sq_exec;
     }

@@ -218,6 +218,12 @@ uint64_t NowNs() {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
+uint64_t CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
 namespace {
 
 Process* AttachProcess() {

@@ -63,7 +63,7 @@ bool RelaxedWrite(Exec& x, const SendWqe& w) {
 // The WR behind the head WR, if it may overtake the head by point `p`.
 SendWqe* Overtaker(Exec& x, SnQp* qp, const SendWqe& head, ChaosPoint p) {
   if (qp->sq_exec + 1 >= qp->sq_posted) return nullptr;
-  SendWqe& next = qp->sq[(qp->sq_exec + 1) % qp->sq.size()];
+  SendWqe& next = qp->sq[(qp->sq_exec + 1) & (qp->sq.size() - 1)];
   if (next.flags & IBV_SEND_FENCE) return nullptr;
   if (p == ChaosPoint::kFence)
     return ReadOrAtomic(head.opcode) && OvertakesRead(next.opcode) ? &next : nullptr;

@@ -51,6 +51,8 @@ struct Exec {
   uint32_t resp_proc = kNone;
   uint32_t resp_pd = kNone;
   uint32_t xrc_srq = kNone;
+  // The ring slot of the receive WQE TakeRecv took last (kStagedInLine).
+  uint32_t rq_slot = 0;
   // Tag matching: the tag a message took (given back if it cannot land),
   // and a rendezvous's FIN, which reaches the requester after its SEND's
   // own completion.

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -51,13 +53,7 @@ std::string SanitizeName(const std::string& in) {
 }
 
 void InitHeader(ShmHeader* h, uint64_t total) {
-  // The segment is fresh (zeroed); construct the lock and the heap.
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&h->lock, &a);
-  pthread_mutexattr_destroy(&a);
+  // The segment is fresh (zeroed): the lock is free; construct the heap.
   h->heap_base = RoundUp(sizeof(ShmHeader), kPage);
   h->heap_size = total - h->heap_base;
   h->free_head = h->heap_base;
@@ -238,6 +234,7 @@ Fabric* Fabric::Attach(const std::string& name) {
   // faces another process.
 
   f->owner_pid_ = getpid();
+  f->owner_start_ = ProcStartTime(f->owner_pid_);
   uint32_t slot = kNone;
   {
     FabricLock lock(f.get());
@@ -248,7 +245,7 @@ Fabric* Fabric::Attach(const std::string& name) {
       ShmProc& pr = f->hdr_->procs[slot];
       pr.in_use = 1;
       pr.pid = f->owner_pid_;
-      pr.start_time = ProcStartTime(f->owner_pid_);
+      pr.start_time = f->owner_start_;
       f->self_ = slot;
     }
   }
@@ -259,29 +256,101 @@ Fabric* Fabric::Attach(const std::string& name) {
   return f.release();  // the process's now
 }
 
-void Fabric::Lock() {
-  // Critical sections are short (one WR's copy at most); spin a while
-  // before sleeping in the kernel, where a wake-up costs a scheduler round
-  // trip on a busy machine.  The spin stays bounded: a trylock loop alone
-  // would retry forever on a lock that a dead peer left unrecoverable.
-  for (int spins = 0; spins < 4000; ++spins) {
-    int rc = pthread_mutex_trylock(&hdr_->lock);
-    if (rc == 0) return;
-    if (rc == EOWNERDEAD) {
-      pthread_mutex_consistent(&hdr_->lock);
-      return;
-    }
-    core::SpinWait(spins);
-  }
-  int rc = pthread_mutex_lock(&hdr_->lock);
-  if (rc == EOWNERDEAD) {
-    // A process died inside a critical section.  Every critical section
-    // leaves the tables consistent at each store that matters; recover.
-    pthread_mutex_consistent(&hdr_->lock);
-  }
+namespace {
+
+// The process `pid` (which took the lock when it had start time `start`,
+// 0: unknown) is gone: no such process, a zombie, or the pid reused.
+bool HolderGone(pid_t pid, uint64_t start) {
+  if (pid <= 0) return true;  // not a pid: a word forged in shared memory
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;  // cannot tell: alive
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char* p = strrchr(buf, ')');
+  if (!p || p[1] != ' ') return false;
+  if (p[2] == 'Z' || p[2] == 'X') return true;  // dead, not yet reaped
+  return start != 0 && ProcStartTime(pid) != start;
 }
 
-void Fabric::Unlock() { pthread_mutex_unlock(&hdr_->lock); }
+uint64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+long FutexWait(std::atomic<uint32_t>* word, uint32_t val, long ns) {
+  timespec ts{0, ns};
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, val, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+// One atomic instruction each way when nobody waits (a robust pthread
+// mutex took ten times the instructions: its robust list).  A waiter spins
+// a while (critical sections are short: one WR's copy at most; a wake-up
+// costs a scheduler round trip on a busy machine), then sleeps on the word
+// with kLockWaiters set; the holder wakes one at Unlock.  A waiter that
+// sees one holder for kStaleNs checks that it still runs, and takes the
+// lock over from a dead one: every critical section leaves the tables
+// consistent at each store that matters (as a robust mutex's EOWNERDEAD).
+void Fabric::Lock() {
+  std::atomic<uint32_t>& w = hdr_->lock.word;
+  const uint32_t me = static_cast<uint32_t>(owner_pid_);
+  uint32_t c = 0;
+  if (__builtin_expect(w.compare_exchange_strong(c, me, std::memory_order_acquire), 1)) {
+    hdr_->lock.holder_start = owner_start_;
+    return;
+  }
+  for (int spins = 0; spins < 4000; ++spins) {
+    core::SpinWait(spins);
+    c = w.load(std::memory_order_relaxed);
+    if (c == 0 && w.compare_exchange_weak(c, me, std::memory_order_acquire)) {
+      hdr_->lock.holder_start = owner_start_;
+      return;
+    }
+  }
+  constexpr long kSleepNs = 20 * 1000 * 1000;
+  constexpr uint64_t kStaleNs = 100 * 1000 * 1000;  // one holder this long: is it still there?
+  uint32_t seen = 0;
+  uint64_t seen_since = 0;
+  for (;;) {
+    c = w.load(std::memory_order_relaxed);
+    if (c == 0) {
+      // Taken with kLockWaiters: others may sleep (their bit went with the
+      // holder that woke this one).
+      if (w.compare_exchange_weak(c, me | kLockWaiters, std::memory_order_acquire)) break;
+      continue;
+    }
+    if (!(c & kLockWaiters) && !w.compare_exchange_weak(c, c | kLockWaiters, std::memory_order_relaxed))
+      continue;
+    const uint32_t holder = c & ~kLockWaiters;
+    const uint64_t now = MonoNs();
+    if (holder != seen) {
+      seen = holder;
+      seen_since = now;
+    } else if (now - seen_since >= kStaleNs && holder != me) {
+      seen_since = now;  // alive: asked again after as long
+      if (HolderGone(static_cast<pid_t>(holder), hdr_->lock.holder_start)) {
+        c |= kLockWaiters;
+        if (w.compare_exchange_strong(c, me | kLockWaiters, std::memory_order_acquire)) break;  // recovered
+        continue;
+      }
+    }
+    FutexWait(&w, c | kLockWaiters, kSleepNs);
+  }
+  hdr_->lock.holder_start = owner_start_;
+}
+
+void Fabric::Unlock() {
+  if (__builtin_expect(hdr_->lock.word.exchange(0, std::memory_order_release) & kLockWaiters, 0))
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&hdr_->lock.word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
 
 bool Fabric::HeapBlock(uint64_t off, uint64_t size) const {
   return off % kPage == 0 && size >= kPage && size % kPage == 0 && InHeap(off, size);
@@ -391,10 +460,10 @@ bool Fabric::InHeap(uint64_t off, uint64_t len) const {
 ShmRecvWqe* Fabric::RqEntry(const ShmRq& rq, uint64_t index) const {
   const uint64_t ring = rq.ring_off;
   const uint32_t nslots = rq.nslots, stride = rq.stride, max_sge = rq.max_sge;
-  if (nslots == 0 || nslots > kMaxQpWr || max_sge == 0 || max_sge > kMaxSge ||
+  if (nslots == 0 || nslots > kMaxQpWr || (nslots & (nslots - 1)) != 0 || max_sge == 0 || max_sge > kMaxSge ||
       stride != sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge) || !InHeap(ring, uint64_t(nslots) * stride))
     return nullptr;
-  return At<ShmRecvWqe>(ring + (index % nslots) * stride);
+  return At<ShmRecvWqe>(ring + (index & (nslots - 1)) * stride);
 }
 
 ShmCqe* Fabric::CqEntry(const ShmCq& cq, uint64_t index) const {

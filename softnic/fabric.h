@@ -42,8 +42,9 @@
 // different address in each; everything shared is an index or an offset),
 // call back into the application, or block while holding the lock on
 // anything but the bounded copy of one work request.  A process that dies
-// holding the lock is recovered through the robust mutex; its objects are
-// reclaimed by the next process that attaches.
+// holding the lock is recovered: a waiter that finds the lock's holder
+// gone takes it over (ShmLock); its objects are reclaimed by the next
+// process that attaches.
 #ifndef RDMASAN_SOFTNIC_FABRIC_H_
 #define RDMASAN_SOFTNIC_FABRIC_H_
 
@@ -62,8 +63,12 @@ inline constexpr uint64_t kFabricMagic = 0x31434e5344524453ull;  // "SDRDSNC1"
 // 5: XRC (domains, SRQ numbers); 6: multicast attachments; 7: tag matching
 // (tag lists, TM fields of completions); 8: raw packet QPs (flow steering
 // rules, RSS QPs' indirection, work queues as QP slots); 9: a CQ's
-// producer, consumer and arm fields on lines of their own.
-inline constexpr uint32_t kFabricVersion = 10;
+// producer, consumer and arm fields on lines of their own; 10: a receive
+// queue's owner and requester fields on lines of their own, a completion's
+// first staged SGE and bytes on its second line; 11: a CQ's want_ts, a
+// small receive's completion in one line (kStagedInLine); 12: the lock a
+// pid word (ShmLock), not a robust pthread mutex.
+inline constexpr uint32_t kFabricVersion = 12;
 
 inline constexpr uint32_t kMaxProcs = 256;
 inline constexpr uint32_t kMaxContexts = 1024;
@@ -138,25 +143,34 @@ struct ShmSge {
 // the first line is what every completion carries, the second the rest a
 // poll reads and the first staged SGE with the first 16 bytes of the staged
 // payload; a push writes, and a poll reads, only the lines in use.
+//
+// A small receive (kStagedInLine: at most kLineBytes of payload into a
+// QP's own receive queue, RC or UC) is one line: its payload takes the
+// place of the fields from vendor_err on (LineBytes), which such a
+// completion has fixed (vendor_err 0, slid 1, the rest 0), and sq_index
+// names its WQE's ring slot, whose buffers the poller knows from its own
+// record of the post (SnQp::rq_shadow), not from shared memory.
 struct alignas(64) ShmCqe {
   std::atomic<uint64_t> seq;
   uint64_t wr_id;
-  uint32_t status;
-  uint32_t opcode;
-  uint32_t vendor_err;
   uint32_t byte_len;
   uint32_t imm_data;  // network order, as ibv_wc
   uint32_t qp_num;
   uint32_t src_qp;
   uint32_t wc_flags;
+  uint32_t qp_slot;    // local QP slot, to retire queue slots at poll
+  uint32_t sq_index;   // send completions: WQE counter retired; kStagedInLine: the WQE's ring slot
+  uint8_t status;      // ibv_wc_status
+  uint8_t opcode;      // ibv_wc_opcode
+  uint8_t is_send;     // a send-queue completion (retires SQ slots)
+  uint8_t stage_nsge;  // staged payload: scatter at poll time (kStagedInLine: one line)
+  // From here to the line's end: LineBytes for kStagedInLine.
+  uint32_t vendor_err;
   uint16_t pkey_index;
   uint16_t slid;
   uint8_t sl;
   uint8_t dlid_path_bits;
-  uint8_t is_send;     // a send-queue completion (retires SQ slots)
-  uint8_t stage_nsge;  // staged payload: scatter at poll time
-  uint32_t qp_slot;    // local QP slot, to retire queue slots at poll
-  uint32_t sq_index;   // for send completions: WQE counter retired
+  uint8_t line_pad[6];
   // Second line.
   uint32_t stage_len;
   uint32_t xrc_srq;  // an XRC receive: its SRQ's slot + 1 (0: not XRC)
@@ -173,6 +187,13 @@ struct alignas(64) ShmCqe {
   uint32_t tm_handle;
 };
 static_assert(offsetof(ShmCqe, stage_len) == 64 && offsetof(ShmCqe, stage) == 112);
+inline constexpr uint8_t kStagedInLine = 0xff;
+inline constexpr uint32_t kLineBytes = 16;
+static_assert(offsetof(ShmCqe, vendor_err) + kLineBytes == 64);
+inline uint8_t* LineBytes(ShmCqe& c) { return reinterpret_cast<uint8_t*>(&c) + offsetof(ShmCqe, vendor_err); }
+inline const uint8_t* LineBytes(const ShmCqe& c) {
+  return reinterpret_cast<const uint8_t*>(&c) + offsetof(ShmCqe, vendor_err);
+}
 inline ShmSge& StageSge(ShmCqe& c, uint32_t i) { return i ? c.stage_sge_more[i - 1] : c.stage_sge0; }
 inline const ShmSge& StageSge(const ShmCqe& c, uint32_t i) {
   return i ? c.stage_sge_more[i - 1] : c.stage_sge0;
@@ -202,6 +223,14 @@ struct ShmRq {
   alignas(64) uint64_t tail;  // requesters', under the fabric lock
   uint64_t head_seen;         // requesters', under the fabric lock
 };
+// Ring sizes are powers of two (a receive queue's slots, a send queue's
+// private ring): a slot is an index's low bits, no division on the data
+// path.
+inline uint32_t RingSlots(uint32_t n) {
+  uint32_t s = 1;
+  while (s < n) s <<= 1;
+  return s;
+}
 // The owner publishes a WQE by storing the next head (release, and
 // sequentially consistent against a flush: recv.cc); requesters read it
 // with acquire.
@@ -258,6 +287,10 @@ struct alignas(64) ShmCq {
   uint64_t prod;
   uint64_t cons_seen;
   uint32_t overrun;  // CQ_ERR raised
+  // Created asking for completion timestamps (ibv_create_cq_ex's
+  // IBV_WC_EX_WITH_COMPLETION_TIMESTAMP[_WALLCLOCK]): only then does a push
+  // read the clock.
+  uint32_t want_ts;
   // The owner's line, written at every poll that takes a completion.
   alignas(64) std::atomic<uint64_t> cons;  // owner's consumer index
   // Rarely written, read at every push and every empty poll: apart from
@@ -265,6 +298,7 @@ struct alignas(64) ShmCq {
   alignas(64) std::atomic<uint32_t> armed;  // 0 no, 1 next completion, 2 solicited
   std::atomic<uint32_t> attention;          // bumped when a bound QP changed remotely
 };
+static_assert(offsetof(ShmCq, cons) == 64, "a CQ's producers' fields fill its first line");
 
 // An XRC domain's identity: the inode it was opened on (dev, ino), or for
 // one opened without a file, dev 0 and a fabric-unique ino.  XRC SRQs and
@@ -478,12 +512,24 @@ struct alignas(64) ShmQp {
   ShmRq rq;
 };
 
+// The fabric lock (Fabric::Lock), on a line of its own: 0, or the
+// holder's pid with kLockWaiters while a waiter may sleep on the word
+// (futex(2), process-shared).  The holder writes its start time (/proc
+// stat field 22, 0: unknown) after it takes the lock, so that a waiter
+// that finds the holder gone (or its pid reused) takes the lock over.
+inline constexpr uint32_t kLockWaiters = 1u << 31;
+struct alignas(64) ShmLock {
+  std::atomic<uint32_t> word;
+  uint32_t pad;
+  uint64_t holder_start;
+};
+
 struct ShmHeader {
   uint64_t magic;
   uint32_t version;
   uint32_t initialized;
-  pthread_mutex_t lock;  // robust, process-shared
-  uint64_t heap_base;    // offset of the heap
+  ShmLock lock;
+  uint64_t heap_base;  // offset of the heap
   uint64_t heap_size;
   uint64_t free_head;  // offset of first free block, 0 = none
   uint32_t next_pd;
@@ -589,7 +635,8 @@ class Fabric {
   int fd_ = -1;
   int leftover_handle_ = -1;  // RememberFabricFile's
   uint32_t self_ = 0;
-  pid_t owner_pid_ = 0;  // the attaching process (a forked child is not it)
+  pid_t owner_pid_ = 0;       // the attaching process (a forked child is not it)
+  uint64_t owner_start_ = 0;  // its start time, for the lock's holder_start
   long ptracer_ = 0;
   bool detached_ = false;
   bool inproc_ = false;

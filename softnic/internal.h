@@ -72,7 +72,8 @@ struct SnCq {
   std::mutex mu;  // one poller at a time
   ShmCq* shm;
   ShmCqe* ring;
-  uint32_t nslots = 0;  // the ring's, as created (shm->nslots may be forged)
+  uint32_t nslots = 0;   // the ring's, as created (shm->nslots may be forged)
+  bool want_ts = false;  // likewise shm->want_ts
   uint32_t seen_attention = 0;
   uint32_t empty_polls = 0;
   std::atomic<uint32_t> stalled{0};  // a bound SQ has RNR-stalled WRs
@@ -112,6 +113,18 @@ struct SnSrq {
   // TM: list operations posted signaled, completion not yet polled.
   uint32_t tm_max_ops = 0;
   std::atomic<uint32_t> tm_ops{0};
+};
+
+// A receive WQE of a QP's own receive queue as its owner posted it, by
+// ring slot: a completion staged in one line (kStagedInLine) is scattered
+// into these buffers, never into what shared memory says.  Only the first
+// kStageSges SGEs are kept; a requester stages in one line only for a WQE
+// of at most that many.
+struct RecvShadow {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t pad;
+  ShmSge sge[kStageSges];
 };
 
 // A send WR as the private send queue keeps it.
@@ -221,6 +234,9 @@ struct SnQp {
   uint64_t sq_posted = 0;
   std::atomic<uint64_t> sq_retire_to{0};  // set by the poller
   std::atomic<uint32_t> rq_outstanding{0};
+  // The receive queue's posts by ring slot (rq.nslots of them; none with
+  // an SRQ): written by posts under rq_mu, read by the poller.
+  std::vector<RecvShadow> rq_shadow;
   uint64_t last_peer_check_ns = 0;
   PlaceState place;  // under sq_mu and the fabric lock
   OrderState order;  // likewise
@@ -302,6 +318,9 @@ int RangeAccessible(uint64_t addr, uint64_t len, bool write);
 
 // Device and context (device.cc).
 uint64_t NowNs();
+// CLOCK_MONOTONIC_COARSE (a tick's resolution, a few ms; no TSC read): for
+// rate limits of the data path, never for a timestamp a program sees.
+uint64_t CoarseNowNs();
 // Binds the datagram socket of a context's async events or a completion
 // channel at `slot` under a fresh random generation (stored in *gen; the
 // caller publishes it, fabric lock held), retrying names found taken; -1
@@ -503,15 +522,21 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   // is used (a line the poller need not read is not written), then
   // publish.  The first line goes last, right before seq: the poller spins
   // on it, and it moves to this core once.
-  const uint32_t nsge = in.stage_nsge <= kStageSges ? in.stage_nsge : kStageSges;
-  const uint32_t stage_len = in.stage_len <= kStageBytes ? in.stage_len : kStageBytes;
-  memcpy(&slot.stage_len, &in.stage_len, offsetof(ShmCqe, stage) - offsetof(ShmCqe, stage_len));
-  slot.ts_ns = NowNs();
-  if (stage_len) memcpy(slot.stage, in.stage, stage_len);
-  if (nsge > 1) memcpy(slot.stage_sge_more, in.stage_sge_more, (nsge - 1) * sizeof(ShmSge));
-  if (in.tm != kTmNone) {
-    slot.tm_srq = in.tm_srq;
-    slot.tm_handle = in.tm_handle;
+  // A completion staged in one line (kStagedInLine) writes the second
+  // only for a timestamp.
+  if (in.stage_nsge == kStagedInLine) {
+    if (cq.want_ts) slot.ts_ns = NowNs();
+  } else {
+    const uint32_t nsge = in.stage_nsge <= kStageSges ? in.stage_nsge : kStageSges;
+    const uint32_t stage_len = in.stage_len <= kStageBytes ? in.stage_len : kStageBytes;
+    memcpy(&slot.stage_len, &in.stage_len, offsetof(ShmCqe, stage) - offsetof(ShmCqe, stage_len));
+    slot.ts_ns = cq.want_ts ? NowNs() : 0;  // a clock read only for a CQ that reads it
+    if (stage_len) memcpy(slot.stage, in.stage, stage_len);
+    if (nsge > 1) memcpy(slot.stage_sge_more, in.stage_sge_more, (nsge - 1) * sizeof(ShmSge));
+    if (in.tm != kTmNone) {
+      slot.tm_srq = in.tm_srq;
+      slot.tm_handle = in.tm_handle;
+    }
   }
   memcpy(reinterpret_cast<uint8_t*>(&slot) + sizeof(slot.seq),
          reinterpret_cast<const uint8_t*>(&in) + sizeof(in.seq),

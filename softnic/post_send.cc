@@ -30,7 +30,7 @@ namespace {
 uint32_t DestinationFingerprint(Process* p, SnQp* qp, const SendWqe& w) {
   const uint32_t size = static_cast<uint32_t>(qp->sq.size());
   for (uint64_t k = qp->sq_exec; k < qp->sq_posted; ++k) {
-    const SendWqe& o = qp->sq[k % size];
+    const SendWqe& o = qp->sq[k & (size - 1)];
     if (o.opcode != IBV_WR_RDMA_READ && o.opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
         o.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD)
       continue;
@@ -116,7 +116,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       rc = ENOMEM;
       break;
     }
-    SendWqe& w = qp->sq[qp->sq_posted % size];
+    SendWqe& w = qp->sq[qp->sq_posted & (size - 1)];  // RingSlots: a power of two
     w.wr_id = wr->wr_id;
     w.opcode = wr->opcode;
     w.flags = wr->send_flags;

@@ -24,7 +24,7 @@ bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge) {
   rq->max_wr = max_wr;
   rq->max_sge = max_sge ? max_sge : 1;
   rq->stride = sizeof(ShmRecvWqe) + rq->max_sge * sizeof(ShmSge);
-  rq->nslots = max_wr ? max_wr : 1;
+  rq->nslots = RingSlots(max_wr);
   ResetRq(rq);
   rq->ring_off = f->Alloc(uint64_t(rq->nslots) * rq->stride);
   return rq->ring_off != 0;
@@ -194,7 +194,9 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
     return nullptr;
   }
   try {
-    qp->sq.resize(std::max<uint32_t>(1, cap.max_send_wr));
+    qp->sq.resize(RingSlots(cap.max_send_wr));
+    // As many as InitRq's ring.
+    if (!srq && !IsXrc(type) && !rss) qp->rq_shadow.resize(RingSlots(cap.max_recv_wr));
   } catch (...) {
     errno = ENOMEM;
     return nullptr;

@@ -7,7 +7,9 @@
 // A post takes the queue's own lock (posts of the owner's threads), not the
 // fabric lock: the owner is the ring's only writer of WQEs and of `head`,
 // which it publishes with a release store after the WQE (RqHead,
-// PublishRqHead); requesters take at `tail` under the fabric lock.
+// PublishRqHead); requesters take at `tail` under the fabric lock.  A
+// QP's own queue also keeps its posts in private memory (SnQp::rq_shadow),
+// where its poller finds the buffers of a completion staged in one line.
 //
 // May not: allocate, or post beyond the queue's capacity (ENOMEM, like a
 // NIC).
@@ -58,7 +60,8 @@ uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* 
 }
 
 int PostRecvCommon(Process* p, std::mutex* mu, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
-                   uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd) {
+                   uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd,
+                   std::vector<RecvShadow>* shadow) {
   std::lock_guard<std::mutex> g(*mu);
   int rc = 0;
   for (; wr; wr = wr->next) {
@@ -89,6 +92,13 @@ int PostRecvCommon(Process* p, std::mutex* mu, ShmRq* rq, std::atomic<uint32_t>*
     }
     for (int i = 0; i < wr->num_sge; ++i)
       w->sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+    if (shadow && !shadow->empty()) {
+      RecvShadow& s = (*shadow)[head & (shadow->size() - 1)];  // RingSlots: a power of two
+      s.wr_id = wr->wr_id;
+      s.num_sge = static_cast<uint32_t>(wr->num_sge);
+      const uint32_t kept = std::min<uint32_t>(s.num_sge, kStageSges);
+      for (uint32_t i = 0; i < kept; ++i) s.sge[i] = w->sge[i];
+    }
     // Published: a requester that reads the new head finds the WQE whole.
     PublishRqHead(rq, head + 1);
     outstanding->fetch_add(1, std::memory_order_relaxed);
@@ -122,7 +132,7 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return EINVAL;
   }
   return PostRecvCommon(p, &qp->rq_mu, &qp->shm->rq, &qp->rq_outstanding, qp->max_recv_wr, qp->max_recv_sge,
-                        wr, bad, qp->shm, qp->shm->pd);
+                        wr, bad, qp->shm, qp->shm->pd, &qp->rq_shadow);
 }
 
 int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
@@ -133,7 +143,7 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     return ENODEV;
   }
   return PostRecvCommon(p, &srq->rq_mu, &srq->shm->rq, &srq->outstanding, srq->shm->rq.max_wr,
-                        srq->shm->rq.max_sge, wr, bad, nullptr, srq->shm->pd);
+                        srq->shm->rq.max_sge, wr, bad, nullptr, srq->shm->pd, nullptr);
 }
 
 }  // namespace rdmasan::softnic

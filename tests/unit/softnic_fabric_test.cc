@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -75,6 +76,59 @@ TEST_F(FabricDir, ForkedChildExitLeavesTheParentsSlotAndFile) {
   f->Detach();
   delete f;
   EXPECT_NE(access(Named("fork").c_str(), F_OK), 0);
+}
+
+// In a child: attaches fabric `name`, takes its lock and tells `fd`, then
+// waits to be killed.
+[[noreturn]] void HoldLockUntilKilled(const char* name, int fd) {
+  Fabric* c = Fabric::Attach(name);
+  if (!c) _exit(1);
+  c->Lock();
+  char r = 'r';
+  if (write(fd, &r, 1) != 1) _exit(2);
+  for (;;) pause();
+}
+
+// A process killed while it holds the fabric lock (a robust mutex's
+// EOWNERDEAD case): the next process that wants the lock takes it over
+// within the lock's staleness bound, while the dead one is a zombie and
+// once it is reaped, and the lock works as before afterwards.
+TEST_F(FabricDir, LockOfAKilledHolderIsTakenOver) {
+  Fabric* f = Fabric::Attach("lockdead");
+  ASSERT_NE(f, nullptr);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  for (bool reap_first : {false, true}) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) HoldLockUntilKilled("lockdead", ready[1]);
+    char r;
+    ASSERT_EQ(read(ready[0], &r, 1), 1);
+    EXPECT_EQ(f->hdr()->lock.word.load() & ~kLockWaiters, static_cast<uint32_t>(child));
+    ASSERT_EQ(kill(child, SIGKILL), 0);
+    int status;
+    if (reap_first) {
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+    } else {
+      siginfo_t info{};
+      ASSERT_EQ(waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);  // a zombie now
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    f->Lock();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3)) << "reaped: " << reap_first;
+    EXPECT_EQ(f->hdr()->lock.word.load() & ~kLockWaiters, static_cast<uint32_t>(getpid()));
+    f->Unlock();
+    EXPECT_EQ(f->hdr()->lock.word.load(), 0u);
+    if (!reap_first) {
+      ASSERT_EQ(waitpid(child, &status, 0), child);
+    }
+  }
+  close(ready[0]);
+  close(ready[1]);
+  f->Lock();
+  f->Unlock();
+  f->Detach();
+  delete f;
 }
 
 // In a child: a mount namespace of its own (a user namespace too when not

@@ -3,6 +3,7 @@
 // and a peer killed with SIGKILL gives the survivor retry-exceeded and flush
 // completions instead of a hang, also while a message is being placed into
 // it in chunks (--chaos=place).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
@@ -56,7 +57,8 @@ bool MakeSide(Side* s) {
     a.send_cq = a.recv_cq = s->cq[i];
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = a.cap.max_recv_wr = 16;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 2;
+    a.cap.max_inline_data = 64;
     s->qp[i] = ibv_create_qp(s->pd, &a);
     if (!s->cq[i] || !s->qp[i]) return false;
   }
@@ -242,6 +244,142 @@ TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
   ibv_qp_init_attr init;
   ASSERT_EQ(ibv_query_qp(s.qp[0], &a, IBV_QP_STATE, &init), 0);
   EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+  DestroySide(&s);
+}
+
+// What the receiver saw of one completion, sent back to the parent.
+struct SeenWc {
+  uint64_t wr_id;
+  uint32_t status, opcode, byte_len, imm_data, wc_flags, src_qp, slid;
+};
+
+// Receives of up to 16 bytes into a QP's own receive queue travel in one
+// line of the completion (softnic/fabric.h kStagedInLine) and are scattered
+// from the receiver's own record of the post: split over two SGEs, inline
+// or not, with an immediate, empty, and one byte past the line (the
+// completion's second line) all complete whole, in order, with the fields
+// a NIC gives them.
+TEST(SoftnicPeers, SmallReceivesInOneLineCompleteWholeAcrossProcesses) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Side s{};
+    if (!MakeSide(&s)) _exit(10);
+    std::memset(s.buf, 0xee, 4096);
+    Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
+    if (write(to_parent[1], &me, sizeof(me)) != sizeof(me)) _exit(11);
+    Endpoint peer;
+    if (read(to_child[0], &peer, sizeof(peer)) != sizeof(peer)) _exit(12);
+    for (int q = 0; q < 2; ++q)
+      if (Connect(s.qp[q], peer.qpn[q])) _exit(13);
+    // 11: two SGEs (5 + 11 bytes); 12: 16 bytes; 13: 8 bytes for an empty
+    // SEND; 14: 32 bytes for 17.
+    ibv_sge two[2] = {{reinterpret_cast<uint64_t>(s.buf), 5, s.mr->lkey},
+                      {reinterpret_cast<uint64_t>(s.buf + 100), 11, s.mr->lkey}};
+    ibv_recv_wr wr{};
+    wr.wr_id = 11;
+    wr.sg_list = two;
+    wr.num_sge = 2;
+    ibv_recv_wr* bad;
+    if (ibv_post_recv(s.qp[0], &wr, &bad) || PostRecv(s, 0, 12, 200, 16) || PostRecv(s, 0, 13, 300, 8) ||
+        PostRecv(s, 0, 14, 400, 32))
+      _exit(14);
+    char ready = 'r';
+    if (write(to_parent[1], &ready, 1) != 1) _exit(15);
+    SeenWc seen[4];
+    for (int i = 0; i < 4; ++i) {
+      ibv_wc wc;
+      if (!PollOne(s.cq[0], &wc, 10000)) _exit(16);
+      seen[i] = {wc.wr_id, wc.status, wc.opcode, wc.byte_len, wc.imm_data, wc.wc_flags, wc.src_qp, wc.slid};
+    }
+    if (write(to_parent[1], seen, sizeof(seen)) != sizeof(seen) || write(to_parent[1], s.buf, 512) != 512)
+      _exit(17);
+    char done;
+    if (read(to_child[0], &done, 1) != 1) _exit(18);
+    _exit(0);
+  }
+  close(to_parent[1]);  // a dead child ends the parent's reads
+  close(to_child[0]);
+  Side s{};
+  ASSERT_TRUE(MakeSide(&s));
+  Endpoint peer;
+  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
+  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
+  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
+  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
+  char ready;
+  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+  for (int i = 0; i < 64; ++i) s.buf[i] = static_cast<uint8_t>(0x40 + i);
+  // 16 bytes from two SGEs of 7 and 9 bytes, not inline.
+  ibv_sge src[2] = {{reinterpret_cast<uint64_t>(s.buf), 7, s.mr->lkey},
+                    {reinterpret_cast<uint64_t>(s.buf + 7), 9, s.mr->lkey}};
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = src;
+  wr.num_sge = 2;
+  ibv_send_wr* bad;
+  ASSERT_EQ(ibv_post_send(s.qp[0], &wr, &bad), 0);
+  // 16 bytes inline with an immediate.
+  ibv_sge in{reinterpret_cast<uint64_t>(s.buf + 16), 16, 0};
+  wr = {};
+  wr.wr_id = 2;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.imm_data = htonl(0x1234abcd);
+  wr.sg_list = &in;
+  wr.num_sge = 1;
+  ASSERT_EQ(ibv_post_send(s.qp[0], &wr, &bad), 0);
+  wr = {};
+  wr.wr_id = 3;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ASSERT_EQ(ibv_post_send(s.qp[0], &wr, &bad), 0);
+  ASSERT_EQ(Post(s, 0, IBV_WR_SEND, 4, 32, 17), 0);
+  for (uint64_t id = 1; id <= 4; ++id) {
+    ibv_wc wc;
+    ASSERT_TRUE(PollOne(s.cq[0], &wc));
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << id;
+  }
+  SeenWc seen[4];
+  uint8_t got[512];
+  ASSERT_EQ(read(to_parent[0], seen, sizeof(seen)), static_cast<ssize_t>(sizeof(seen)));
+  size_t n = 0;
+  while (n < sizeof(got)) {
+    ssize_t r = read(to_parent[0], got + n, sizeof(got) - n);
+    ASSERT_GT(r, 0);
+    n += r;
+  }
+  const uint32_t lens[4] = {16, 16, 0, 17};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(seen[i].wr_id, 11u + i);
+    EXPECT_EQ(seen[i].status, static_cast<uint32_t>(IBV_WC_SUCCESS)) << i;
+    EXPECT_EQ(seen[i].opcode, static_cast<uint32_t>(IBV_WC_RECV)) << i;
+    EXPECT_EQ(seen[i].byte_len, lens[i]) << i;
+    EXPECT_EQ(seen[i].src_qp, s.qp[0]->qp_num) << i;
+    EXPECT_EQ(seen[i].slid, 1u) << i;
+    EXPECT_EQ(seen[i].wc_flags & IBV_WC_WITH_IMM, i == 1 ? static_cast<uint32_t>(IBV_WC_WITH_IMM) : 0u) << i;
+  }
+  EXPECT_EQ(seen[1].imm_data, htonl(0x1234abcd));
+  EXPECT_EQ(std::memcmp(got, s.buf, 5), 0);             // the first SGE's 5 bytes
+  EXPECT_EQ(got[5], 0xee);                              // and not one more
+  EXPECT_EQ(std::memcmp(got + 100, s.buf + 5, 11), 0);  // the second SGE's 11
+  EXPECT_EQ(got[111], 0xee);
+  EXPECT_EQ(std::memcmp(got + 200, s.buf + 16, 16), 0);
+  EXPECT_EQ(got[216], 0xee);
+  EXPECT_EQ(got[300], 0xee);  // the empty SEND wrote nothing
+  EXPECT_EQ(std::memcmp(got + 400, s.buf + 32, 17), 0);
+  EXPECT_EQ(got[417], 0xee);
+  char done = 'q';
+  EXPECT_EQ(write(to_child[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the receiver failed: status " << status;
   DestroySide(&s);
 }
 
