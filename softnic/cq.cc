@@ -489,6 +489,10 @@ void TakeInLine(Process* p, SnCq* cq, const ShmCqe& c, ibv_wc* wc) {
   wc->slid = 1;
   wc->sl = 0;
   wc->dlid_path_bits = 0;
+  // A program that polled a receive mostly posts next, and a post takes
+  // the fabric lock, whose line the peer's post took last: fetch it now,
+  // while the completion is taken and the receive reposted.
+  __builtin_prefetch(&p->fab->hdr()->lock, 1);
   cq->cur_ts = cq->want_ts ? c.ts_ns : 0;
   cq->cur_tm_tag = 0;
   cq->cur_tm_priv = 0;
@@ -519,6 +523,7 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
     s.cons.store(cons + 1, std::memory_order_release);
     return true;
   }
+  if (!c.is_send) __builtin_prefetch(&p->fab->hdr()->lock, 1);  // as TakeInLine
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
   wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
