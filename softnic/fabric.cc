@@ -461,7 +461,7 @@ ShmRecvWqe* Fabric::RqEntry(const ShmRq& rq, uint64_t index) const {
   const uint64_t ring = rq.ring_off;
   const uint32_t nslots = rq.nslots, stride = rq.stride, max_sge = rq.max_sge;
   if (nslots == 0 || nslots > kMaxQpWr || (nslots & (nslots - 1)) != 0 || max_sge == 0 || max_sge > kMaxSge ||
-      stride != sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge) || !InHeap(ring, uint64_t(nslots) * stride))
+      stride != RqStride(max_sge) || !InHeap(ring, uint64_t(nslots) * stride))
     return nullptr;
   return At<ShmRecvWqe>(ring + (index & (nslots - 1)) * stride);
 }

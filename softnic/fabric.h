@@ -223,6 +223,12 @@ struct ShmRq {
   alignas(64) uint64_t tail;  // requesters', under the fabric lock
   uint64_t head_seen;         // requesters', under the fabric lock
 };
+// A receive WQE's slot in its ring: whole cache lines, so that the owner's
+// repost of one slot never writes the line of the next slot a requester
+// reads (or has prefetched).
+inline uint32_t RqStride(uint32_t max_sge) {
+  return (static_cast<uint32_t>(sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge)) + 63) & ~63u;
+}
 // Ring sizes are powers of two (a receive queue's slots, a send queue's
 // private ring): a slot is an index's low bits, no division on the data
 // path.

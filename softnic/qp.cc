@@ -23,7 +23,7 @@ namespace rdmasan::softnic {
 bool InitRq(Fabric* f, ShmRq* rq, uint32_t max_wr, uint32_t max_sge) {
   rq->max_wr = max_wr;
   rq->max_sge = max_sge ? max_sge : 1;
-  rq->stride = sizeof(ShmRecvWqe) + rq->max_sge * sizeof(ShmSge);
+  rq->stride = RqStride(rq->max_sge);
   rq->nslots = RingSlots(max_wr);
   ResetRq(rq);
   rq->ring_off = f->Alloc(uint64_t(rq->nslots) * rq->stride);
