@@ -134,11 +134,23 @@ struct Global {
 };
 
 // Made on first use: a verb can be called from another library's
-// constructor, before this library's initialisers ran.
-// Tests and fuzz targets replace it (ResetForTest, ResetForFuzz).
-Global*& G() {
-  static Global* global = new Global();
-  return global;
+// constructor, before this library's initialisers ran (a constant-initialized
+// pointer: every poll reads it in line).  Tests and fuzz targets replace it
+// (ResetForTest, ResetForFuzz).
+constinit std::atomic<Global*> g_global{nullptr};
+
+[[gnu::noinline]] Global* MakeGlobal() {
+  Global* fresh = new Global();
+  Global* seen = nullptr;
+  if (g_global.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
+    return fresh;
+  delete fresh;  // another thread's came first
+  return seen;
+}
+
+inline Global* G() {
+  Global* g = g_global.load(std::memory_order_acquire);
+  return __builtin_expect(g != nullptr, 1) ? g : MakeGlobal();
 }
 std::mutex g_create_mu;
 PtrTable g_states;
@@ -180,21 +192,25 @@ inline CqState* GetState(const void* cq) {
   return GetStateSlow(cq, gen);
 }
 
-// The CQ's id for its decisions' keys (known from its creation on: an id,
-// once given, stays the pointer's until the CQ goes, and its state with it).
 // A new last entry of the buffer, its fields but wc as a fresh Entry's (a
-// reused slot keeps its last completion's).
-Entry& Append(CqState& st) {
+// reused slot keeps its last completion's).  The ibv_cq_ex extras are read
+// only through a hooked ibv_cq_ex (st.ex): another CQ's entries leave them
+// as they were.
+[[gnu::always_inline]] inline Entry& Append(CqState& st) {
   Entry& e = st.buf.push_back();
   e.hold = 0;
   e.barrier = false;
-  e.ts = e.wallclock = 0;
-  e.flow_tag = 0;
-  e.cvlan = 0;
-  e.tm = {};
+  if (st.ex) {
+    e.ts = e.wallclock = 0;
+    e.flow_tag = 0;
+    e.cvlan = 0;
+    e.tm = {};
+  }
   return e;
 }
 
+// The CQ's id for its decisions' keys (known from its creation on: an id,
+// once given, stays the pointer's until the CQ goes, and its state with it).
 uint64_t CqObj(CqState& st, const void* cq) {
   if (!st.obj) st.obj = Id(cq);
   return st.obj;
@@ -220,7 +236,7 @@ bool IsForced(const Global& g, const CqState& st, const Entry& e) {
 // What LookupQp says of the QP numbered qp_num on `ctx` (the CQ's context),
 // remembered per CQ: consecutive completions mostly name one QP.  Null if
 // unknown; else the CQ's copy, good until its next CachedQp (under mu).
-const QpInfo* CachedQp(CqState& st, const ibv_context* ctx, uint32_t qp_num) {
+[[gnu::always_inline]] inline const QpInfo* CachedQp(CqState& st, const ibv_context* ctx, uint32_t qp_num) {
   const uint64_t gen = QpTableGeneration();
   if (__builtin_expect(st.qp_gen != gen || st.qp_num != qp_num, 0)) {
     st.qp_known = LookupQp(ctx, qp_num, &st.qp);
@@ -287,7 +303,7 @@ bool Failing(const CqState& st, uint32_t qp_num) {
   return known;
 }
 
-void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
+[[gnu::always_inline]] inline void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
   ibv_wc& wc = e.wc;
   const QpInfo* known = AdmitWc(g, st, ctx, wc);
   const uint64_t qp_ident = known && known->id ? known->id : wc.qp_num;
@@ -322,27 +338,33 @@ inline void AfterPull(CqState& st, int got, int asked) {
   ++st.pulls;
 }
 
-void PullPoll(const Global& g, CqState& st, ibv_cq* cq, PollFn provider, int* err) {
+// Pulls what the provider has into the buffer; returns how many it pulled
+// (the buffer's last ones).  In line in Poll (one frame per poll).
+[[gnu::always_inline]] inline int PullPoll(const Global& g, CqState& st, ibv_cq* cq, PollFn provider,
+                                           int* err) {
   ibv_wc tmp[kCapacity];
+  int pulled = 0;
   for (int rounds = 0; rounds < 4; ++rounds) {
     const int room = kCapacity - static_cast<int>(st.buf.size());
-    if (room <= 0) return;
+    if (room <= 0) break;
     const size_t failing_before = st.failing.size();
     const int got = provider(cq, room, tmp);
     if (got < 0) {
       *err = got;
-      return;
+      break;
     }
     for (int i = 0; i < got; ++i) {
       Entry& e = Append(st);
       e.wc = tmp[i];
       Admit(g, st, cq->context, e);
     }
+    pulled += got;
     AfterPull(st, got, room);
     // A new failure: pull again, so that what the provider completed
     // before the QP went to ERR is rewritten now.
-    if (st.failing.size() == failing_before || st.failing.empty()) return;
+    if (st.failing.size() == failing_before || st.failing.empty()) break;
   }
+  return pulled;
 }
 
 void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e) {
@@ -372,12 +394,14 @@ void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e) {
   if ((fl & IBV_WC_EX_WITH_TM_INFO) && f.read_tm_info) f.read_tm_info(cq, &e->tm);
 }
 
-// Pulls through the provider's start/next/end_poll.
-void PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+// Pulls through the provider's start/next/end_poll; returns how many it
+// pulled (the buffer's last ones).
+int PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   const ExFns& f = *st.ex;
+  int pulled = 0;
   for (int rounds = 0; rounds < 4; ++rounds) {
     const int room = kCapacity - static_cast<int>(st.buf.size());
-    if (room <= 0) return;
+    if (room <= 0) break;
     const size_t failing_before = st.failing.size();
     int got = 0;
     if (f.start_poll(cq, attr) == 0) {
@@ -388,9 +412,17 @@ void PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr)
       } while (++got < room && f.next_poll(cq) == 0);
       f.end_poll(cq);
     }
+    pulled += got;
     AfterPull(st, got, room);
-    if (st.failing.size() == failing_before || st.failing.empty()) return;
+    if (st.failing.size() == failing_before || st.failing.empty()) break;
   }
+  return pulled;
+}
+
+// PullPoll out of line, for the natural order's rare pull after an injected
+// error.
+[[gnu::noinline]] void PullFlushed(const Global& g, CqState& st, ibv_cq* cq, PollFn provider, int* err) {
+  PullPoll(g, st, cq, provider, err);
 }
 
 // ------------------------------------------------------------------ picks --
@@ -450,61 +482,69 @@ const char* Side(const Entry& e) {
   }
 }
 
-// The index in the buffer of the next completion to release (false: none).
-bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
-  if (st.buf.empty()) return false;
-  size_t at = 0;
-  if (!IsForced(g, st, st.buf.front()) && (g.mode != Mode::kNatural || g.replaying)) {
-    if (st.buf.size() == 1 && g.mode != Mode::kPct) {
-      // One completion buffered: eligible unless held back; alone, it is
-      // no choice (no sched.pick, as below).  PCT counts it as a step.
-      const Entry& e = st.buf.front();
-      if (e.age < e.hold) return false;  // not forced (tested above)
-      *out = 0;
-      return true;
+// Pick's choice among the eligible completions, when there may be a choice
+// (the oldest is not forced, and the order is not the natural one).
+[[gnu::noinline]] bool PickAmong(Global& g, CqState& st, const void* cq, size_t* out) {
+  thread_local std::vector<uint32_t> elig;
+  Eligible(g, st, &elig);
+  if (elig.empty()) return false;  // every stream head held back
+  size_t at = elig[0];
+  if (g.mode == Mode::kPct && !g.replaying) {
+    std::lock_guard<std::mutex> l(g.pct.mu);
+    PctInit(g, g.pct);
+    size_t best = 0;
+    int64_t best_prio = INT64_MIN;
+    for (size_t i = 0; i < elig.size(); ++i) {
+      const int64_t p = PctPriority(g, g.pct, st.buf[elig[i]].ident);
+      if (p > best_prio) best_prio = p, best = i;
     }
-    thread_local std::vector<uint32_t> elig;
-    Eligible(g, st, &elig);
-    if (elig.empty()) return false;  // every stream head held back
-    at = elig[0];
-    if (g.mode == Mode::kPct && !g.replaying) {
-      std::lock_guard<std::mutex> l(g.pct.mu);
-      PctInit(g, g.pct);
-      size_t best = 0;
-      int64_t best_prio = INT64_MIN;
-      for (size_t i = 0; i < elig.size(); ++i) {
-        const int64_t p = PctPriority(g, g.pct, st.buf[elig[i]].ident);
-        if (p > best_prio) best_prio = p, best = i;
-      }
-      const uint64_t step = ++g.pct.steps;
-      for (size_t i = 0; i < g.pct.change.size(); ++i)
-        if (g.pct.change[i] == step)
-          g.pct.prio[st.buf[elig[best]].ident] = g.pct.depth - 1 - static_cast<int64_t>(i);
-      if (elig.size() >= 2) {
-        const Entry& c = st.buf[elig[best]];
-        const uint64_t o = Decide(
-            g, st, cq, Point::kSchedPick, [best](core::Draws&) { return best; },
-            [&](uint64_t) {
-              return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
-                                     c.wc.qp_num, Side(c), c.wc.wr_id, elig[best]);
-            },
-            c.wc.qp_num, c.wc.wr_id);
-        at = elig[o < elig.size() ? o : 0];
-      }
-    } else if (elig.size() >= 2) {
+    const uint64_t step = ++g.pct.steps;
+    for (size_t i = 0; i < g.pct.change.size(); ++i)
+      if (g.pct.change[i] == step)
+        g.pct.prio[st.buf[elig[best]].ident] = g.pct.depth - 1 - static_cast<int64_t>(i);
+    if (elig.size() >= 2) {
+      const Entry& c = st.buf[elig[best]];
       const uint64_t o = Decide(
-          g, st, cq, Point::kSchedPick, [&](core::Draws& d) { return d.Below(elig.size()); },
-          [&](uint64_t o) {
-            const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
-            return absl::StrFormat("sched.pick QP 0x%x %s wr_id=0x%x released before %u older", c.wc.qp_num,
-                                   Side(c), c.wc.wr_id, elig[o < elig.size() ? o : 0]);
+          g, st, cq, Point::kSchedPick, [best](core::Draws&) { return best; },
+          [&](uint64_t) {
+            return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
+                                   c.wc.qp_num, Side(c), c.wc.wr_id, elig[best]);
           },
-          0, 0);
+          c.wc.qp_num, c.wc.wr_id);
       at = elig[o < elig.size() ? o : 0];
     }
+  } else if (elig.size() >= 2) {
+    const uint64_t o = Decide(
+        g, st, cq, Point::kSchedPick, [&](core::Draws& d) { return d.Below(elig.size()); },
+        [&](uint64_t o) {
+          const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
+          return absl::StrFormat("sched.pick QP 0x%x %s wr_id=0x%x released before %u older", c.wc.qp_num,
+                                 Side(c), c.wc.wr_id, elig[o < elig.size() ? o : 0]);
+        },
+        0, 0);
+    at = elig[o < elig.size() ? o : 0];
   }
   *out = at;
   return true;
+}
+
+// The index in the buffer of the next completion to release (false: none).
+// In line: every poll that returns a completion asks.
+inline bool Pick(Global& g, CqState& st, const void* cq, size_t* out) {
+  if (st.buf.empty()) return false;
+  const Entry& e = st.buf.front();
+  if (IsForced(g, st, e) || (g.mode == Mode::kNatural && !g.replaying)) {
+    *out = 0;
+    return true;
+  }
+  if (st.buf.size() == 1 && g.mode != Mode::kPct) {
+    // One completion buffered: eligible unless held back; alone, it is no
+    // choice (no sched.pick, as PickAmong).  PCT counts it as a step.
+    if (e.age < e.hold) return false;  // not forced (tested above)
+    *out = 0;
+    return true;
+  }
+  return PickAmong(g, st, cq, out);
 }
 
 // Drops the entry at `at` (Pick's) from the buffer.
@@ -514,15 +554,15 @@ void Release(CqState& st, size_t at) {
   st.buf.pop_front();
 }
 
-// sched.hold for each completion pulled by this poll (from `first_seq`
-// on): outcome h > 0 holds it back until it stayed buffered through h polls
-// of its CQ (at most reorder_delay: the forced bound wins).
-void AssignHolds(Global& g, CqState& st, const void* cq, uint64_t first_seq) {
+// sched.hold for each completion pulled by this poll (the buffer's last
+// `pulled`): outcome h > 0 holds it back until it stayed buffered through h
+// polls of its CQ (at most reorder_delay: the forced bound wins).
+[[gnu::always_inline]] inline void AssignHolds(Global& g, CqState& st, const void* cq, int pulled) {
   if (!(g.mode == Mode::kRandom || g.replaying)) return;
   const uint64_t most = std::max<uint32_t>(g.delay, 1);
-  for (size_t i = 0; i < st.buf.size(); ++i) {
+  for (size_t i = st.buf.size() - static_cast<size_t>(pulled); i < st.buf.size(); ++i) {
     Entry& e = st.buf[i];
-    if (e.seq < first_seq || IsForced(g, st, e)) continue;
+    if (IsForced(g, st, e)) continue;
     const uint64_t h = Decide(
         g, st, cq, Point::kSchedHold,
         [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
@@ -581,10 +621,9 @@ int SStartPoll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   st->mu.LockAsUser();
   Global& g = *G();
   StartOfPoll(*st);
-  const uint64_t first = st->next_seq;
-  PullEx(g, *st, cq, attr);
+  const int pulled = PullEx(g, *st, cq, attr);
   AfterPullOfPoll(*st);
-  AssignHolds(g, *st, cq, first);
+  if (pulled > 0) AssignHolds(g, *st, cq, pulled);
   st->ex_budget = INT_MAX;
   if (ServeNextEx(g, *st, cq)) return 0;  // the lock stays held until end_poll
   AgeRest(*st);
@@ -620,6 +659,37 @@ uint16_t SReadCvlan(ibv_cq_ex* cq) { return Cur(cq).cvlan; }
 uint32_t SReadFlowTag(ibv_cq_ex* cq) { return Cur(cq).flow_tag; }
 void SReadTmInfo(ibv_cq_ex* cq, ibv_wc_tm_info* out) { *out = Cur(cq).tm; }
 uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
+
+// A poll through the buffer (Poll, under the CQ's lock): pull, hold, pick,
+// in one frame.  Out of Poll: the natural order's poll stays small, its
+// lock's fast path in line.
+[[gnu::noinline]] int PollBuffered(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+  int err = 0;
+  const int pulled = PullPoll(g, st, cq, provider, &err);
+  AfterPullOfPoll(st);
+  if (st.buf.empty()) return err < 0 ? err : 0;
+  if (pulled > 0) AssignHolds(g, st, cq, pulled);
+  if (st.buf.size() == 1 && g.mode != Mode::kPct) {
+    // One completion buffered (a program with one in flight, or one held
+    // back): what Pick, Release and AgeRest do with it, in short.
+    Entry& e = st.buf.front();
+    if (!IsForced(g, st, e) && (g.mode != Mode::kNatural || g.replaying) && e.age < e.hold) {
+      ++e.age;  // held back: it stayed buffered through this poll
+      return 0;
+    }
+    wc[0] = e.wc;
+    st.buf.pop_front();
+    return 1;
+  }
+  int out = 0;
+  size_t at;
+  while (out < n && Pick(g, st, cq, &at)) {
+    wc[out++] = st.buf[at].wc;
+    Release(st, at);
+  }
+  AgeRest(st);
+  return out;
+}
 
 }  // namespace
 
@@ -659,24 +729,11 @@ int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
     int err = 0;
     // An error injected: what the provider completed before its QP went
     // to ERR is pulled now (and rewritten), for the next polls.
-    if (!st->failing.empty()) PullPoll(g, *st, cq, provider, &err);
+    if (!st->failing.empty()) PullFlushed(g, *st, cq, provider, &err);
     AfterPullOfPoll(*st);
     return got;
   }
-  int err = 0;
-  const uint64_t first = st->next_seq;
-  PullPoll(g, *st, cq, provider, &err);
-  AfterPullOfPoll(*st);
-  if (st->buf.empty()) return err < 0 ? err : 0;
-  AssignHolds(g, *st, cq, first);
-  int out = 0;
-  size_t at;
-  while (out < n && Pick(g, *st, cq, &at)) {
-    wc[out++] = st->buf[at].wc;
-    Release(*st, at);
-  }
-  AgeRest(*st);
-  return out;
+  return PollBuffered(g, *st, cq, n, wc, provider);
 }
 
 void Armed(ibv_cq* cq) {
@@ -746,7 +803,7 @@ void ResetForTest() {
   // read it) and reachable, so that LeakSanitizer does not count it.
   static auto* const retired = new std::vector<Global*>;
   retired->push_back(G());
-  G() = new Global();
+  g_global.store(new Global(), std::memory_order_release);
   g_on.store(0, std::memory_order_release);
 }
 
@@ -755,7 +812,7 @@ void ResetForFuzz() {
   {
     std::lock_guard<std::mutex> l(g_create_mu);
     old = G();
-    G() = new Global();
+    g_global.store(new Global(), std::memory_order_release);
     g_on.store(0, std::memory_order_release);
   }
   delete old;  // no poll is in progress (faults.h: ResetDecisionsForFuzz)
