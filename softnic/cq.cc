@@ -469,22 +469,27 @@ bool ScatterStaged(Process* p, const ShmCqe& c) {
   return ScatterInto(p, sge, nsge, c.stage, len);
 }
 
-// Takes a small receive staged in one line (kStagedInLine): its buffers
-// from the QP's own record of the post at the WQE's ring slot.  Anything
-// that does not match that record (a completion forged in shared memory)
-// completes in error and writes nothing.
-void TakeInLine(Process* p, SnCq* cq, const ShmCqe& c, ibv_wc* wc) {
+// The fields of a completion's first line every completion carries.
+void FillFromFirstLine(SnCq* cq, const ShmCqe& c, ibv_wc* wc, bool recv) {
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
   wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
-  wc->vendor_err = 0;
   wc->byte_len = c.byte_len;
   wc->imm_data = c.imm_data;
   wc->qp_num = c.qp_num;
   wc->src_qp = c.src_qp;
   wc->wc_flags = c.wc_flags & ~(0x80000000u | kWcDestModified);
   if (__builtin_expect(c.wc_flags & kWcDestModified, 0))
-    NoteModified(ibv_cq_ex_to_cq(&cq->cqx), c.qp_num, c.wr_id, true);
+    NoteModified(ibv_cq_ex_to_cq(&cq->cqx), c.qp_num, c.wr_id, recv);
+}
+
+// Takes a small receive staged in one line (kStagedInLine): its buffers
+// from the QP's own record of the post at the WQE's ring slot.  Anything
+// that does not match that record (a completion forged in shared memory)
+// completes in error and writes nothing.
+void TakeInLine(Process* p, SnCq* cq, const ShmCqe& c, ibv_wc* wc) {
+  FillFromFirstLine(cq, c, wc, true);
+  wc->vendor_err = 0;
   wc->pkey_index = 0;
   wc->slid = 1;
   wc->sl = 0;
@@ -524,17 +529,8 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
     return true;
   }
   if (!c.is_send) __builtin_prefetch(&p->fab->hdr()->lock, 1);  // as TakeInLine
-  wc->wr_id = c.wr_id;
-  wc->status = static_cast<ibv_wc_status>(c.status);
-  wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
+  FillFromFirstLine(cq, c, wc, !c.is_send);
   wc->vendor_err = c.vendor_err;
-  wc->byte_len = c.byte_len;
-  wc->imm_data = c.imm_data;
-  wc->qp_num = c.qp_num;
-  wc->src_qp = c.src_qp;
-  wc->wc_flags = c.wc_flags & ~(0x80000000u | kWcDestModified);
-  if (__builtin_expect(c.wc_flags & kWcDestModified, 0))
-    NoteModified(ibv_cq_ex_to_cq(&cq->cqx), c.qp_num, c.wr_id, !c.is_send);
   wc->pkey_index = c.pkey_index;
   wc->slid = c.slid;
   wc->sl = c.sl;
