@@ -247,6 +247,20 @@ TEST(SoftnicPeers, CrossProcessTransfersAndKilledPeer) {
   DestroySide(&s);
 }
 
+// The parent's half of the two tests' handshake below: makes its side,
+// connects its QPs to the child's (whose endpoint comes first), sends its
+// own, and waits for the child's ready byte.
+void ConnectToChild(Side* s, int from_child, int to_child) {
+  ASSERT_TRUE(MakeSide(s));
+  Endpoint peer;
+  ASSERT_EQ(read(from_child, &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
+  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s->qp[q], peer.qpn[q]), 0);
+  Endpoint me{{s->qp[0]->qp_num, s->qp[1]->qp_num}, 0, 0};
+  ASSERT_EQ(write(to_child, &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
+  char ready;
+  ASSERT_EQ(read(from_child, &ready, 1), 1);
+}
+
 // What the receiver saw of one completion, sent back to the parent.
 struct SeenWc {
   uint64_t wr_id;
@@ -304,14 +318,7 @@ TEST(SoftnicPeers, SmallReceivesInOneLineCompleteWholeAcrossProcesses) {
   close(to_parent[1]);  // a dead child ends the parent's reads
   close(to_child[0]);
   Side s{};
-  ASSERT_TRUE(MakeSide(&s));
-  Endpoint peer;
-  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
-  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
-  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
-  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
-  char ready;
-  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+  ASSERT_NO_FATAL_FAILURE(ConnectToChild(&s, to_parent[0], to_child[1]));
   for (int i = 0; i < 64; ++i) s.buf[i] = static_cast<uint8_t>(0x40 + i);
   // 16 bytes from two SGEs of 7 and 9 bytes, not inline.
   ibv_sge src[2] = {{reinterpret_cast<uint64_t>(s.buf), 7, s.mr->lkey},
@@ -434,14 +441,7 @@ TEST(SoftnicPeers, UnmappedMemoryOnEitherSideOfAStagedSendIsAnErrorCompletion) {
   close(to_parent[1]);  // a dead child ends the parent's reads
   close(to_child[0]);
   Side s{};
-  ASSERT_TRUE(MakeSide(&s));
-  Endpoint peer;
-  ASSERT_EQ(read(to_parent[0], &peer, sizeof(peer)), static_cast<ssize_t>(sizeof(peer)));
-  for (int q = 0; q < 2; ++q) ASSERT_EQ(Connect(s.qp[q], peer.qpn[q]), 0);
-  Endpoint me{{s.qp[0]->qp_num, s.qp[1]->qp_num}, 0, 0};
-  ASSERT_EQ(write(to_child[1], &me, sizeof(me)), static_cast<ssize_t>(sizeof(me)));
-  char ready;
-  ASSERT_EQ(read(to_parent[0], &ready, 1), 1);
+  ASSERT_NO_FATAL_FAILURE(ConnectToChild(&s, to_parent[0], to_child[1]));
 
   // The receiver's buffer is gone: its poll reports LOC_PROT_ERR.
   ibv_wc wc;
