@@ -191,7 +191,7 @@ int ResizeCq(ibv_cq* ibcq, int cqe) {
   SnCq* cq = Cq(ibcq);
   uint32_t nslots = 1;
   while (nslots < static_cast<uint32_t>(cqe) + 1) nslots <<= 1;
-  std::lock_guard<std::mutex> poller(cq->mu);
+  std::lock_guard<QueueMutex> poller(cq->mu);
   FabricLock lock(p->fab);
   ShmCq& s = *cq->shm;
   const uint64_t cons = s.cons.load(std::memory_order_relaxed);
@@ -608,11 +608,11 @@ int PollCqOp(ibv_cq* ibcq, int n, ibv_wc* wc) {
   SnCq* cq = Cq(ibcq);
   int got = 0;
   if (LooksReady(cq)) {
-    std::lock_guard<std::mutex> g(cq->mu);
+    std::lock_guard<QueueMutex> g(cq->mu);
     while (got < n && PollOne(p, cq, &wc[got])) ++got;
   }
   if (got == 0 && ProgressIfDue(p, cq)) {
-    std::lock_guard<std::mutex> g(cq->mu);
+    std::lock_guard<QueueMutex> g(cq->mu);
     while (got < n && PollOne(p, cq, &wc[got])) ++got;
   }
   return got;

@@ -518,7 +518,8 @@ int SendTo(Exec& x, SendWqe& w, ShmQp* resp, const Seg* lseg, uint32_t nl, uint6
   if (!rw) return NoReceiveWqe(x, me, *resp, w);
   const pid_t dst_pid = x.resp_proc == x.p->fab->self_proc() ? x.self : x.p->fab->PeerPid(x.resp_proc);
   if (!dst_pid) return NoResponder(x, "its process is gone");
-  ShmCqe c{};
+  ShmCqe c;
+  ClearCqe(&c);
   InitRecvCqe(w, len, &c);
   if (w.opcode == IBV_WR_SEND_WITH_INV) {
     // The responder takes the key away before the payload lands (a key it
@@ -682,7 +683,8 @@ int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
 
 void SendCompletionLocked(Process* p, SnQp* qp, const SendWqe& w, uint64_t index, uint32_t status,
                           uint32_t byte_len, const char* why = nullptr, bool dest_modified = false) {
-  ShmCqe c{};
+  ShmCqe c;
+  ClearCqe(&c);
   c.wc_flags = dest_modified && status == IBV_WC_SUCCESS ? kWcDestModified : 0;
   c.wr_id = w.wr_id;
   c.status = status;
@@ -773,7 +775,7 @@ void ProgressCq(Process* p, SnCq* cq) {
         others_pending = true;  // busy: it may still have some
         continue;
       }
-      std::lock_guard<std::mutex> sq(qp->sq_mu, std::adopt_lock);
+      std::lock_guard<QueueMutex> sq(qp->sq_mu, std::adopt_lock);
       if (qp->sq_exec < qp->sq_posted) {
         FabricLock lock(p->fab);
         RunSqLocked(p, qp);
@@ -781,7 +783,7 @@ void ProgressCq(Process* p, SnCq* cq) {
       }
       continue;
     }
-    std::lock_guard<std::mutex> sq(qp->sq_mu);
+    std::lock_guard<QueueMutex> sq(qp->sq_mu);
     FabricLock lock(p->fab);
     ShmQp& s = *qp->shm;
     if (check_peers && (s.type == IBV_QPT_RC || s.type == IBV_QPT_XRC_SEND) &&

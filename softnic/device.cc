@@ -48,6 +48,9 @@
 #include "softnic/owned.h"
 
 namespace rdmasan::softnic {
+
+constinit std::atomic<Process*> g_process{nullptr};
+
 namespace {
 
 // The device's EUI-64 GUID (node, system image, GID interface id) starts
@@ -67,12 +70,12 @@ constinit ibv_device g_device = {
     .ibdev_path = "/sys/class/infiniband/softnic0",
 };
 
-// This process's attachment to the fabric.  A child forked after its
-// parent attached gets one of its own on first use (a new slot, its own
-// pid for payload moves), as a forked child opens the device anew on a
-// NIC; the parent's objects are not the child's (its books of them are
-// left as they were, and its mapping of the fabric stays unused).
-std::atomic<Process*> g_process{nullptr};
+// This process's attachment to the fabric (g_process, internal.h).  A
+// child forked after its parent attached gets one of its own on first use
+// (a new slot, its own pid for payload moves), as a forked child opens the
+// device anew on a NIC; the parent's objects are not the child's (its
+// books of them are left as they were, and its mapping of the fabric stays
+// unused).
 std::mutex g_process_mu;
 int g_process_errno = 0;
 bool g_exit_hooks = false;  // registered once per address space
@@ -224,8 +227,6 @@ uint64_t CoarseNowNs() {
   return uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-namespace {
-
 Process* AttachProcess() {
   std::lock_guard<std::mutex> g(g_process_mu);
   if (Process* p = g_process.load(std::memory_order_acquire)) return p;
@@ -251,13 +252,6 @@ Process* AttachProcess() {
   }
   g_process.store(p.get(), std::memory_order_release);
   return p.release();  // the process's for life
-}
-
-}  // namespace
-
-Process* GetProcess() {
-  if (Process* p = g_process.load(std::memory_order_acquire)) return p;
-  return AttachProcess();
 }
 
 std::string FabricName() {

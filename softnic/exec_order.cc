@@ -198,7 +198,7 @@ bool DrivePass(Process* p) {
       pending = true;
       continue;
     }
-    std::lock_guard<std::mutex> sq(qp->sq_mu, std::adopt_lock);
+    std::lock_guard<QueueMutex> sq(qp->sq_mu, std::adopt_lock);
     if (qp->sq_exec >= qp->sq_posted) continue;
     if (!HeldForTheProgram(qp, NowNs())) {
       FabricLock lock(p->fab);

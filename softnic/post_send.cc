@@ -94,7 +94,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     *bad = wr;
     return EINVAL;
   }
-  std::lock_guard<std::mutex> g(qp->sq_mu);
+  std::lock_guard<QueueMutex> g(qp->sq_mu);
   auto state = qp->shm->state.load(std::memory_order_relaxed);
   if (state != IBV_QPS_RTS && state != IBV_QPS_SQD && state != IBV_QPS_ERR) {
     *bad = wr;

@@ -340,7 +340,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   Process* p = GetProcess();
   if (!p) return EINVAL;
   SnQp* qp = Qp(ibqp);
-  std::lock_guard<std::mutex> sq(qp->sq_mu);
+  std::lock_guard<QueueMutex> sq(qp->sq_mu);
   bool flush = false;
   {
     FabricLock lock(p->fab);
@@ -454,9 +454,9 @@ namespace {
 // p->qps[] under it) either finished with the QP or finds it gone.  Tried
 // for a while only: the thread destroying the QP may itself be inside an
 // ibv_start_poll batch of that CQ, which holds the lock until end_poll.
-std::unique_lock<std::mutex> PollerLock(SnCq* cq) {
+std::unique_lock<QueueMutex> PollerLock(SnCq* cq) {
   if (!cq) return {};
-  std::unique_lock<std::mutex> l(cq->mu, std::defer_lock);
+  std::unique_lock<QueueMutex> l(cq->mu, std::defer_lock);
   for (int i = 0; i < 20000 && !l.try_lock(); ++i) sched_yield();
   return l;
 }
@@ -501,9 +501,9 @@ int DestroyQp(ibv_qp* ibqp) {
     // QP goes; one that comes later finds it in RESET, its fabric slot no
     // longer its own, and is refused before it reads the send ring (the
     // QP's memory is retired, not freed: Retire).
-    std::lock_guard<std::mutex> sq(qp->sq_mu);
-    std::unique_lock<std::mutex> scq = PollerLock(qp->send_cq);
-    std::unique_lock<std::mutex> rcq = PollerLock(qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr);
+    std::lock_guard<QueueMutex> sq(qp->sq_mu);
+    std::unique_lock<QueueMutex> scq = PollerLock(qp->send_cq);
+    std::unique_lock<QueueMutex> rcq = PollerLock(qp->recv_cq != qp->send_cq ? qp->recv_cq : nullptr);
     FabricLock lock(p->fab);
     // The QP's completions not yet polled go with it, as a provider's
     // destroy_qp cleans them from its CQs (mlx5_destroy_qp: __mlx5_cq_clean
@@ -561,7 +561,7 @@ void InjectAsync(ibv_context* ctx, ibv_event_type type, ibv_qp* qp, ibv_cq* cq) 
   if (!p || !IsContext(ctx)) return;
   if (type == IBV_EVENT_QP_FATAL && qp) {
     SnQp* q = Qp(qp);
-    std::lock_guard<std::mutex> sq(q->sq_mu);  // as ModifyQp: sq_mu, then the fabric
+    std::lock_guard<QueueMutex> sq(q->sq_mu);  // as ModifyQp: sq_mu, then the fabric
     {
       FabricLock lock(p->fab);
       if (q->shm->state.load() != IBV_QPS_ERR) MoveToErrorLocked(p, q->shm);

@@ -59,10 +59,10 @@ uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* 
   return FingerprintSegs(p->pid, p->pid, seg, n);
 }
 
-int PostRecvCommon(Process* p, std::mutex* mu, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
+int PostRecvCommon(Process* p, QueueMutex* mu, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
                    uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd,
                    std::vector<RecvShadow>* shadow) {
-  std::lock_guard<std::mutex> g(*mu);
+  std::lock_guard<QueueMutex> g(*mu);
   int rc = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge ||

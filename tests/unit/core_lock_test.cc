@@ -1,6 +1,12 @@
 // core::BiasedLock: mutual exclusion while the bias stands, through its
 // revocation, and after it; and that the owner's way is really taken.
+// core::FutexMutex: mutual exclusion with waiters that sleep (held across
+// a sleep, so they do), try_lock's answers, and a wait woken by unlock.
 #include "core/biased_lock.h"
+
+#include <chrono>
+
+#include "core/futex_mutex.h"
 
 #include <atomic>
 #include <mutex>
@@ -113,6 +119,49 @@ TEST(CoreBiasedLock, ThreadTokensAreDistinct) {
   EXPECT_NE(theirs, 0u);
   EXPECT_NE(mine, theirs);
   EXPECT_EQ(mine, core::ThreadToken());
+}
+
+TEST(CoreFutexMutex, FourThreadsIncrementUnderIt) {
+  core::FutexMutex mu;
+  uint64_t a = 0, b = 0;
+  std::atomic<int> torn{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 100000; ++i) {
+        std::lock_guard<core::FutexMutex> l(mu);
+        if (a != b) torn.fetch_add(1);
+        ++a;
+        ++b;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(a, 400000u);
+  EXPECT_EQ(b, 400000u);
+  EXPECT_EQ(torn.load(), 0);
+}
+
+TEST(CoreFutexMutex, TryLockAndASleepingWaiter) {
+  core::FutexMutex mu;
+  ASSERT_TRUE(mu.try_lock());
+  EXPECT_FALSE(mu.try_lock());
+  // A waiter that finds it held past its spin sleeps, and the unlock
+  // wakes it: it gets the lock only after the holder lets go.
+  std::atomic<bool> released{false}, got{false};
+  std::thread waiter([&] {
+    mu.lock();
+    got = true;
+    EXPECT_TRUE(released.load());
+    mu.unlock();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());
+  released = true;
+  mu.unlock();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  ASSERT_TRUE(mu.try_lock());
+  mu.unlock();
 }
 
 }  // namespace
