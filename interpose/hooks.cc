@@ -440,10 +440,16 @@ void CloseTrace() {
 // the events only when they are recorded: the trace's order is all that
 // reads the numbers, and one counter shared by every thread would be the
 // one cache line that threads on separate QPs still fight over.
-checkers::Engine& GetEngine() {
+std::atomic<checkers::Engine*> g_engine{nullptr};  // once made
+[[gnu::noinline]] checkers::Engine& MakeEngine() {
   static checkers::Engine* e = new checkers::Engine(/*assign_seq=*/!core::GlobalOptions().trace.empty(),
                                                     core::GlobalReporter().checks());
+  g_engine.store(e, std::memory_order_release);
   return *e;
+}
+inline checkers::Engine& GetEngine() {
+  checkers::Engine* e = g_engine.load(std::memory_order_acquire);
+  return __builtin_expect(e != nullptr, 1) ? *e : MakeEngine();
 }
 
 thread_local uint32_t t_tid = 0;
@@ -503,7 +509,7 @@ int ExitStatusAtUnderscoreExit(int status) {
 
 std::atomic<int> g_checking{-1};  // -1: not read yet
 
-bool Checking() {
+bool CheckingSlow() {
   int v = g_checking.load(std::memory_order_relaxed);
   if (v < 0) {
     v = core::GlobalOptions().checking ? 1 : 0;
@@ -533,29 +539,37 @@ ObjInfo Lookup(const void* obj) { return obj ? Objects().Info(obj) : ObjInfo{}; 
 
 void Forget(const void* obj) { Objects().Forget(obj); }
 
+namespace {
+
+// What the first event of a process image starts (Emit): the exit hook,
+// the trace, the watchdog, the signal handlers.
+[[gnu::noinline, gnu::cold]] void StartAtFirstEvent() {
+  if (!g_image_pid.load(std::memory_order_relaxed)) g_image_pid.store(getpid(), std::memory_order_relaxed);
+  if (!g_atexit_registered.exchange(true)) atexit(AtExit);
+  // halt_on_error ends the process from inside the reporter (its lock
+  // held): the _exit hook must then pass straight through.
+  core::SetBeforeHaltHook(CloseTraceBeforeHalt);
+  {
+    std::lock_guard<std::mutex> l(g_open_mu);
+    if (!g_trace_opened) {
+      g_trace_opened = true;
+      OpenTrace();
+    }
+  }
+  // softnic fingerprints posted destinations only for the check that
+  // reads them (softnic/fingerprint.h): off, a post pays one load.
+  softnic::SetDestinationFingerprints(
+      core::GlobalReporter().checks().Enabled(core::CheckId::kRecvBufferModified));
+  g_started.store(true, std::memory_order_release);
+  watchdog::Start();
+  InstallSignalHandlers();
+}
+
+}  // namespace
+
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
   // Once per process; one load on every later event.
-  if (!g_started.load(std::memory_order_acquire)) {
-    if (!g_image_pid.load(std::memory_order_relaxed)) g_image_pid.store(getpid(), std::memory_order_relaxed);
-    if (!g_atexit_registered.exchange(true)) atexit(AtExit);
-    // halt_on_error ends the process from inside the reporter (its lock
-    // held): the _exit hook must then pass straight through.
-    core::SetBeforeHaltHook(CloseTraceBeforeHalt);
-    {
-      std::lock_guard<std::mutex> l(g_open_mu);
-      if (!g_trace_opened) {
-        g_trace_opened = true;
-        OpenTrace();
-      }
-    }
-    // softnic fingerprints posted destinations only for the check that
-    // reads them (softnic/fingerprint.h): off, a post pays one load.
-    softnic::SetDestinationFingerprints(
-        core::GlobalReporter().checks().Enabled(core::CheckId::kRecvBufferModified));
-    g_started.store(true, std::memory_order_release);
-    watchdog::Start();
-    InstallSignalHandlers();
-  }
+  if (__builtin_expect(!g_started.load(std::memory_order_acquire), 0)) StartAtFirstEvent();
   std::vector<core::Finding> findings;
   GetEngine().OnEvent(e, &findings, retired);
   watchdog::Note(e);

@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <vector>
 
 #include "checkers/state.h"
@@ -30,7 +31,13 @@ namespace rdmasan::interpose {
 
 // True when checking is on (the event pipeline runs at all): the checking
 // option, unless SetChecking() overrode it (benchmarks compare modes).
-bool Checking();
+// One load once the option was read (-1 until then).
+extern std::atomic<int> g_checking;
+bool CheckingSlow();
+inline bool Checking() {
+  const int v = g_checking.load(std::memory_order_relaxed);
+  return __builtin_expect(v >= 0, 1) ? v != 0 : CheckingSlow();
+}
 void SetChecking(bool on);
 
 // Object ids.  Assign() gives a new id to a created object (a QP or SRQ

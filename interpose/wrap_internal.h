@@ -30,6 +30,8 @@
 #include "core/event.h"
 #include "core/stack.h"
 #include "interpose/destroyed.h"
+#include "interpose/faults.h"
+#include "interpose/hooks.h"
 #include "interpose/interpose.h"
 
 namespace rdmasan::interpose::wrap {
@@ -75,6 +77,8 @@ inline bool HasOp(const verbs_context* v, size_t offset) { return v && v->sz >= 
 class PostEntry {
  public:
   explicit PostEntry(const ibv_context* ctx) : saved_(Find(ctx)) {}
+  // With the context's saved ops found already (Find).
+  explicit PostEntry(Saved* saved) : saved_(saved) {}
   bool MayBeDead() const { return !saved_ || __builtin_expect(AnyDestroyed(), 0); }
   template <typename Op>
   Op Real(Op Saved::*op) const {
@@ -87,6 +91,20 @@ class PostEntry {
  private:
   Saved* saved_;
 };
+
+// Whether a post has nothing to do but reach the provider: nothing was
+// destroyed (no handle to refuse), checking is off and the run decides
+// nothing (no fault point, no async fault).  Asked first by the busiest
+// wrappers (post_send, post_recv, poll_cq), whose full path then asks each
+// again: plain loads of words that never change in a steady run (a word not
+// known yet, checking's or the decider's, says no), and no call, so the
+// wrapper's pass-through needs no frame of its own: it ends in a tail call
+// of the provider's op.
+inline bool OnlyForward() {
+  return g_destroyed_count.load(std::memory_order_relaxed) == 0 &&
+         g_checking.load(std::memory_order_relaxed) == 0 && g_decider_built.load(std::memory_order_acquire) &&
+         g_decider.load(std::memory_order_relaxed) == nullptr;
+}
 
 // Hashes the payloads the NIC will read (buffer-modified-in-flight), if
 // this post is among those the buffer_check option samples.

@@ -176,25 +176,21 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
   return sched::On() ? sched::Poll(cq, n, wc, provider) : provider(cq, n, wc);
 }
 
-}  // namespace
-
-int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
-  Saved* s = Find(cq->context);
+// PollCq past its pass-through: `s` is the context's saved ops (or null),
+// `pc` and `frame` the wrapper's (the program's call).
+[[gnu::noinline]] int PollCqFull(ibv_cq* cq, int n, ibv_wc* wc, Saved* s, uintptr_t pc, uintptr_t frame) {
   if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
-      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kPollCq, checkers::UadVerb::kByKind, -1,
-                           RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kPollCq, checkers::UadVerb::kByKind, -1, pc,
+                           frame))
     return -1;
   if (!s) return -1;
   if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
   Bump(GetCounters().poll_cq);
   Reentry re;
-  const td::Hold hold(re.outer() ? cq : nullptr, td::Verb::kPollCq, 0, RDMASAN_WRAPPER_PC,
-                      RDMASAN_WRAPPER_FRAME);  // thread-domain-race
+  const td::Hold hold(re.outer() ? cq : nullptr, td::Verb::kPollCq, 0, pc, frame);  // thread-domain-race
   int got = ProviderPoll(s->poll_cq, cq, n, wc);
   if (!re.outer()) return got;
-  if (got == 0 && watchdog::Enabled())
-    watchdog::OnEmptyPoll(cq, reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                          reinterpret_cast<uintptr_t>(__builtin_frame_address(0)));
+  if (got == 0 && watchdog::Enabled()) watchdog::OnEmptyPoll(cq, pc, frame);
   if (got <= 0) {
     if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
     std::lock_guard<std::mutex> l(g_armed_mu);
@@ -231,8 +227,6 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   }
   // A poll's stack is what error completions and modified payloads are
   // reported at; a clean poll, the common case by far, needs none.
-  const auto pc = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
-  const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (failed || invalidated || tm) e.stack = core::CaptureStackFrom(pc, frame);
   if (failed) EmitReasons(cq, e);
   if (__builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0))
@@ -251,6 +245,17 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   EmitPoll(e, pc, frame);
   EmitRemoteInvs(e, invs.data(), invs.size());
   return got;
+}
+
+}  // namespace
+
+// The pass-through first (OnlyForward; the scheduler is off without a
+// decider): the provider's poll, called last.
+int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
+  Saved* const s = Find(cq->context);
+  if (__builtin_expect(s != nullptr && OnlyForward(), 1) && sched::g_on.load(std::memory_order_relaxed) == 1)
+    return s->poll_cq(cq, n, wc);
+  return PollCqFull(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
 }
 
 int ReqNotifyCq(ibv_cq* cq, int solicited_only) {

@@ -142,7 +142,8 @@ uint32_t ChainLength(const Wr* wr, uint32_t bound) {
 
 // The provider's post, unless fault point `p` fires for this chain.
 template <typename Wr, typename Obj, typename Post>
-int PostOrFault(core::Point p, Obj* obj, uint32_t qp_num, Wr* wr, Wr** bad, Post post) {
+[[gnu::always_inline]] inline int PostOrFault(core::Point p, Obj* obj, uint32_t qp_num, Wr* wr, Wr** bad,
+                                              Post post) {
   if (__builtin_expect(!FaultActive(p), 1) || !wr) return post(obj, wr, bad);
   uint32_t k = 0;
   const int err = PostFault(p, Id(obj), qp_num, ChainLength(wr, 65536), &k);
@@ -177,10 +178,15 @@ void HashSendPayloads(core::Event* e) {
   }
 }
 
-int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  const PostEntry entry(qp->context);
-  if (entry.MayBeDead() && RefusedPost(qp, qp->context, core::EventKind::kPostSend, wr, bad,
-                                       RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+namespace {
+
+// PostSend past its pass-through: `s` is the context's saved ops (or
+// null), `pc` and `frame` the wrapper's (the post's stack is the
+// program's call of it).
+[[gnu::noinline]] int PostSendFull(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, Saved* s, uintptr_t pc,
+                                   uintptr_t frame) {
+  const PostEntry entry(s);
+  if (entry.MayBeDead() && RefusedPost(qp, qp->context, core::EventKind::kPostSend, wr, bad, pc, frame))
     return EINVAL;
   const auto post = entry.Real(&Saved::post_send);
   if (!post) return *bad = wr, entry.Missing();
@@ -189,7 +195,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   if (!Checking()) return PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
   const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_send);
-  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  const core::StackId stack = core::CaptureStackFrom(pc, frame);
   const td::Hold hold(qp, td::Verb::kPostSend, stack);  // thread-domain-race
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
@@ -211,10 +217,11 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   return rc;
 }
 
-int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  const PostEntry entry(qp->context);
-  if (entry.MayBeDead() && RefusedPost(qp, qp->context, core::EventKind::kPostRecv, wr, bad,
-                                       RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME))
+// PostRecv past its pass-through (as PostSendFull).
+[[gnu::noinline]] int PostRecvFull(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad, Saved* s, uintptr_t pc,
+                                   uintptr_t frame) {
+  const PostEntry entry(s);
+  if (entry.MayBeDead() && RefusedPost(qp, qp->context, core::EventKind::kPostRecv, wr, bad, pc, frame))
     return EINVAL;
   const auto post = entry.Real(&Saved::post_recv);
   if (!post) return *bad = wr, entry.Missing();
@@ -222,10 +229,27 @@ int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   if (!Checking()) return PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post);
   const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_recv);
-  const core::StackId stack = RDMASAN_CAPTURE_CALLER_STACK();
+  const core::StackId stack = core::CaptureStackFrom(pc, frame);
   const td::Hold hold(qp, td::Verb::kPostRecv, stack);  // thread-domain-race
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
                         PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post), stack);
+}
+
+}  // namespace
+
+// The pass-through first (OnlyForward): the provider's op, called last.
+int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Saved* const s = Find(qp->context);
+  if (__builtin_expect(s != nullptr && OnlyForward(), 1))
+    if (const auto post = s->post_send) return post(qp, wr, bad);
+  return PostSendFull(qp, wr, bad, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
+}
+
+int PostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Saved* const s = Find(qp->context);
+  if (__builtin_expect(s != nullptr && OnlyForward(), 1))
+    if (const auto post = s->post_recv) return post(qp, wr, bad);
+  return PostRecvFull(qp, wr, bad, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
 }
 
 int PostSrqRecv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
