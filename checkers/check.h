@@ -38,7 +38,7 @@ struct MrCache {
 };
 
 // The live MR with this lkey, or null, through a cache.
-inline const MrState* LookupMr(MrCache& c, const State& s, uint32_t lkey) {
+[[gnu::always_inline]] inline const MrState* LookupMr(MrCache& c, const State& s, uint32_t lkey) {
   if (c.generation != s.mr_generation()) c = MrCache{s.mr_generation()};
   const int w = lkey & (MrCache::kWays - 1);
   if (!c.valid[w] || c.lkey[w] != lkey) {

@@ -68,8 +68,8 @@ inline bool GatherQuiet(const core::SendWr& w, bool earlier, const State& s, MrC
 
 }  // namespace
 
-bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs,
-                   const absl::flat_hash_set<uint64_t>& emitted, uint64_t enabled) {
+inline bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs,
+                          const absl::flat_hash_set<uint64_t>& emitted, uint64_t enabled) {
   // A failed post: the checks tell the accepted WRs from the rest.
   if (e.bad_index != UINT32_MAX) return false;
   // post-bad-qp-state, post-after-error.

@@ -102,9 +102,8 @@ uint64_t State::PendingOn(ObjId cq_id) const {
   return cq ? PendingOn(*cq) : 0;
 }
 
-uint64_t State::PendingOn(const CqState& cq) const {
+uint64_t State::PendingWithSrqs(const CqState& cq) const {
   uint64_t n = cq.pending;
-  if (cq.srqs.empty()) return n;
   for (ObjId s : cq.srqs)
     if (const SrqState* srq = Srq(s)) n += srq->rq.size() + srq->tags.size();
   return n;
@@ -122,14 +121,8 @@ void State::ForgetOutstanding(QpState& qp) {
   AdjustPending(qp.rcq, -static_cast<int64_t>(qp.rq.size()));
 }
 
-State::Queue State::Classify(const core::Completion& wc, const QpState& qp, ObjId cq) const {
+State::Queue State::ClassifyError(const core::Completion& wc, const QpState& qp, ObjId cq) const {
   const bool send_here = qp.send_cq == cq, recv_here = qp.recv_cq == cq;
-  if (wc.status == IBV_WC_SUCCESS) {
-    // Receive opcodes have bit 7 set (IBV_WC_RECV and later).
-    bool recv = (wc.opcode & IBV_WC_RECV) != 0;
-    if (recv) return qp.srq ? Queue::kSrq : Queue::kRecv;
-    return Queue::kSend;
-  }
   // The opcode of an error completion is undefined: decide by CQ, then by
   // the wr_id at the head of each queue.
   if (send_here && !recv_here) return Queue::kSend;

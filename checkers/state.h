@@ -400,12 +400,19 @@ class State {
   // Completions that can still land on `cq`: outstanding signaled sends and
   // posted receives of every QP (and SRQ) bound to it.
   uint64_t PendingOn(ObjId cq) const;
-  uint64_t PendingOn(const CqState& cq) const;
+  // In line where no SRQ completes on the CQ (every post's cq-overrun test).
+  uint64_t PendingOn(const CqState& cq) const { return cq.srqs.empty() ? cq.pending : PendingWithSrqs(cq); }
 
   // Which queue a completion retires: kNone if it matches nothing.  (A
   // plain enum, not an optional: returned in a register.)
   enum class Queue : uint32_t { kNone, kSend, kRecv, kSrq };
-  Queue Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
+  Queue Classify(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const {
+    // A successful completion says: receive opcodes have bit 7 set
+    // (IBV_WC_RECV and later).
+    if (wc.status == IBV_WC_SUCCESS)
+      return (wc.opcode & IBV_WC_RECV) ? (qp.srq ? Queue::kSrq : Queue::kRecv) : Queue::kSend;
+    return ClassifyError(wc, qp, polled_cq);
+  }
 
  private:
   template <typename M>
@@ -463,6 +470,8 @@ class State {
   // A completion on `cq` of no QP bound to it: an XRC receive, retired from
   // the XRC SRQs completing there.
   void RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state);
+  uint64_t PendingWithSrqs(const CqState& cq) const;
+  Queue ClassifyError(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
   static void AdjustPending(CqState* cq, int64_t delta);
   // QpOnCq for the books' own updates.
   QpState* MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id);
