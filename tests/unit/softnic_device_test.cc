@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -68,6 +69,42 @@ TEST_F(SoftnicPair, RegMrForWriteOfReadOnlyMemoryIsEfault) {
   if (ro) {
     EXPECT_EQ(ibv_dereg_mr(ro), 0);
   }
+  munmap(m, 4096);
+}
+
+// The device's own copies (CopyLocal) fail with EFAULT on an unmapped
+// source or destination, small (SafeCopySmall's) and large (memmove's with
+// a recovery point) alike, and copy what they should otherwise, also
+// between overlapping ranges and across several pieces.
+TEST(SoftnicCopyLocal, FaultsAreEfaultAndCopiesAreWhole) {
+  using softnic::CopyLocal;
+  using softnic::Seg;
+  uint8_t* m = MapPages(2, PROT_READ | PROT_WRITE);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(munmap(m + 4096, 4096), 0);
+  const uint64_t ok = reinterpret_cast<uint64_t>(m), gone = ok + 4096;
+  for (uint32_t len : {1u, 8u, 13u, 256u, 257u, 4000u}) {
+    SCOPED_TRACE(absl::StrCat(len, " bytes"));
+    Seg mapped{ok, len}, unmapped{gone, len}, tail{gone - 4, len};
+    EXPECT_EQ(CopyLocal(&mapped, 1, &unmapped, 1), EFAULT);
+    EXPECT_EQ(CopyLocal(&unmapped, 1, &mapped, 1), EFAULT);
+    if (len > 4) {
+      EXPECT_EQ(CopyLocal(&tail, 1, &mapped, 1), EFAULT) << "the range runs into the unmapped page";
+    }
+  }
+  std::vector<uint8_t> src(300), dst(300, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  const uint64_t s = reinterpret_cast<uint64_t>(src.data()), d = reinterpret_cast<uint64_t>(dst.data());
+  Seg from[2] = {{s, 5}, {s + 5, 20}}, to[3] = {{d, 11}, {d + 11, 3}, {d + 14, 11}};
+  ASSERT_EQ(CopyLocal(to, 3, from, 2), 0);
+  EXPECT_TRUE(std::equal(src.begin(), src.begin() + 25, dst.begin()));
+  EXPECT_EQ(dst[25], 0) << "nothing past the pieces";
+  // Overlapping ranges copy as memmove does.
+  std::vector<uint8_t> expect(src.begin(), src.end());
+  memmove(expect.data() + 3, expect.data(), 40);
+  Seg a{s, 40}, b{s + 3, 40};
+  ASSERT_EQ(CopyLocal(&b, 1, &a, 1), 0);
+  EXPECT_EQ(src, expect);
   munmap(m, 4096);
 }
 
