@@ -514,7 +514,7 @@ void TakeInLine(Process* p, SnCq* cq, const ShmCqe& c, ibv_wc* wc) {
     wc->status = IBV_WC_LOC_PROT_ERR;
     wc->byte_len = 0;
   }
-  qp->rq_outstanding.fetch_sub(1, std::memory_order_relaxed);
+  qp->rq_outstanding.NotePolled();
 }
 
 // Takes one completion (cq->mu held).  Returns false if none.
@@ -567,7 +567,7 @@ bool PollOne(Process* p, SnCq* cq, ibv_wc* wc) {
     } else if (qp->srq) {
       qp->srq->outstanding.fetch_sub(1, std::memory_order_relaxed);
     } else {
-      qp->rq_outstanding.fetch_sub(1, std::memory_order_relaxed);
+      qp->rq_outstanding.NotePolled();
     }
   } else if (!c.is_send && c.qp_slot < kMaxQps) {
     // QP destroyed since; nothing to retire.

@@ -39,6 +39,27 @@ namespace rdmasan::softnic {
 // so its uncontended path is inline (core/futex_mutex.h).
 using QueueMutex = core::FutexMutex;
 
+// A QP's receives posted and not yet polled, as two counters each written
+// by one side only (posts under rq_mu, polls under its receive CQ's
+// mutex): a plain store each, where one shared count took a locked
+// read-modify-write at every post and every poll.  (An SRQ's count stays
+// one atomic: QPs of different CQs retire its receives.)
+struct RecvCount {
+  std::atomic<uint64_t> posted{0};
+  std::atomic<uint64_t> polled{0};
+  uint64_t Outstanding() const {
+    const uint64_t in = posted.load(std::memory_order_relaxed), out = polled.load(std::memory_order_relaxed);
+    return in > out ? in - out : 0;
+  }
+  void NotePosted() { posted.store(posted.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void NotePolled() { polled.store(polled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void Clear() { polled.store(posted.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+};
+inline uint64_t Outstanding(const RecvCount& c) { return c.Outstanding(); }
+inline uint64_t Outstanding(const std::atomic<uint32_t>& c) { return c.load(std::memory_order_relaxed); }
+inline void NotePosted(RecvCount& c) { c.NotePosted(); }
+inline void NotePosted(std::atomic<uint32_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
+
 struct SnContext {
   verbs_context vctx;
   uint32_t slot = kNone;
@@ -239,7 +260,7 @@ struct SnQp {
   uint64_t sq_exec = 0;
   uint64_t sq_posted = 0;
   std::atomic<uint64_t> sq_retire_to{0};  // set by the poller
-  std::atomic<uint32_t> rq_outstanding{0};
+  RecvCount rq_outstanding;               // its own receive queue's
   // The receive queue's posts by ring slot (rq.nslots of them; none with
   // an SRQ): written by posts under rq_mu, read by the poller.
   std::vector<RecvShadow> rq_shadow;
@@ -511,6 +532,19 @@ void FlushSq(Process* p, SnQp* qp);
 // Drives pending (RNR) work and liveness for QPs bound to `cq`.
 void ProgressCq(Process* p, SnCq* cq);
 
+// A full fence between a store and a later load (the push's seq and its
+// look at armed).  On x86-64 a locked add to the stack: any locked
+// instruction orders stores before loads, and it costs about half of
+// mfence, which GCC emits for a seq_cst thread fence.  ThreadSanitizer,
+// which cannot see into asm, keeps the fence.
+inline void StoreLoadFence() {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+  asm volatile("lock orl $0, (%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 // Readies a completion built on the stack for PushCqeLocked: every field
 // before the staged bytes zeroed (what a push copies whatever it carries),
 // the staged bytes, the further staged SGEs and tm_srq/tm_handle left
@@ -567,7 +601,7 @@ inline bool PushCqeLocked(Process* p, uint32_t cq_slot, const ShmCqe& in) {
   // The next slot's second line: this core writes it at the next push, and
   // the poller reads it only after that push (it spins on the first line).
   if (ShmCqe* next = p->fab->CqEntry(cq, cq.prod)) __builtin_prefetch(&next->stage_len, 1);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  StoreLoadFence();  // the seq above, then armed: as the arming poller's store, then its look
   uint32_t armed = cq.armed.load(std::memory_order_relaxed);
   if (armed && (armed == 1 || solicited) && cq.channel != kNone && cq.armed.exchange(0) != 0) {
     uint32_t msg[2] = {cq_slot, cq.gen};

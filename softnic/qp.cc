@@ -387,7 +387,7 @@ int ModifyQp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
             c->mu.unlock();
           }
         ResetRq(&s.rq);
-        qp->rq_outstanding.store(0);
+        qp->rq_outstanding.Clear();
         qp->sq_retired = qp->sq_exec = qp->sq_posted = 0;
         qp->place = {};
         qp->order = {};

@@ -59,7 +59,8 @@ uint32_t RecvFingerprint(Process* p, ShmRq* rq, uint32_t pd, const ibv_recv_wr* 
   return FingerprintSegs(p->pid, p->pid, seg, n);
 }
 
-int PostRecvCommon(Process* p, QueueMutex* mu, ShmRq* rq, std::atomic<uint32_t>* outstanding, uint32_t max_wr,
+template <typename Count>
+int PostRecvCommon(Process* p, QueueMutex* mu, ShmRq* rq, Count* outstanding, uint32_t max_wr,
                    uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad, ShmQp* flush_qp, uint32_t pd,
                    std::vector<RecvShadow>* shadow) {
   std::lock_guard<QueueMutex> g(*mu);
@@ -70,7 +71,7 @@ int PostRecvCommon(Process* p, QueueMutex* mu, ShmRq* rq, std::atomic<uint32_t>*
       rc = EINVAL;
       break;
     }
-    if (outstanding->load(std::memory_order_relaxed) + 1 > max_wr) {
+    if (Outstanding(*outstanding) + 1 > max_wr) {
       rc = ENOMEM;
       break;
     }
@@ -101,7 +102,7 @@ int PostRecvCommon(Process* p, QueueMutex* mu, ShmRq* rq, std::atomic<uint32_t>*
     }
     // Published: a requester that reads the new head finds the WQE whole.
     PublishRqHead(rq, head + 1);
-    outstanding->fetch_add(1, std::memory_order_relaxed);
+    NotePosted(*outstanding);
   }
   if (rc) *bad = wr;
   // A QP that went to error meanwhile (a peer's flush ran under the fabric

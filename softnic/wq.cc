@@ -165,7 +165,7 @@ int ModifyWq(ibv_wq* wq, ibv_wq_attr* attr) {
       w->q.recv_cq->mu.unlock();
     }
     ResetRq(&s.rq);
-    w->q.rq_outstanding.store(0);
+    w->q.rq_outstanding.Clear();
     s.state.store(IBV_QPS_RESET);
   } else if (next == IBV_WQS_ERR) {
     if (cur != IBV_WQS_ERR) MoveToErrorLocked(p, &s);
