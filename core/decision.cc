@@ -26,34 +26,19 @@ constexpr const char* kPointNames[kNumPoints] = {
     "chaos.relaxed",       "chaos.cq_event",
 };
 
-// splitmix64: a good 64-bit mixer; the PRNG is counter-based on it.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Unbiased enough for n far below 2^64 (the bias is n / 2^64).
-uint64_t Reduce(uint64_t r, uint64_t n) {
-  return n <= 1 ? 0 : static_cast<uint64_t>((static_cast<unsigned __int128>(r) * n) >> 64);
-}
-
-class PrngDraws : public Draws {
- public:
-  explicit PrngDraws(uint64_t state) : state_(state) {}
-  uint64_t Below(uint64_t n) override { return Reduce(Mix(state_++), n); }
-
- private:
-  uint64_t state_;
-};
+using prng::Mix;
+using prng::Reduce;
 
 class PrngSource : public DecisionSource {
  public:
   explicit PrngSource(uint64_t seed) : seed_(seed) {}
   uint64_t Draw(const DecisionKey& key, absl::FunctionRef<uint64_t(Draws&)> f) override {
-    PrngDraws d(Mix(Mix(Mix(seed_ ^ static_cast<uint64_t>(key.point)) ^ key.obj) ^ key.hit));
+    PrngDraws d(prng::KeyState(prng::KeyBase(seed_, key.point, key.obj), key.hit));
     return f(d);
+  }
+  bool KeyBase(Point p, uint64_t obj, uint64_t* base) const override {
+    *base = prng::KeyBase(seed_, p, obj);
+    return true;
   }
   uint64_t RunDraw(uint64_t tag, uint64_t a, uint64_t b, uint64_t n) override {
     return Reduce(Mix(Mix(Mix(Mix(seed_ + 0x5851f42d4c957f2dULL) ^ tag) ^ a) ^ b), n);
@@ -207,15 +192,6 @@ Point PointByName(absl::string_view name) {
   for (int i = 0; i < kNumPoints; ++i)
     if (name == kPointNames[i]) return static_cast<Point>(i);
   return Point::kCount;
-}
-
-bool Draws::Chance(double p) {
-  if (p <= 0) return false;
-  if (p >= 1) return true;
-  constexpr uint64_t kScale = uint64_t(1) << 32;
-  // The top p of the range fires, so a draw of 0 (an exhausted byte
-  // stream) never does: an empty input is the natural run.
-  return Below(kScale) >= kScale - static_cast<uint64_t>(p * kScale);
 }
 
 std::unique_ptr<DecisionSource> MakePrngSource(uint64_t seed) { return std::make_unique<PrngSource>(seed); }

@@ -121,8 +121,45 @@ class Draws {
   virtual ~Draws() = default;
   // A value in [0, n) (n == 0 or 1: 0).
   virtual uint64_t Below(uint64_t n) = 0;
-  // True with probability p.
-  bool Chance(double p);
+  // True with probability p.  The top p of the range fires, so a draw of 0
+  // (an exhausted byte stream) never does: an empty input is the natural run.
+  bool Chance(double p) {
+    if (p <= 0) return false;
+    if (p >= 1) return true;
+    constexpr uint64_t kScale = uint64_t(1) << 32;
+    return Below(kScale) >= kScale - static_cast<uint64_t>(p * kScale);
+  }
+};
+
+// The seeded PRNG (MakePrngSource): counter-based on splitmix64.  A key's
+// draws start from KeyState(KeyBase(seed, point, obj), hit), so a caller
+// that decides at one (point, obj) over and over computes the base once
+// (Decider::DrawBase) and draws in line (Decider::ScheduleDrawn).
+namespace prng {
+inline uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+// Unbiased enough for n far below 2^64 (the bias is n / 2^64).
+inline uint64_t Reduce(uint64_t r, uint64_t n) {
+  return n <= 1 ? 0 : static_cast<uint64_t>((static_cast<unsigned __int128>(r) * n) >> 64);
+}
+inline uint64_t KeyBase(uint64_t seed, Point p, uint64_t obj) {
+  return Mix(Mix(seed ^ static_cast<uint64_t>(p)) ^ obj);
+}
+inline uint64_t KeyState(uint64_t base, uint64_t hit) { return Mix(base ^ hit); }
+}  // namespace prng
+
+// The PRNG's draws of one key, from its KeyState.
+class PrngDraws final : public Draws {
+ public:
+  explicit PrngDraws(uint64_t state) : state_(state) {}
+  uint64_t Below(uint64_t n) override { return prng::Reduce(prng::Mix(state_++), n); }
+
+ private:
+  uint64_t state_;
 };
 
 class DecisionSource {
@@ -134,6 +171,9 @@ class DecisionSource {
   virtual uint64_t Recorded(const DecisionKey& key) const { return 0; }
   // Not replaying: runs `f` with the draws of `key`.
   virtual uint64_t Draw(const DecisionKey& key, absl::FunctionRef<uint64_t(Draws&)> f) = 0;
+  // The seeded PRNG: prng::KeyBase of (p, obj) for its seed, true; any
+  // other source: false (its draws are not a function of the key alone).
+  virtual bool KeyBase(Point p, uint64_t obj, uint64_t* base) const { return false; }
   // Draws that belong to the run rather than to one hit (BUGGIFY
   // activation, PCT priorities): a pure function of (seed, tag, a, b) for
   // the PRNG; from the stream for bytes; 0 for a log.
@@ -285,6 +325,19 @@ class Decider {
   // its lock), so its count is the one NextKey would keep; no lock.
   uint64_t ScheduleAt(Point p, uint64_t obj, uint64_t hit, absl::FunctionRef<uint64_t(Draws&)> f,
                       NoteFn note = nullptr, uint32_t qp_num = 0, uint64_t wr_id = 0);
+  // For such a caller, when the outcomes come from the seeded PRNG (not a
+  // log, not bytes): the state every hit of (p, obj) starts from, true.
+  bool DrawBase(Point p, uint64_t obj, uint64_t* base) const { return source_->KeyBase(p, obj, base); }
+  // ScheduleAt for a base DrawBase gave, with the draws in line (`f` is
+  // called with a PrngDraws&): the same outcome, no call but the sink's.
+  template <typename F>
+  uint64_t ScheduleDrawn(uint64_t base, Point p, uint64_t obj, uint64_t hit, const F& f, NoteFn note = nullptr,
+                         uint32_t qp_num = 0, uint64_t wr_id = 0) {
+    PrngDraws d(prng::KeyState(base, hit));
+    const uint64_t result = f(d);
+    if (result) Record(DecisionKey{p, obj, hit}, result, note, qp_num, wr_id);
+    return result;
+  }
 
   // A chaos decision (softnic's legal freedoms) among `n` outcomes: 0 (the
   // natural behaviour) or, when a --chaos rule naming `p` (and qp_num, for

@@ -102,6 +102,12 @@ struct CqState {
   // the Global numbered `epoch`.
   uint64_t epoch = 0;
   uint64_t holds = 0, picks = 0;
+  // When the run's outcomes come from the seed: the PRNG's state for
+  // (sched.hold, drawn_obj) and (sched.pick, drawn_obj) before a hit is
+  // mixed in (Decider::DrawBase), for the Global `epoch`.
+  bool prng = false;
+  uint64_t drawn_obj = 0;
+  uint64_t hold_base = 0, pick_base = 0;
   // The QP of the last completion admitted, as LookupQp gave it, while the
   // QP table's generation is qp_gen (0: none remembered).
   uint64_t qp_gen = 0;
@@ -216,16 +222,29 @@ uint64_t CqObj(CqState& st, const void* cq) {
   return st.obj;
 }
 
+// A new Global (its counts start again) or a CQ's id known since the bases
+// were drawn: the bases again.
+[[gnu::noinline]] void Rebase(const Global& g, CqState& st, uint64_t obj) {
+  if (st.epoch != g.epoch) st.epoch = g.epoch, st.holds = st.picks = 0;
+  st.drawn_obj = obj;
+  st.prng = g.decider->DrawBase(Point::kSchedHold, obj, &st.hold_base) &&
+            g.decider->DrawBase(Point::kSchedPick, obj, &st.pick_base);
+}
+
 // A scheduler decision at this CQ: hits counted here (no Decider lock) when
-// the CQ has an id of its own; with none (0: checking off), every CQ
-// shares (point, 0), counted by the Decider.
+// the CQ has an id of its own, and drawn in line from the seeded PRNG's
+// per-CQ bases (the same outcomes as the Decider's draws); with no id (0:
+// checking off), every CQ shares (point, 0), counted by the Decider.
 template <typename F, typename N>
-uint64_t Decide(Global& g, CqState& st, const void* cq, Point p, F f, N note, uint32_t qp_num,
+uint64_t Decide(Global& g, CqState& st, const void* cq, Point p, const F& f, const N& note, uint32_t qp_num,
                 uint64_t wr_id) {
   const uint64_t obj = CqObj(st, cq);
   if (!obj) return g.decider->Schedule(p, obj, f, note, qp_num, wr_id);
-  if (st.epoch != g.epoch) st.epoch = g.epoch, st.holds = st.picks = 0;
-  const uint64_t hit = ++(p == Point::kSchedHold ? st.holds : st.picks);
+  if (__builtin_expect(st.epoch != g.epoch || st.drawn_obj != obj, 0)) Rebase(g, st, obj);
+  const bool hold = p == Point::kSchedHold;
+  const uint64_t hit = ++(hold ? st.holds : st.picks);
+  if (st.prng)
+    return g.decider->ScheduleDrawn(hold ? st.hold_base : st.pick_base, p, obj, hit, f, note, qp_num, wr_id);
   return g.decider->ScheduleAt(p, obj, hit, f, note, qp_num, wr_id);
 }
 
@@ -505,7 +524,7 @@ const char* Side(const Entry& e) {
     if (elig.size() >= 2) {
       const Entry& c = st.buf[elig[best]];
       const uint64_t o = Decide(
-          g, st, cq, Point::kSchedPick, [best](core::Draws&) { return best; },
+          g, st, cq, Point::kSchedPick, [best](auto&) -> uint64_t { return best; },
           [&](uint64_t) {
             return absl::StrFormat("sched.pick (pct) QP 0x%x %s wr_id=0x%x released before %u older",
                                    c.wc.qp_num, Side(c), c.wc.wr_id, elig[best]);
@@ -515,7 +534,7 @@ const char* Side(const Entry& e) {
     }
   } else if (elig.size() >= 2) {
     const uint64_t o = Decide(
-        g, st, cq, Point::kSchedPick, [&](core::Draws& d) { return d.Below(elig.size()); },
+        g, st, cq, Point::kSchedPick, [&](auto& d) -> uint64_t { return d.Below(elig.size()); },
         [&](uint64_t o) {
           const Entry& c = st.buf[elig[o < elig.size() ? o : 0]];
           return absl::StrFormat("sched.pick QP 0x%x %s wr_id=0x%x released before %u older", c.wc.qp_num,
@@ -565,7 +584,7 @@ void Release(CqState& st, size_t at) {
     if (IsForced(g, st, e)) continue;
     const uint64_t h = Decide(
         g, st, cq, Point::kSchedHold,
-        [most](core::Draws& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
+        [most](auto& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
         [&e](uint64_t h) {
           return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", e.wc.qp_num, Side(e),
                                  e.wc.wr_id, static_cast<unsigned>(h));
