@@ -123,7 +123,7 @@ class Draws {
   virtual uint64_t Below(uint64_t n) = 0;
   // True with probability p.  The top p of the range fires, so a draw of 0
   // (an exhausted byte stream) never does: an empty input is the natural run.
-  bool Chance(double p) {
+  [[gnu::always_inline]] bool Chance(double p) {
     if (p <= 0) return false;
     if (p >= 1) return true;
     constexpr uint64_t kScale = uint64_t(1) << 32;
@@ -331,8 +331,9 @@ class Decider {
   // ScheduleAt for a base DrawBase gave, with the draws in line (`f` is
   // called with a PrngDraws&): the same outcome, no call but the sink's.
   template <typename F>
-  uint64_t ScheduleDrawn(uint64_t base, Point p, uint64_t obj, uint64_t hit, const F& f, NoteFn note = nullptr,
-                         uint32_t qp_num = 0, uint64_t wr_id = 0) {
+  [[gnu::always_inline]] uint64_t ScheduleDrawn(uint64_t base, Point p, uint64_t obj, uint64_t hit,
+                                                const F& f, NoteFn note = nullptr, uint32_t qp_num = 0,
+                                                uint64_t wr_id = 0) {
     PrngDraws d(prng::KeyState(base, hit));
     const uint64_t result = f(d);
     if (result) Record(DecisionKey{p, obj, hit}, result, note, qp_num, wr_id);

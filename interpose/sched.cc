@@ -18,6 +18,7 @@
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
 #include "interpose/ptr_table.h"
+#include "interpose/sched_state.h"
 
 namespace rdmasan::interpose::sched {
 
@@ -34,110 +35,12 @@ constexpr double kHoldChance = 0.25;
 constexpr uint64_t kTagPctPriority = 0x70637470;
 constexpr uint64_t kTagPctChange = 0x70637463;
 
-enum class Mode { kNatural, kRandom, kPct };
-
-// One buffered completion, with every field a reader may ask for.
-struct Entry {
-  ibv_wc wc;
-  uint64_t stream = 0;  // the FIFO it belongs to
-  uint64_t ident = 0;   // the stream across runs (PCT priorities)
-  uint64_t seq = 0;     // pull order on its CQ
-  uint32_t age = 0;     // polls of its CQ it stayed buffered through
-  uint32_t hold = 0;    // not eligible before this age (sched.hold)
-  bool barrier = false;
-  // ibv_cq_ex extras.
-  uint64_t ts = 0, wallclock = 0;
-  uint32_t flow_tag = 0;
-  uint16_t cvlan = 0;
-  ibv_wc_tm_info tm{};
-};
-
-// The provider's extended poll functions of a hooked ibv_cq_ex.
-struct ExFns {
-  int (*start_poll)(ibv_cq_ex*, ibv_poll_cq_attr*);
-  int (*next_poll)(ibv_cq_ex*);
-  void (*end_poll)(ibv_cq_ex*);
-  ibv_wc_opcode (*read_opcode)(ibv_cq_ex*);
-  uint32_t (*read_vendor_err)(ibv_cq_ex*);
-  uint32_t (*read_byte_len)(ibv_cq_ex*);
-  __be32 (*read_imm_data)(ibv_cq_ex*);
-  uint32_t (*read_qp_num)(ibv_cq_ex*);
-  uint32_t (*read_src_qp)(ibv_cq_ex*);
-  unsigned int (*read_wc_flags)(ibv_cq_ex*);
-  uint32_t (*read_slid)(ibv_cq_ex*);
-  uint8_t (*read_sl)(ibv_cq_ex*);
-  uint8_t (*read_dlid_path_bits)(ibv_cq_ex*);
-  uint64_t (*read_completion_ts)(ibv_cq_ex*);
-  uint16_t (*read_cvlan)(ibv_cq_ex*);
-  uint32_t (*read_flow_tag)(ibv_cq_ex*);
-  void (*read_tm_info)(ibv_cq_ex*, ibv_wc_tm_info*);
-  uint64_t (*read_completion_wallclock_ns)(ibv_cq_ex*);
-  uint64_t wc_flags;
-};
-
-struct CqState {
-  // One poller at a time; held from start_poll to end_poll.  Biased to
-  // the thread that polls the CQ (the one that takes it with LockAsUser):
-  // a CQ is polled by one thread in nearly every program, and a pthread
-  // mutex taken and dropped at every poll was a fifth of what scheduling
-  // adds to a poll.  Held across the provider's poll, which never waits
-  // for a completion (and across start_poll .. end_poll, as the API has
-  // one poller do).
-  core::BiasedLock mu;
-  checkers::Ring<Entry> buf;  // oldest first; slots reused (no allocation per completion)
-  uint64_t next_seq = 1;
-  uint64_t release_below = 0;  // entries with seq < this are forced (armed)
-  bool arm_pending = false;
-  uint64_t pulls = 0;
-  // Send queues failed by an injected error: their later successful
-  // completions become flushes, until a pull after the failure drains the
-  // provider's CQ.  (qp_num, the pull that failed it)
-  std::vector<std::pair<uint32_t, uint64_t>> failing;
-  ExFns* ex = nullptr;
-  Entry current;  // ibv_cq_ex: the completion being read
-  int ex_budget = 0;
-  uint64_t obj = 0;  // the CQ's id, once known (CqObj)
-  // Hits of sched.hold and sched.pick at this CQ (the Decider's count of
-  // (point, obj): every such decision is this CQ's, made under mu), for
-  // the Global numbered `epoch`.
-  uint64_t epoch = 0;
-  uint64_t holds = 0, picks = 0;
-  // When the run's outcomes come from the seed: the PRNG's state for
-  // (sched.hold, drawn_obj) and (sched.pick, drawn_obj) before a hit is
-  // mixed in (Decider::DrawBase), for the Global `epoch`.
-  bool prng = false;
-  uint64_t drawn_obj = 0;
-  uint64_t hold_base = 0, pick_base = 0;
-  // The QP of the last completion admitted, as LookupQp gave it, while the
-  // QP table's generation is qp_gen (0: none remembered).
-  uint64_t qp_gen = 0;
-  uint32_t qp_num = 0;
-  bool qp_known = false;
-  QpInfo qp;
-};
-
-struct Pct {
-  std::mutex mu;
-  bool init = false;
-  int depth = 1;
-  std::vector<uint64_t> change;  // steps, 1-based, sorted by index i (change[i-1])
-  uint64_t steps = 0;
-  absl::flat_hash_map<uint64_t, int64_t> prio;
-};
-
-// Numbers each Global (ResetForTest and ResetForFuzz make new ones): a CQ's
-// decision counters belong to one.
-std::atomic<uint64_t> g_epochs{0};
-
-struct Global {
-  uint64_t epoch = g_epochs.fetch_add(1, std::memory_order_relaxed) + 1;
-  Mode mode = Mode::kNatural;
-  bool replaying = false;
-  bool wc_error = false;
-  uint32_t delay = 4;
-  core::Decider* decider = nullptr;
-  Pct pct;
-};
+using internal::CqState;
+using internal::Entry;
+using internal::ExFns;
+using internal::Global;
+using internal::Mode;
+using internal::Pct;
 
 // Made on first use: a verb can be called from another library's
 // constructor, before this library's initialisers ran (a constant-initialized
@@ -236,8 +139,8 @@ uint64_t CqObj(CqState& st, const void* cq) {
 // per-CQ bases (the same outcomes as the Decider's draws); with no id (0:
 // checking off), every CQ shares (point, 0), counted by the Decider.
 template <typename F, typename N>
-uint64_t Decide(Global& g, CqState& st, const void* cq, Point p, const F& f, const N& note, uint32_t qp_num,
-                uint64_t wr_id) {
+[[gnu::always_inline]] inline uint64_t Decide(Global& g, CqState& st, const void* cq, Point p, const F& f,
+                                              const N& note, uint32_t qp_num, uint64_t wr_id) {
   const uint64_t obj = CqObj(st, cq);
   if (!obj) return g.decider->Schedule(p, obj, f, note, qp_num, wr_id);
   if (__builtin_expect(st.epoch != g.epoch || st.drawn_obj != obj, 0)) Rebase(g, st, obj);
@@ -322,9 +225,9 @@ bool Failing(const CqState& st, uint32_t qp_num) {
   return known;
 }
 
-[[gnu::always_inline]] inline void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
-  ibv_wc& wc = e.wc;
-  const QpInfo* known = AdmitWc(g, st, ctx, wc);
+// An admitted completion's stream, from its QP (AdmitWc's; null: unknown).
+[[gnu::always_inline]] inline void Classify(Entry& e, const QpInfo* known) {
+  const ibv_wc& wc = e.wc;
   const uint64_t qp_ident = known && known->id ? known->id : wc.qp_num;
   if (wc.status != IBV_WC_SUCCESS) {
     e.barrier = true;
@@ -343,13 +246,24 @@ bool Failing(const CqState& st, uint32_t qp_num) {
     e.stream = (uint64_t{1} << 62) | wc.qp_num;
     e.ident = qp_ident * 4 + 1;
   }
+}
+
+// Side(e) of the entry Classify would make of `wc` (AdmitWc's, its QP `known`).
+const char* SideOf(const ibv_wc& wc, const QpInfo* known) {
+  if (wc.status != IBV_WC_SUCCESS) return "error";
+  if (!(wc.opcode & IBV_WC_RECV)) return "send";
+  return known && known->has_srq ? "srq" : "recv";
+}
+
+[[gnu::always_inline]] inline void Admit(const Global& g, CqState& st, const ibv_context* ctx, Entry& e) {
+  Classify(e, AdmitWc(g, st, ctx, e.wc));
   e.seq = st.next_seq++;
   e.age = 0;
 }
 
 // After a pull that got `got` of `asked`: a drained provider CQ ends the
 // flush rewriting of the send queues failed by an earlier pull.
-inline void AfterPull(CqState& st, int got, int asked) {
+[[gnu::always_inline]] inline void AfterPull(CqState& st, int got, int asked) {
   if (got < asked && !st.failing.empty())
     st.failing.erase(std::remove_if(st.failing.begin(), st.failing.end(),
                                     [&](const auto& f) { return f.second < st.pulls; }),
@@ -357,13 +271,33 @@ inline void AfterPull(CqState& st, int got, int asked) {
   ++st.pulls;
 }
 
-// Pulls what the provider has into the buffer; returns how many it pulled
-// (the buffer's last ones).  In line in Poll (one frame per poll).
+// The `got` completions a provider's poll for `asked` put in `tmp`, into
+// the buffer, admitted.
+[[gnu::always_inline]] inline void TakePulled(const Global& g, CqState& st, const ibv_context* ctx,
+                                              const ibv_wc* tmp, int got, int asked) {
+  for (int i = 0; i < got; ++i) {
+    Entry& e = Append(st);
+    e.wc = tmp[i];
+    Admit(g, st, ctx, e);
+  }
+  AfterPull(st, got, asked);
+}
+
+// Whether a pull failed a send queue (`failing_before`: the failures before
+// it): then the provider is pulled again, so that what it completed before
+// the QP went to ERR is rewritten now.
+inline bool NewFailure(const CqState& st, size_t failing_before) {
+  return st.failing.size() != failing_before && !st.failing.empty();
+}
+
+// Pulls what the provider has into the buffer (through `tmp`, kCapacity
+// completions), from round `round` of at most four (round 0: the poll's
+// first pull); returns how many it pulled (the buffer's last ones).  In
+// line in the poll (one frame per poll).
 [[gnu::always_inline]] inline int PullPoll(const Global& g, CqState& st, ibv_cq* cq, PollFn provider,
-                                           int* err) {
-  ibv_wc tmp[kCapacity];
+                                           int* err, ibv_wc* tmp, int round = 0) {
   int pulled = 0;
-  for (int rounds = 0; rounds < 4; ++rounds) {
+  for (; round < 4; ++round) {
     const int room = kCapacity - static_cast<int>(st.buf.size());
     if (room <= 0) break;
     const size_t failing_before = st.failing.size();
@@ -372,16 +306,9 @@ inline void AfterPull(CqState& st, int got, int asked) {
       *err = got;
       break;
     }
-    for (int i = 0; i < got; ++i) {
-      Entry& e = Append(st);
-      e.wc = tmp[i];
-      Admit(g, st, cq->context, e);
-    }
+    TakePulled(g, st, cq->context, tmp, got, room);
     pulled += got;
-    AfterPull(st, got, room);
-    // A new failure: pull again, so that what the provider completed
-    // before the QP went to ERR is rewritten now.
-    if (st.failing.size() == failing_before || st.failing.empty()) break;
+    if (!NewFailure(st, failing_before)) break;
   }
   return pulled;
 }
@@ -441,7 +368,8 @@ int PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) 
 // PullPoll out of line, for the natural order's rare pull after an injected
 // error.
 [[gnu::noinline]] void PullFlushed(const Global& g, CqState& st, ibv_cq* cq, PollFn provider, int* err) {
-  PullPoll(g, st, cq, provider, err);
+  ibv_wc tmp[kCapacity];
+  PullPoll(g, st, cq, provider, err, tmp);
 }
 
 // ------------------------------------------------------------------ picks --
@@ -573,24 +501,35 @@ void Release(CqState& st, size_t at) {
   st.buf.pop_front();
 }
 
-// sched.hold for each completion pulled by this poll (the buffer's last
-// `pulled`): outcome h > 0 holds it back until it stayed buffered through h
-// polls of its CQ (at most reorder_delay: the forced bound wins).
-[[gnu::always_inline]] inline void AssignHolds(Global& g, CqState& st, const void* cq, int pulled) {
-  if (!(g.mode == Mode::kRandom || g.replaying)) return;
+// sched.hold for one completion pulled (not forced): outcome h > 0 holds it
+// back until it stayed buffered through h polls of its CQ (at most
+// reorder_delay: the forced bound wins); returns that bound (0: none).
+// `side`: Side() of its entry, for the note.
+template <typename S>
+[[gnu::always_inline]] inline uint32_t DrawHold(Global& g, CqState& st, const void* cq, const ibv_wc& wc,
+                                                S side) {
   const uint64_t most = std::max<uint32_t>(g.delay, 1);
+  const uint64_t h = Decide(
+      g, st, cq, Point::kSchedHold,
+      [most](auto& d) __attribute__((always_inline))->uint64_t {
+        return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0;
+      },
+      [&](uint64_t h) {
+        return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", wc.qp_num, side(), wc.wr_id,
+                               static_cast<unsigned>(h));
+      },
+      wc.qp_num, wc.wr_id);
+  return static_cast<uint32_t>(std::min<uint64_t>(h, g.delay));
+}
+
+// sched.hold for each completion a poll pulled into the buffer (its last
+// `pulled`).  Out of line: a poll that found the buffer empty draws in
+// PullIntoEmpty.
+[[gnu::noinline]] void AssignHolds(Global& g, CqState& st, const void* cq, int pulled) {
+  if (!(g.mode == Mode::kRandom || g.replaying)) return;
   for (size_t i = st.buf.size() - static_cast<size_t>(pulled); i < st.buf.size(); ++i) {
     Entry& e = st.buf[i];
-    if (IsForced(g, st, e)) continue;
-    const uint64_t h = Decide(
-        g, st, cq, Point::kSchedHold,
-        [most](auto& d) -> uint64_t { return d.Chance(kHoldChance) ? 1 + d.Below(most) : 0; },
-        [&e](uint64_t h) {
-          return absl::StrFormat("sched.hold QP 0x%x %s wr_id=0x%x for %u polls", e.wc.qp_num, Side(e),
-                                 e.wc.wr_id, static_cast<unsigned>(h));
-        },
-        e.wc.qp_num, e.wc.wr_id);
-    e.hold = static_cast<uint32_t>(std::min<uint64_t>(h, g.delay));
+    if (!IsForced(g, st, e)) e.hold = DrawHold(g, st, cq, e.wc, [&e] { return Side(e); });
   }
 }
 
@@ -679,12 +618,85 @@ uint32_t SReadFlowTag(ibv_cq_ex* cq) { return Cur(cq).flow_tag; }
 void SReadTmInfo(ibv_cq_ex* cq, ibv_wc_tm_info* out) { *out = Cur(cq).tm; }
 uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
 
-// A poll through the buffer (Poll, under the CQ's lock): pull, hold, pick,
-// in one frame.  Out of Poll: the natural order's poll stays small, its
-// lock's fast path in line.
-[[gnu::noinline]] int PollBuffered(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+// A poll's release of what is buffered, when there may be a choice: Pick
+// after Pick, then the rest age.
+[[gnu::noinline]] int ReleaseMany(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc) {
+  int out = 0;
+  size_t at;
+  while (out < n && Pick(g, st, cq, &at)) {
+    wc[out++] = st.buf[at].wc;
+    Release(st, at);
+  }
+  AgeRest(st);
+  return out;
+}
+
+// The first pull of a poll that found the buffer empty (reorder=random: a
+// program with one completion in flight at a time polls so), with the
+// completion it pulled when it is the only one: admitted and sched.hold
+// drawn where the provider put it, returned from there unless held back.
+// What the buffer would do with it, without it.  True when that ends the
+// poll (`*result`: 1, 0 or the provider's error); false: what it pulled
+// (`*pulled`) is in the buffer, for the poll's general course.
+[[gnu::always_inline]] inline bool PullIntoEmpty(Global& g, CqState& st, ibv_cq* cq, ibv_wc* wc,
+                                                 PollFn provider, ibv_wc* tmp, int* err, int* pulled,
+                                                 int* result) {
+  const size_t failing_before = st.failing.size();
+  const int got = provider(cq, kCapacity, tmp);
+  if (got < 0) {
+    AfterPullOfPoll(st);
+    *result = got;
+    return true;
+  }
+  if (got != 1) {
+    TakePulled(g, st, cq->context, tmp, got, kCapacity);
+    *pulled = got;
+  } else {
+    ibv_wc& c = tmp[0];
+    const QpInfo* known = AdmitWc(g, st, cq->context, c);
+    const uint64_t seq = st.next_seq++;
+    AfterPull(st, 1, kCapacity);
+    uint32_t hold = 0;
+    if (!NewFailure(st, failing_before)) {
+      AfterPullOfPoll(st);
+      // IsForced for an entry of age 0.
+      if (!(g.delay == 0 || seq < st.release_below))
+        hold = DrawHold(g, st, cq, c, [&] { return SideOf(c, known); });
+      if (hold == 0) {
+        wc[0] = c;
+        *result = 1;
+        return true;
+      }
+    }
+    Entry& e = Append(st);
+    e.wc = c;
+    Classify(e, known);
+    e.seq = seq;
+    if (hold) {
+      e.age = 1;  // held back: it stayed buffered through this poll
+      e.hold = hold;
+      *result = 0;
+      return true;
+    }
+    e.age = 0;
+    *pulled = 1;
+  }
+  if (NewFailure(st, failing_before)) *pulled += PullPoll(g, st, cq, provider, err, tmp, 1);
+  return false;
+}
+
+// A poll through the buffer, under the CQ's lock: pull, hold, pick.
+[[gnu::always_inline]] inline int PollThroughBuffer(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc,
+                                                    PollFn provider) {
+  ibv_wc tmp[kCapacity];
   int err = 0;
-  const int pulled = PullPoll(g, st, cq, provider, &err);
+  int pulled = 0;
+  if (st.buf.empty() && g.mode == Mode::kRandom) {
+    int result;
+    if (PullIntoEmpty(g, st, cq, wc, provider, tmp, &err, &pulled, &result)) return result;
+  } else {
+    pulled = PullPoll(g, st, cq, provider, &err, tmp);
+  }
   AfterPullOfPoll(st);
   if (st.buf.empty()) return err < 0 ? err : 0;
   if (pulled > 0) AssignHolds(g, st, cq, pulled);
@@ -700,14 +712,17 @@ uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
     st.buf.pop_front();
     return 1;
   }
-  int out = 0;
-  size_t at;
-  while (out < n && Pick(g, st, cq, &at)) {
-    wc[out++] = st.buf[at].wc;
-    Release(st, at);
-  }
-  AgeRest(st);
-  return out;
+  return ReleaseMany(g, st, cq, n, wc);
+}
+
+// A poll through the buffer: reorder=random or pct, a replay, or the
+// natural order with completions buffered (after an injected error).  In
+// one frame out of Poll (which jumps here with the CQ's lock taken and
+// StartOfPoll done; the lock is released here), so that the natural
+// order's Poll stays small, its lock's fast path in line.
+[[gnu::noinline]] int PollBuffered(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+  std::lock_guard<core::BiasedLock> l(st.mu, std::adopt_lock);
+  return PollThroughBuffer(g, st, cq, n, wc, provider);
 }
 
 }  // namespace
@@ -733,26 +748,25 @@ bool ComputeOn() {
 int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   CqState* st = n > 0 ? GetState(cq) : nullptr;
   if (!st) return provider(cq, n, wc);
-  st->mu.LockAsUser();
-  std::lock_guard<core::BiasedLock> l(st->mu, std::adopt_lock);
   Global& g = *G();
+  st->mu.LockAsUser();
   StartOfPoll(*st);
-  if (g.mode == Mode::kNatural && !g.replaying && st->buf.empty() && st->failing.empty()) {
-    // Nothing is held or picked (the natural order) and nothing waits in
-    // the buffer: the provider's completions go straight to the caller,
-    // each admitted in place, as the buffer would have returned them.
-    const int got = provider(cq, n, wc);
-    if (got < 0) return got;
-    for (int i = 0; i < got; ++i) AdmitWc(g, *st, cq->context, wc[i]);
-    AfterPull(*st, got, n);
-    int err = 0;
-    // An error injected: what the provider completed before its QP went
-    // to ERR is pulled now (and rewritten), for the next polls.
-    if (!st->failing.empty()) PullFlushed(g, *st, cq, provider, &err);
-    AfterPullOfPoll(*st);
-    return got;
-  }
-  return PollBuffered(g, *st, cq, n, wc, provider);
+  if (g.mode != Mode::kNatural || g.replaying || !st->buf.empty() || !st->failing.empty())
+    return PollBuffered(g, *st, cq, n, wc, provider);  // it releases the lock
+  std::lock_guard<core::BiasedLock> l(st->mu, std::adopt_lock);
+  // Nothing is held or picked (the natural order) and nothing waits in the
+  // buffer: the provider's completions go straight to the caller, each
+  // admitted in place, as the buffer would have returned them.
+  const int got = provider(cq, n, wc);
+  if (got < 0) return got;
+  for (int i = 0; i < got; ++i) AdmitWc(g, *st, cq->context, wc[i]);
+  AfterPull(*st, got, n);
+  int err = 0;
+  // An error injected: what the provider completed before its QP went to
+  // ERR is pulled now (and rewritten), for the next polls.
+  if (!st->failing.empty()) PullFlushed(g, *st, cq, provider, &err);
+  AfterPullOfPoll(*st);
+  return got;
 }
 
 void Armed(ibv_cq* cq) {
