@@ -38,21 +38,25 @@ struct StackBounds {
 };
 thread_local StackBounds tls_bounds;  // trivial: no TLS init hook
 
+// Once per thread, out of line: the walks that find the bounds known need
+// no registers saved for the call.
+__attribute__((noinline)) void FindThreadStackBounds(StackBounds& b) {
+  b.init = true;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+      b.lo = reinterpret_cast<uintptr_t>(addr);
+      b.hi = b.lo + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+}
+
 const StackBounds& ThreadStackBounds() {
   StackBounds& b = tls_bounds;
-  if (!b.init) {
-    b.init = true;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-      void* addr = nullptr;
-      size_t size = 0;
-      if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        b.lo = reinterpret_cast<uintptr_t>(addr);
-        b.hi = b.lo + size;
-      }
-      pthread_attr_destroy(&attr);
-    }
-  }
+  if (__builtin_expect(!b.init, 0)) FindThreadStackBounds(b);
   return b;
 }
 
@@ -178,14 +182,15 @@ namespace {
 struct RecentStack {
   size_t n = 0;
   StackId id = 0;
-  uintptr_t pcs[kMaxStackFrames];
+  uintptr_t pcs[kMaxStackFrames] = {};
 };
 struct RecentStacks {
   static constexpr unsigned kEntries = 4;
   RecentStack e[kEntries];
   unsigned next = 0;  // the entry a miss replaces
+  unsigned last = 0;  // the entry the last capture found or made
 };
-thread_local RecentStacks t_recent_stacks;
+constinit thread_local RecentStacks t_recent_stacks;  // no TLS init hook
 
 bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
   for (size_t i = 0; i < n; ++i)
@@ -193,17 +198,50 @@ bool SamePcs(const uintptr_t* a, const uintptr_t* b, size_t n) {
   return true;
 }
 
-}  // namespace
+// Whether the raw walk from (pc, frame) would give exactly r's pcs: the
+// walk of WalkFrames, each candidate compared as it is read, stopping at
+// the first that differs (a call from elsewhere differs at frame #0 or
+// soon after).  The same reads as WalkFrames, so the same rules.
+__attribute__((no_sanitize("address", "thread", "undefined"))) bool WalkMatches(const RecentStack& r,
+                                                                                uintptr_t pc,
+                                                                                uintptr_t frame) {
+  if (r.pcs[0] != pc) return false;
+  size_t n = 1;
+  const StackBounds& b = ThreadStackBounds();
+  if (!(frame < b.lo || frame + 2 * sizeof(uintptr_t) > b.hi || frame % sizeof(uintptr_t))) {
+    uintptr_t prev = frame;
+    uintptr_t bp = reinterpret_cast<const uintptr_t*>(frame)[0];
+    while (n < kMaxStackFrames) {
+      if (bp <= prev || bp % sizeof(uintptr_t) || bp > b.hi - 2 * sizeof(uintptr_t)) break;
+      const uintptr_t* rec = reinterpret_cast<const uintptr_t*>(bp);
+      const uintptr_t ret = rec[1];
+      if (ret < 4096) break;
+      if (n >= r.n || r.pcs[n] != ret) return false;
+      ++n;
+      prev = bp;
+      bp = rec[0];
+    }
+  }
+  return n == r.n;
+}
 
-__attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
+// CaptureStackFrom when the stack is not the last one: the raw walk,
+// compared with the other recent ones, or checked and interned.
+__attribute__((noinline)) StackId CaptureOtherStack(uintptr_t pc, uintptr_t frame) {
+  RecentStacks& recent = t_recent_stacks;
   uintptr_t raw[kMaxStackFrames];
   size_t n = WalkFrames(pc, frame, raw);
-  RecentStacks& recent = t_recent_stacks;
-  for (const RecentStack& r : recent.e)
-    if (r.n == n && r.id && SamePcs(raw, r.pcs, n)) return r.id;
+  for (unsigned i = 0; i < RecentStacks::kEntries; ++i) {
+    const RecentStack& r = recent.e[i];
+    if (r.n == n && r.id && SamePcs(raw, r.pcs, n)) {
+      recent.last = i;
+      return r.id;
+    }
+  }
   uintptr_t pcs[kMaxStackFrames];
   StackId id = InternStack(pcs, ValidFrames(raw, n, pcs));
   if (id) {
+    recent.last = recent.next;
     RecentStack& r = recent.e[recent.next];
     recent.next = (recent.next + 1) % RecentStacks::kEntries;
     r.n = n;
@@ -211,6 +249,18 @@ __attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame
     std::memcpy(r.pcs, raw, n * sizeof(uintptr_t));
   }
   return id;
+}
+
+}  // namespace
+
+__attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
+  // A data path captures the same stack call after call: the last one is
+  // compared while it is walked, with nothing stored and no frame of
+  // arrays.
+  const RecentStacks& recent = t_recent_stacks;
+  if (const RecentStack& last = recent.e[recent.last]; last.id && WalkMatches(last, pc, frame))
+    return last.id;
+  return CaptureOtherStack(pc, frame);
 }
 
 namespace {
