@@ -214,6 +214,10 @@ void FromSend(const core::SendWr& w, bool sig_all, StackId stack, OutstandingWr*
   const core::Sge* g = w.sges.data();
   const size_t n = w.sges.size();
   o->sges.assign(g, g + n);
+  if (n == 1) {  // nearly every WR: no loop
+    o->hashed = g[0].hash != 0;
+    return;
+  }
   bool hashed = false;
   for (size_t i = 0; i < n; ++i) hashed |= g[i].hash != 0;
   o->hashed = hashed;
@@ -239,15 +243,26 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   const size_t n = AcceptedWrs(e, e.send_wrs.size(), q.sq.size(), q.caps.max_send_wr);
   const core::SendWr* wrs = e.send_wrs.data();
   int64_t signaled = 0;
+  // What the destinations index needs of this post (AddSendDests): only a
+  // READ or atomic, a fence, or a hashed payload while a READ or atomic is
+  // outstanding asks more than the WR's dest_key cleared.
+  const bool dests = dests_.local_writes();
+  const bool any_local_write = dests && dests_.AnyLocalWrite();
+  bool dests_work = false;
   for (size_t i = 0; i < n; ++i) {
     OutstandingWr& o = q.sq.push_back();
     FromSend(wrs[i], q.sq_sig_all, e.stack, &o);
     q.unsignaled_run = o.signaled ? 0 : q.unsignaled_run + 1;
     signaled += o.signaled;
+    if (dests) {
+      o.dest_key = 0;
+      dests_work |=
+          WritesLocal(o.opcode) || (wrs[i].send_flags & IBV_SEND_FENCE) || (o.hashed && any_local_write);
+    }
   }
   AdjustPending(q.scq, signaled);
   q.sq_signaled += static_cast<uint32_t>(signaled);
-  if (__builtin_expect(dests_.local_writes(), 0)) AddSendDests(e, e.obj, q, n);
+  if (__builtin_expect(dests_work, 0)) AddSendDests(e, e.obj, q, n);
   // Window WRs change books outside the QP's domain: such a post runs
   // under every lock (Engine::RunData).
   if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
