@@ -4,18 +4,28 @@
  * completion order, so `rdmasan fuzz` must find nothing in it.
  *
  * Every verb's result is checked.  A failed setup step, post or
- * registration, an error completion, or a completion that does not come
- * within a bound (a CQ that stopped after async.cq_err) ends the exchange:
+ * registration, an error completion, an IBV_EVENT_CQ_ERR on one of its CQs,
+ * or a completion that does not come within a bound ends the exchange:
  * the program then tears down in the legal order (QPs to ERR; every
  * outstanding WR's completion, flushes included, drained, up to a bound,
  * unless the CQ already missed one;
  * QPs destroyed before their MRs, CQs and PD) and exits 1.  A buffer is
  * reused only after the completion of every WR that uses it, whatever
  * order the completions come in.  Exits 0 after a clean run.  Waits are
- * bounded well below any hang timeout. */
+ * bounded well below any hang timeout.
+ *
+ * As a robust program does, it watches its context's asynchronous events
+ * (ibv_get_async_event(3)): the async fd is made non-blocking at setup, and
+ * a wait for a completion that finds the CQ empty looks at it without
+ * blocking (poll(2), then at most every millisecond), acknowledging every
+ * event it takes.  IBV_EVENT_CQ_ERR (async.cq_err: the CQ overran and gives
+ * no more completions) ends the wait at once; the bound stays as the
+ * fallback for a CQ that stops without saying so. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,7 +38,8 @@ struct peer {
   struct ibv_cq *cq;
   struct ibv_qp *qp;
   int outstanding; /* posted WRs (all signaled) whose completion was not polled */
-  int stalled;     /* a completion did not come in time: the CQ is not drained again */
+  int stalled;     /* a completion did not come in time, or the CQ reported
+                      IBV_EVENT_CQ_ERR: the CQ is not drained again */
 };
 
 struct world {
@@ -101,6 +112,9 @@ static int setup(struct world *w) {
   if (n > 0) w->ctx = ibv_open_device(list[0]);
   ibv_free_device_list(list);
   if (!w->ctx) return fail("ibv_open_device");
+  int fl = fcntl(w->ctx->async_fd, F_GETFL);
+  if (fl < 0 || fcntl(w->ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+    return fail("fcntl(async_fd, O_NONBLOCK)");
   struct ibv_port_attr pa;
   if (ibv_query_port(w->ctx, 1, &pa)) return fail("ibv_query_port");
   w->lid = pa.lid;
@@ -126,18 +140,42 @@ static int setup(struct world *w) {
   return 0;
 }
 
-/* One completion of peer i into *wc: 1, or 0 when none came in time, or
- * -1 when polling failed. */
+/* Takes the context's pending asynchronous events without blocking and
+ * acknowledges each; a CQ_ERR marks its peer's CQ stalled. */
+static void take_async_events(struct world *w) {
+  struct pollfd pfd = {.fd = w->ctx->async_fd, .events = POLLIN};
+  while (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+    struct ibv_async_event ev;
+    if (ibv_get_async_event(w->ctx, &ev)) return; /* EAGAIN: nothing for us after all */
+    if (ev.event_type == IBV_EVENT_CQ_ERR) {
+      for (int k = 0; k < 2; ++k)
+        if (ev.element.cq == w->p[k].cq && !w->p[k].stalled) {
+          fprintf(stderr, "robust_control: CQ %d reported IBV_EVENT_CQ_ERR\n", k);
+          w->p[k].stalled = 1;
+        }
+    }
+    ibv_ack_async_event(&ev);
+  }
+}
+
+/* One completion of peer i into *wc: 1, or 0 when none came in time or
+ * its CQ reported an error, or -1 when polling failed. */
 static int next_completion(struct world *w, int i, struct ibv_wc *wc) {
-  double end = now() + WAIT_SECONDS;
-  while (now() < end) {
+  double t = now(), end = t + WAIT_SECONDS, next_look = t;
+  while (!w->p[i].stalled && t < end) {
     int n = ibv_poll_cq(w->p[i].cq, 1, wc);
     if (n < 0) return -1;
     if (n == 1) {
       --w->p[i].outstanding;
       return 1;
     }
+    t = now();
+    if (t >= next_look) {
+      next_look = t + 0.001;
+      take_async_events(w);
+    }
   }
+  errno = w->p[i].stalled ? EIO : ETIMEDOUT; /* what a failure report then says */
   w->p[i].stalled = 1;
   return 0;
 }
