@@ -763,7 +763,8 @@ void ProgressCq(Process* p, SnCq* cq) {
   const uint64_t now = NowNs();
   const bool check_peers = now - cq->last_peer_check_ns > 100 * 1000 * 1000ull;
   if (check_peers) cq->last_peer_check_ns = now;
-  for (SnQp* qp : p->qps) {
+  for (uint32_t i = 0; i < p->qp_end; ++i) {
+    SnQp* qp = p->qps[i];
     if (!qp) continue;
     if (qp->send_cq != cq && qp->recv_cq != cq) {
       // Another QP of the process with WRs pending (a placement step, a
@@ -784,6 +785,9 @@ void ProgressCq(Process* p, SnCq* cq) {
       continue;
     }
     std::lock_guard<QueueMutex> sq(qp->sq_mu);
+    // Nothing to run and no liveness due: no fabric lock (the line its
+    // word sits on would move to this core and back to the peer's post).
+    if (!check_peers && (!qp->send_cq || qp->sq_exec >= qp->sq_posted)) continue;
     FabricLock lock(p->fab);
     ShmQp& s = *qp->shm;
     if (check_peers && (s.type == IBV_QPT_RC || s.type == IBV_QPT_XRC_SEND) &&

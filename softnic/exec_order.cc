@@ -192,7 +192,8 @@ bool HeldForTheProgram(const SnQp* qp, uint64_t now) {
 bool DrivePass(Process* p) {
   bool pending = false;
   std::lock_guard<std::mutex> g(p->mu);
-  for (SnQp* qp : p->qps) {
+  for (uint32_t i = 0; i < p->qp_end; ++i) {
+    SnQp* qp = p->qps[i];
     if (!qp || !qp->send_cq) continue;
     if (!qp->sq_mu.try_lock()) {
       pending = true;

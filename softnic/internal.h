@@ -295,6 +295,10 @@ struct Process {
   // them (ProgressCq), not only a poll of that QP's own CQs.
   std::atomic<uint32_t> sq_stalled{0};
   SnQp* qps[kMaxQps] = {};
+  // 1 + the highest slot of qps[] ever set (under mu): a sweep of the
+  // process's QPs (ProgressCq, the driver) stops there instead of reading
+  // all kMaxQps slots, which are fabric-wide and mostly other processes'.
+  uint32_t qp_end = 0;
   SnCq* cqs[kMaxCqs] = {};
   SnSrq* srqs[kMaxSrqs] = {};
   SnContext* ctxs[kMaxContexts] = {};

@@ -277,6 +277,7 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* a) {
   static std::atomic<uint32_t> created{0};
   qp->ordinal = created.fetch_add(1, std::memory_order_relaxed) + 1;
   p->qps[slot] = qp.release();  // the program's handle now
+  p->qp_end = std::max(p->qp_end, slot + 1);
   return &q;
 }
 

@@ -126,6 +126,7 @@ ibv_wq* CreateWq(ibv_context* ctx, ibv_wq_init_attr* a) {
   iq.state = IBV_QPS_RESET;
   iq.qp_type = IBV_QPT_RAW_PACKET;
   p->qps[slot] = &q;
+  p->qp_end = std::max(p->qp_end, slot + 1);
   ibv_wq& wq = w->wq;
   wq.context = ctx;
   wq.pd = a->pd;
