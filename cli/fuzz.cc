@@ -113,17 +113,32 @@ std::optional<RunFinding> FindingFromJson(const std::string& line, int role) {
   return f;
 }
 
-// Sleeps until a process of a run ends or `ms` milliseconds pass: SIGCHLD
-// is blocked in the campaign (Main) and taken here, so a run that ends is
-// seen at once rather than at the next look (a run of the small program
-// of bench/fuzz_bench.sh takes 20 to 50 ms).  A SIGINT or SIGTERM ends the
-// wait too (their handler runs).
-void AwaitChild(int ms) {
+// Sleeps until a process of a run ends or `until` comes (at most 50 ms):
+// SIGCHLD is blocked in the campaign (Main) and taken here, so a run that
+// ends is seen at once rather than at the next look (a run of the small
+// program of bench/fuzz_bench.sh takes 10 to 50 ms).  A SIGINT or SIGTERM
+// ends the wait too (their handler runs).
+void AwaitChild(Clock::time_point until) {
+  const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count();
+  const long ns = std::clamp<long>(left, 0, 50 * 1000000L);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
-  const timespec ts{0, ms * 1000000L};
+  const timespec ts{0, ns};
   sigtimedwait(&chld, nullptr, &ts);
+}
+
+// When Step must look at `e` again though none of its processes ended:
+// for the client of the pair form, which starts once its server listens,
+// in 2 ms; else at the next look for the shim's hang report, the run's
+// deadline (SIGTERM) or its SIGKILL, whichever comes first.
+Clock::time_point NextLook(const Exec& e) {
+  Clock::time_point t = Clock::time_point::max();
+  if (e.procs.size() > 1 && !e.procs[1].started) return Clock::now() + std::chrono::milliseconds(2);
+  if (!e.text) t = std::min(t, e.next_look);
+  if (!e.term_sent) t = std::min(t, e.deadline);
+  if (e.term_sent && !e.kill_sent) t = std::min(t, e.kill_at);
+  return t;
 }
 
 }  // namespace
@@ -273,7 +288,7 @@ bool Campaign::Enumerate() {
   e.work = absl::StrCat(work_, "/0");
   MakeDir(e.work);
   Start(e);
-  while (!Step(e)) AwaitChild(2);
+  while (!Step(e)) AwaitChild(NextLook(e));
   Outcome o = Analyze(e);
   std::vector<std::string> counts;
   for (size_t r = 0; r < c_.roles.size(); ++r) {
@@ -555,7 +570,7 @@ Outcome Campaign::RunSync(Plan plan, bool text, const std::string& trace_prefix)
   e.text = text;
   e.trace_prefix = trace_prefix;
   Start(e);
-  while (!Step(e)) AwaitChild(2);
+  while (!Step(e)) AwaitChild(NextLook(e));
   return Analyze(e);
 }
 
@@ -728,12 +743,15 @@ int Campaign::Main() {
         if (slot) KillAll(*slot);
       for (auto& slot : slots)
         if (slot)
-          while (!Step(*slot)) AwaitChild(1);
+          while (!Step(*slot)) AwaitChild(Clock::now() + std::chrono::milliseconds(1));
       break;
     }
     if (!running) break;
     Progress(false);
-    AwaitChild(2);
+    Clock::time_point until = Clock::time_point::max();
+    for (const auto& slot : slots)
+      if (slot) until = std::min(until, NextLook(*slot));
+    AwaitChild(until);
   }
   if (g_interrupted) Say("interrupted: resume with the same command (and --out=%s)", dir_);
   for (const Saved& s : saved_) {
