@@ -452,6 +452,7 @@ Reporter::Reporter(const Options& options, Sink sink)
       verbosity_(options.verbosity),
       log_path_(options.log_path),
       strip_path_prefix_(options.strip_path_prefix) {
+  if (!options.symbol_cache.empty()) SetSymbolCache(options.symbol_cache);
   std::vector<std::string> errors;
   if (options.report_format == "json") {
     format_ = Format::kJson;

@@ -99,6 +99,10 @@ struct Frame {
 // return addresses, so pc - 1 is looked up: the line is the call's line.
 std::vector<Frame> SymbolizeStack(StackId id);
 std::vector<Frame> SymbolizePcs(const std::vector<uintptr_t>& pcs);
+// symbol_cache=: a file of symbolized frames shared by the processes that
+// name it (keyed by module build ID and offset); "" for none.  Forgets
+// what this process symbolized before.
+void SetSymbolCache(const std::string& path);
 
 // Symbolizes (module path, module_offset) pairs as SymbolizeStack reported
 // them, by opening the module files; for replaying a recorded trace,

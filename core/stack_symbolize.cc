@@ -8,6 +8,15 @@
 // for the few runs that print a report.  Without libdw.so.1 a frame keeps
 // its module and offset.
 //
+// With symbol_cache=FILE (set by `rdmasan fuzz` for its runs), a frame
+// symbolized once is shared with every process that names the same file:
+// keyed by its module's build ID and its offset there, its function, file
+// and line are appended to FILE as one line, and a later process reads
+// them instead of the module's debug information (libc's separate debug
+// information is decompressed whole, ~0.1 s, for one frame below main).
+// A line that does not parse is ignored: the frame is symbolized as if it
+// were not there.
+//
 // May not: run on the data path (it takes a lock and allocates: report time
 // only), reach for the network (debuginfod is not used: separate debug info
 // is looked for on the local disk), or drop a physical frame.
@@ -24,13 +33,18 @@
 #include <iterator>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/file.h"
 #include "core/stack.h"
 
 namespace rdmasan::core {
@@ -278,6 +292,92 @@ Frame ModuleFrame(Dwfl_Module* mod, uintptr_t pc, Dwarf_Addr* bias) {
   return f;
 }
 
+// symbol_cache=: one line per symbolized PC, fields separated by tabs:
+//   <build id>+<module offset, hex> <frames> then <function> <file> <line>
+//   for each frame, innermost first (SymbolizeInModule's order).
+// Frames whose function or file holds a tab, a newline or a NUL are not
+// written; a line is written with one write(2) to a file opened O_APPEND,
+// so the lines of concurrent processes do not interleave.
+class SymbolCache {
+ public:
+  static constexpr size_t kMaxFramesPerPc = 64;
+
+  void SetPath(std::string path) {
+    path_ = std::move(path);
+    loaded_ = false;
+    entries_.clear();
+  }
+
+  // The frames cached for `key`, their pc, module and offset from `base`.
+  bool Find(const std::string& key, const Frame& base, std::vector<Frame>* out) {
+    if (path_.empty()) return false;
+    if (!loaded_) Load();
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return false;
+    out->clear();
+    for (const Entry& e : it->second) {
+      Frame f = base;
+      f.function = e.function;
+      f.file = e.file;
+      f.line = e.line;
+      out->push_back(std::move(f));
+    }
+    return true;
+  }
+
+  void Add(const std::string& key, const std::vector<Frame>& frames) {
+    if (path_.empty() || frames.empty() || frames.size() > kMaxFramesPerPc) return;
+    auto clean = [](const std::string& t) {
+      return t.find_first_of(std::string_view("\t\n\0", 3)) == t.npos;
+    };
+    std::string line = absl::StrCat(key, "\t", frames.size());
+    std::vector<Entry> entry;
+    for (const Frame& f : frames) {
+      if (!clean(f.function) || !clean(f.file) || f.line < 0) return;
+      absl::StrAppend(&line, "\t", f.function, "\t", f.file, "\t", f.line);
+      entry.push_back({f.function, f.file, f.line});
+    }
+    line += '\n';
+    entries_[key] = std::move(entry);
+    const int fd = CreateForWrite(path_, CreateMode::kAppend);
+    if (fd < 0) return;
+    ssize_t n = write(fd, line.data(), line.size());
+    (void)n;  // a line not written is symbolized again by the next process
+    close(fd);
+  }
+
+ private:
+  struct Entry {
+    std::string function, file;
+    int line = 0;
+  };
+
+  void Load() {
+    loaded_ = true;
+    std::string text;
+    if (!ReadInputFile(path_, &text).empty()) return;
+    for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+      std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+      size_t n = 0;
+      if (f.size() < 2 || !absl::SimpleAtoi(f[1], &n) || n == 0 || n > kMaxFramesPerPc ||
+          f.size() != 2 + 3 * n)
+        continue;
+      std::vector<Entry> entry(n);
+      bool ok = true;
+      for (size_t i = 0; i < n && ok; ++i) {
+        entry[i].function = std::string(f[2 + 3 * i]);
+        entry[i].file = std::string(f[3 + 3 * i]);
+        ok = absl::SimpleAtoi(f[4 + 3 * i], &entry[i].line) && entry[i].line >= 0;
+      }
+      if (ok) entries_[std::string(f[0])] = std::move(entry);
+    }
+  }
+
+  std::string path_;
+  bool loaded_ = false;
+  absl::flat_hash_map<std::string, std::vector<Entry>> entries_;
+};
+
 class Symbolizer {
  public:
   std::vector<Frame> Symbolize(uintptr_t pc) {
@@ -287,6 +387,13 @@ class Symbolizer {
     std::vector<Frame> frames = SymbolizeLocked(pc);
     cache_.emplace(pc, frames);
     return frames;
+  }
+
+  // Also forgets this process's own results, so that the file answers.
+  void SetCachePath(std::string path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    shared_.SetPath(std::move(path));
+    cache_.clear();
   }
 
  private:
@@ -312,6 +419,19 @@ class Symbolizer {
     D().dwfl_report_end(dwfl_, nullptr, nullptr);
   }
 
+  // "<build id>+<offset>" for symbol_cache=, "" when the module has no
+  // build ID.
+  static std::string SharedKey(Dwfl_Module* mod, const Frame& base) {
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    int len = D().dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len < 8 || !bits) return "";
+    std::string key;
+    for (int i = 0; i < len; ++i) absl::StrAppendFormat(&key, "%02x", bits[i]);
+    absl::StrAppendFormat(&key, "+%x", base.module_offset);
+    return key;
+  }
+
   std::vector<Frame> SymbolizeLocked(uintptr_t pc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Frame unknown;
     unknown.pc = pc;
@@ -326,12 +446,18 @@ class Symbolizer {
     if (!mod) return {unknown};
     Dwarf_Addr bias = 0;
     Frame base = ModuleFrame(mod, pc, &bias);
-    return SymbolizeInModule(mod, pc - 1, base);
+    const std::string key = SharedKey(mod, base);
+    std::vector<Frame> frames;
+    if (!key.empty() && shared_.Find(key, base, &frames)) return frames;
+    frames = SymbolizeInModule(mod, pc - 1, base);
+    if (!key.empty()) shared_.Add(key, frames);
+    return frames;
   }
 
   std::mutex mu_;  // not absl::Mutex: visible to TSan (Debian's absl is uninstrumented)
   Dwfl* dwfl_ ABSL_GUARDED_BY(mu_) = nullptr;  // never freed: used until exit
   absl::flat_hash_map<uintptr_t, std::vector<Frame>> cache_ ABSL_GUARDED_BY(mu_);
+  SymbolCache shared_ ABSL_GUARDED_BY(mu_);
 };
 
 Symbolizer& GlobalSymbolizer() {
@@ -351,6 +477,8 @@ std::vector<Frame> SymbolizePcs(const std::vector<uintptr_t>& pcs) {
 }
 
 std::vector<Frame> SymbolizeStack(StackId id) { return SymbolizePcs(StackPcs(id)); }
+
+void SetSymbolCache(const std::string& path) { GlobalSymbolizer().SetCachePath(path); }
 
 std::vector<Frame> SymbolizeOffline(const std::vector<std::pair<std::string, uintptr_t>>& module_offsets) {
   std::vector<Frame> out;

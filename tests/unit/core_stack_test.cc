@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -251,6 +253,66 @@ TEST(Stack, LibraryFramesNameTheirModule) {
   ASSERT_FALSE(frames.empty());
   EXPECT_NE(frames.back().module.find("libc"), std::string::npos) << frames.back().module;
   EXPECT_NE(frames.back().function.find("getpid"), std::string::npos) << frames.back().function;
+}
+
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// symbol_cache=: what a process symbolizes is written to the file, one
+// line per PC, and a process that names the file takes its frames from it
+// (the function renamed in the file shows); a line that does not parse is
+// ignored and the PC symbolized from its module again.
+TEST(Stack, SymbolCacheIsWrittenAndRead) {
+  char dir[] = "/tmp/rdmasan_symcache_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string a = std::string(dir) + "/a", b = std::string(dir) + "/b", c = std::string(dir) + "/c";
+  int line = 0;
+  const StackId id = CaptureHere(&line);
+  SetSymbolCache(a);
+  const std::vector<Frame> live = SymbolizeStack(id);
+  ASSERT_FALSE(live.empty());
+  EXPECT_EQ(live[0].line, line);
+  const std::string text = FileText(a);
+  const std::string first =
+      "\t1\t" + live[0].function + "\t" + live[0].file + "\t" + std::to_string(line) + "\n";
+  const size_t at = text.find(first);
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t start = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  const std::string key = text.substr(start, at - start);
+
+  std::string renamed = text;
+  renamed.replace(at, first.size(),
+                  "\t1\tfrom_the_cache\t" + live[0].file + "\t" + std::to_string(line) + "\n");
+  WriteFile(b, "not a line\n" + key + "\t9\n\t\t\n" + renamed);
+  SetSymbolCache(b);
+  std::vector<Frame> cached = SymbolizeStack(id);
+  ASSERT_EQ(cached.size(), live.size());
+  EXPECT_EQ(cached[0].function, "from_the_cache");
+  EXPECT_EQ(cached[0].file, live[0].file);
+  EXPECT_EQ(cached[0].line, line);
+  EXPECT_EQ(cached[0].pc, live[0].pc);
+  EXPECT_EQ(cached[0].module, live[0].module);
+  EXPECT_EQ(cached[0].module_offset, live[0].module_offset);
+  for (size_t i = 1; i < live.size(); ++i) EXPECT_EQ(FormatFrame(cached[i]), FormatFrame(live[i])) << i;
+
+  // The key's line with two frames announced and one given, or a line
+  // number that is not one: symbolized from the module again.
+  WriteFile(c, key + "\t2\tfrom_the_cache\tf.c\t1\n" + key + "\t1\tfrom_the_cache\tf.c\tx\n");
+  SetSymbolCache(c);
+  cached = SymbolizeStack(id);
+  ASSERT_FALSE(cached.empty());
+  EXPECT_EQ(cached[0].function, live[0].function);
+  EXPECT_NE(FileText(c).find(first), std::string::npos);  // and written again
+
+  SetSymbolCache("");
+  for (const std::string& f : {a, b, c}) unlink(f.c_str());
+  rmdir(dir);
 }
 
 TEST(Stack, OfflineSymbolizationMatchesLive) {
