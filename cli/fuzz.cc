@@ -28,6 +28,8 @@
 // (what the campaign is), runs.txt (one line per finished run), so a
 // campaign interrupted or re-run with a larger --runs resumes where it
 // stopped, and `--shard=K/N` campaigns over the same settings merge.
+// The runs share DIR/work/symbols (symbol_cache=): a frame one run
+// symbolized, the next reads there rather than from debug information.
 //
 // This file: the runs (planned, spawned, stepped, analyzed) and the
 // findings (recorded, saved); the campaign's parts are declared in
@@ -357,6 +359,7 @@ std::vector<std::string> Campaign::RoleOptions(const Exec& e, int r) const {
                            e.plan.index == kBaseline ? std::string("b") : absl::StrCat(e.plan.index)));
   o.push_back(absl::StrCat("hang_timeout=", std::max(1, c_.timeout / 2)));
   o.push_back(absl::StrCat("decision_log=", w, "decisions.%p"));
+  o.push_back(absl::StrCat("symbol_cache=", work_, "/symbols"));
   if (e.text) {
     if (!e.trace_prefix.empty()) o.push_back(absl::StrCat("trace=", e.trace_prefix, RolePrefix(r), "trace"));
   } else {

@@ -23,7 +23,8 @@ namespace {
 // Options the campaign sets itself for each run.
 bool CampaignOwned(absl::string_view name) {
   return name == "schedule" || name == "decision_log" || name == "log_path" || name == "report_format" ||
-         name == "softnic_fabric" || name == "trace" || name == "hang_timeout" || name == "help";
+         name == "softnic_fabric" || name == "trace" || name == "hang_timeout" || name == "help" ||
+         name == "symbol_cache";
 }
 
 // The parsers of the table's value types.  Each returns true if `v` is a
