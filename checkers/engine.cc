@@ -72,7 +72,8 @@ constexpr size_t ChecksOf(EventKind k) {
 }
 // The quiet filters (checkers/quiet.h) test the condition of every check of
 // these kinds: a check added here must be added there.
-static_assert(ChecksOf(EventKind::kPostSend) == 18, "add the new post_send check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostSend) == 18,
+              "add the new post_send check to checkers/quiet.cc (PostSendQuiet and OneSendQuiet)");
 static_assert(ChecksOf(EventKind::kPostRecv) == 10, "add the new post_recv check to checkers/quiet.cc");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
 
@@ -197,14 +198,8 @@ uintptr_t Engine::DomainOf(core::ObjId id) const {
   return n ? reinterpret_cast<uintptr_t>(n->domain.load(std::memory_order_acquire)) : 0;
 }
 
-std::unique_lock<core::BiasedLock> Engine::LockDomainForTest(core::ObjId id) {
-  Node* n = NodeOf(id);
-  Domain* d = n ? LockDomainOf(n) : nullptr;
-  return d ? std::unique_lock<core::BiasedLock>(d->mu, std::adopt_lock)
-           : std::unique_lock<core::BiasedLock>();
-}
-
-Engine::Domain* Engine::LockDomainOf(Node* n) {
+// In line: the data path's every event takes its domain's lock.
+[[gnu::always_inline]] inline Engine::Domain* Engine::LockDomainOf(Node* n) {
   for (;;) {
     Domain* d = n->domain.load(std::memory_order_acquire);
     if (!d) return nullptr;
@@ -214,6 +209,13 @@ Engine::Domain* Engine::LockDomainOf(Node* n) {
     if (n->domain.load(std::memory_order_relaxed) == d) return d;
     d->mu.unlock();  // merged away (or destroyed) meanwhile: look again
   }
+}
+
+std::unique_lock<core::BiasedLock> Engine::LockDomainForTest(core::ObjId id) {
+  Node* n = NodeOf(id);
+  Domain* d = n ? LockDomainOf(n) : nullptr;
+  return d ? std::unique_lock<core::BiasedLock>(d->mu, std::adopt_lock)
+           : std::unique_lock<core::BiasedLock>();
 }
 
 Engine::Domain* Engine::NewDomain() {
@@ -364,6 +366,42 @@ bool Engine::RunData(const core::Event& e, uint64_t* seq, std::vector<core::Find
   }
   if (any_fault_.load(std::memory_order_acquire))
     NameInjected(e, kWant == Node::Kind::kQp ? static_cast<const QpState*>(books) : nullptr, findings, first);
+  if (!one_thread_) d->mu.unlock();
+  return true;
+}
+
+bool Engine::PostOneSend(const OneSend& p) {
+  if (!quiet_filters_ || !OneSendable(p.opcode, p.send_flags)) return false;
+  Node* n = NodeOf(p.qp);
+  if (!n || n->kind != Node::Kind::kQp) return false;
+  Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n);
+  if (!d) return false;
+  // RunData<kPostSend>'s work for a quiet post: no check can speak, the
+  // books take the WR (ApplyOneSend), no finding to name a fault in.
+  auto* qp = static_cast<QpState*>(n->books);
+  constexpr size_t k = static_cast<size_t>(EventKind::kPostSend);
+  const bool done = qp->type != IBV_QPT_UD &&
+                    (!any_by_kind_[k] || OneSendQuiet(p, *qp, state_, d->mrs, d->emitted, enabled_)) &&
+                    state_.ApplyOneSend(p, qp);
+  // Numbered as its event would have been (a run that asked for a trace
+  // and could not open one still numbers its events).
+  if (done && assign_seq_) next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (!one_thread_) d->mu.unlock();
+  return done;
+}
+
+bool Engine::PollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n,
+                           std::vector<RetiredWr>* retired) {
+  if (!quiet_filters_) return false;
+  // PollQuiet: error-completion speaks only of a completion in error.
+  for (size_t i = 0; i < n; ++i)
+    if (wcs[i].status != IBV_WC_SUCCESS) return false;
+  Node* node = NodeOf(cq);
+  if (!node || node->kind != Node::Kind::kCq) return false;
+  Domain* d = one_thread_ ? node->domain.load(std::memory_order_relaxed) : LockDomainOf(node);
+  if (!d) return false;
+  if (assign_seq_) next_seq_.fetch_add(1, std::memory_order_relaxed);
+  state_.ApplyPollCq(cq, wcs, n, static_cast<CqState*>(node->books), retired);
   if (!one_thread_) d->mu.unlock();
   return true;
 }

@@ -68,6 +68,19 @@ class Engine {
   // (if not null).  Sets e.seq when the engine numbers events.
   void OnEvent(core::Event& e, std::vector<core::Finding>* findings, std::vector<RetiredWr>* retired);
 
+  // The data path's compact events, thread-safe, for a live run whose
+  // events go nowhere else (no trace): each does what OnEvent does with
+  // the event it stands for when that event is quiet (checkers/quiet.h),
+  // and returns true; otherwise it does nothing and returns false, and the
+  // caller hands the event to OnEvent.  With the quiet filters disabled
+  // (tests) they always return false.
+  //
+  // post_send of one WR, accepted (ret 0): p.
+  bool PostOneSend(const OneSend& p);
+  // poll_cq of CQ `cq` that returned `n` completions, all successful;
+  // `retired` as for OnEvent.
+  bool PollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n, std::vector<RetiredWr>* retired);
+
   // For one caller at a time (replay, tests): the findings of `e`; the
   // retired WRs are kept for TakeRetired().
   std::vector<core::Finding> OnEvent(const core::Event& e);

@@ -11,8 +11,8 @@ namespace {
 
 // sge-count, invalid-lkey, sge-out-of-bounds and mr-access on one WR's
 // scatter list.
-inline bool SgesQuiet(const core::Sge* g, size_t n, int32_t num_sge, uint32_t max_sge, core::ObjId pd,
-                      bool nic_writes, const State& s, MrCache& mrs) {
+[[gnu::always_inline]] inline bool SgesQuiet(const core::Sge* g, size_t n, int32_t num_sge, uint32_t max_sge,
+                                             core::ObjId pd, bool nic_writes, const State& s, MrCache& mrs) {
   if (num_sge < 0 || static_cast<uint32_t>(num_sge) > max_sge) return false;
   for (size_t i = 0; i < n; ++i) {
     if (g[i].length == 0) continue;
@@ -49,21 +49,29 @@ inline bool DestsQuiet(const core::Sge* g, size_t n, bool earlier, const State& 
 }
 
 // unfenced-read-use on a gathering WR (earlier: a READ or atomic of the
-// same post came before).
-inline bool GatherQuiet(const core::SendWr& w, bool earlier, const State& s, MrCache& mrs) {
-  const DestIndex& d = s.dests();
-  if (!d.AnyLocalWrite()) return !earlier;
+// same post came before), while a READ or atomic is outstanding.
+bool GatherOverlapQuiet(const core::Sge* g, size_t n, bool is_inline, bool earlier, const State& s,
+                        MrCache& mrs) {
   if (earlier) return false;
-  const bool is_inline = w.send_flags & IBV_SEND_INLINE;
-  for (const core::Sge& g : w.sges) {
+  const DestIndex& d = s.dests();
+  for (size_t i = 0; i < n; ++i) {
     uint64_t lo, hi;
     Dest x;
-    if (SgeRange(is_inline ? nullptr : LookupMr(mrs, s, g.lkey), g, is_inline, &lo, &hi) &&
+    if (SgeRange(is_inline ? nullptr : LookupMr(mrs, s, g[i].lkey), g[i], is_inline, &lo, &hi) &&
         d.FindOverlap(
             lo, hi, [](const Dest& y) { return y.local_write; }, &x))
       return false;
   }
   return true;
+}
+// The same, none outstanding in line.
+[[gnu::always_inline]] inline bool GatherQuiet(const core::Sge* g, size_t n, bool is_inline, bool earlier,
+                                               const State& s, MrCache& mrs) {
+  if (__builtin_expect(!s.dests().AnyLocalWrite(), 1)) return !earlier;
+  return GatherOverlapQuiet(g, n, is_inline, earlier, s, mrs);
+}
+inline bool GatherQuiet(const core::SendWr& w, bool earlier, const State& s, MrCache& mrs) {
+  return GatherQuiet(w.sges.data(), w.sges.size(), (w.send_flags & IBV_SEND_INLINE) != 0, earlier, s, mrs);
 }
 
 }  // namespace
@@ -143,6 +151,48 @@ inline bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s
   }
   // cq-overrun.
   if (signaled && q.scq && s.PendingOn(*q.scq) + signaled > static_cast<uint64_t>(q.scq->cqe)) return false;
+  return true;
+}
+
+inline bool OneSendQuiet(const OneSend& p, const QpState& q, const State& s, MrCache& mrs,
+                         const absl::flat_hash_set<uint64_t>& emitted, uint64_t enabled) {
+  // PostSendQuiet's tests for a chain of this one WR, in its order; a
+  // OneSendable opcode is no window WR, no atomic (atomic-misaligned) and
+  // no READ (its SGE is gathered, never written).
+  // post-bad-qp-state, post-after-error.
+  if (q.state != IBV_QPS_RTS && q.state != IBV_QPS_SQD) return false;
+  const uint32_t max_wr = q.caps.max_send_wr;
+  const size_t occupancy = q.sq.size() + 1;
+  // sq-overflow.
+  if (occupancy > max_wr) return false;
+  const bool sig = q.sq_sig_all || (p.send_flags & IBV_SEND_SIGNALED);
+  // unsignaled-deadlock.
+  if (occupancy == max_wr && !(q.sq_signaled > 0 || sig)) return false;
+  // unsignaled-run.
+  if (!q.sq_sig_all && max_wr >= 2) {
+    const uint32_t run = (p.send_flags & IBV_SEND_SIGNALED) ? 0 : q.unsignaled_run + 1;
+    if (run > max_wr / 2 &&
+        (!p.stack || !emitted.contains(EmittedKey(core::CheckId::kUnsignaledRun, p.stack))))
+      return false;
+  }
+  const core::Sge* g = &p.sge;
+  const size_t ng = p.has_sge ? 1 : 0;
+  const bool is_inline = p.send_flags & IBV_SEND_INLINE;
+  if (is_inline) {
+    // inline-too-large.
+    if (TotalLength(g, ng) > q.caps.max_inline_data) return false;
+  } else if (!SgesQuiet(g, ng, p.num_sge, q.caps.max_send_sge, q.pd, false, s, mrs)) {
+    return false;
+  }
+  // unfenced-read-use (overlapping-destinations reads only destinations).
+  if (__builtin_expect(s.dests().local_writes(), 0) && !GatherQuiet(g, ng, is_inline, false, s, mrs))
+    return false;
+  // wr-id-duplicate.
+  if (sig && (enabled >> static_cast<size_t>(core::CheckId::kWrIdDuplicate) & 1) && q.sq_signaled)
+    for (const auto& o : q.sq)
+      if (o.signaled && o.wr_id == p.wr_id) return false;
+  // cq-overrun.
+  if (sig && q.scq && s.PendingOn(*q.scq) + 1 > static_cast<uint64_t>(q.scq->cqe)) return false;
   return true;
 }
 

@@ -31,6 +31,11 @@ namespace rdmasan::checkers {
 [[gnu::always_inline]] inline bool PostSendQuiet(const core::Event& e, const QpState& q, const State& s,
                                                  MrCache& mrs, const absl::flat_hash_set<uint64_t>& emitted,
                                                  uint64_t enabled);
+// PostSendQuiet for a OneSend (OneSendable) to the QP whose books are `q`:
+// the same tests, on the one WR (a check added to one is added to both).
+[[gnu::always_inline]] inline bool OneSendQuiet(const OneSend& p, const QpState& q, const State& s,
+                                                MrCache& mrs, const absl::flat_hash_set<uint64_t>& emitted,
+                                                uint64_t enabled);
 // post_recv to a QP whose books are `q`: no check of kPostRecv can report.
 bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs);
 // poll_cq: no check of kPollCq can report.

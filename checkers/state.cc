@@ -268,10 +268,38 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
 }
 
-void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
-  const core::Completion* wc = e.wcs.data();
-  for (size_t i = 0, n = e.wcs.size(); i < n; ++i) Retire(wc[i], e.obj, cq, retired);
+void State::ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
+                        std::vector<RetiredWr>* retired) {
+  for (size_t i = 0; i < n; ++i) Retire(wcs[i], cq_id, cq, retired);
   if (cq) cq->polled_since_arm = true;
+}
+
+bool State::ApplyOneSend(const OneSend& p, QpState* qp) {
+  // ApplyPostSend's work for this one accepted WR (FromSend, the run, the
+  // pending count), in the same order; AddSendDests has nothing to do for
+  // a OneSendable WR unless its payload was hashed while a READ or atomic
+  // is outstanding.
+  QpState& q = *qp;
+  const bool dests = dests_.local_writes();
+  const bool hashed = p.has_sge && p.sge.hash != 0;
+  if (__builtin_expect(dests && hashed && dests_.AnyLocalWrite(), 0)) return false;
+  const bool sig = q.sq_sig_all || (p.send_flags & IBV_SEND_SIGNALED);
+  OutstandingWr& o = q.sq.push_back();
+  o.wr_id = p.wr_id;
+  o.opcode = p.opcode;
+  o.signaled = sig;
+  o.is_inline = (p.send_flags & IBV_SEND_INLINE) != 0;
+  o.is_recv = false;
+  o.stack = p.stack;
+  o.rkey = p.imm_data;
+  o.ah = 0;
+  o.sges.assign_one(p.has_sge ? &p.sge : nullptr);
+  o.hashed = hashed;
+  if (dests) o.dest_key = 0;
+  q.unsignaled_run = sig ? 0 : q.unsignaled_run + 1;
+  AdjustPending(q.scq, sig ? 1 : 0);
+  q.sq_signaled += sig ? 1 : 0;
+  return true;
 }
 
 void State::ApplyWindowWrs(const Event& e, size_t accepted) {

@@ -99,6 +99,11 @@ class WrSges {
     core::Sge* d = data();
     for (uint32_t i = 0; i < n_; ++i) Copy(b[i], d + i);
   }
+  // One SGE (g), or none (null): assign() without its loop.
+  void assign_one(const core::Sge* g) {
+    n_ = g ? 1 : 0;
+    if (g) Copy(*g, &one_);
+  }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   core::Sge* data() { return n_ <= 1 ? &one_ : more_.get(); }
@@ -131,6 +136,32 @@ struct OutstandingWr {
   uint64_t dest_key = 0;  // its destinations in State::dests() (0: none)
   WrSges sges;            // their lkeys name the MRs used
 };
+
+// A post_send of one WR with at most one SGE that the provider accepted,
+// as the data path hands it to the engine (Engine::PostOneSend) instead of
+// a core::Event: the fields the books and the quiet filter read, meaning
+// what the event's do.  Only the opcodes and flags OneSendable takes.
+struct OneSend {
+  ObjId qp = 0;
+  StackId stack = 0;
+  uint32_t opcode = 0;      // ibv_wr_opcode
+  uint32_t send_flags = 0;  // ibv_send_flags
+  uint32_t imm_data = 0;
+  int32_t num_sge = 0;   // as given
+  bool has_sge = false;  // sge was read: num_sge 1, within the QP's limit
+  uint64_t wr_id = 0;
+  core::Sge sge;  // hash: the payload's at the post, 0 if not taken
+};
+
+// Whether a WR of this opcode and these flags may go as a OneSend: a SEND
+// or RDMA WRITE (with immediate or invalidation) without a fence, whose
+// books are its queue slot alone (a READ or atomic, a fence or a window WR
+// also changes the destinations index or the windows, from the event).
+inline bool OneSendable(uint32_t opcode, uint32_t send_flags) {
+  return (opcode == IBV_WR_SEND || opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_SEND_WITH_IMM ||
+          opcode == IBV_WR_RDMA_WRITE_WITH_IMM || opcode == IBV_WR_SEND_WITH_INV) &&
+         !(send_flags & IBV_SEND_FENCE);
+}
 
 // A memory window (ibv_alloc_mw) and its binding.  The binding fields
 // describe the last binding, valid or not: an invalidation in flight still
@@ -335,7 +366,17 @@ class State {
   // Apply of a post_send to the QP whose books are `qp`, and of a poll of
   // the CQ whose books are `cq` (null: none), for the data path.
   void ApplyPostSend(const core::Event& e, QpState* qp);
-  void ApplyPollCq(const core::Event& e, CqState* cq, std::vector<RetiredWr>* retired);
+  void ApplyPollCq(const core::Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
+    ApplyPollCq(e.obj, e.wcs.data(), e.wcs.size(), cq, retired);
+  }
+  // The same from a poll's completions: `n` of them polled from CQ `cq_id`.
+  void ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
+                   std::vector<RetiredWr>* retired);
+  // ApplyPostSend of a OneSend (OneSendable) to the QP whose books are
+  // `qp`, writing its queue slot directly; false, with nothing changed,
+  // when the destinations index must see the post (a hashed payload while
+  // a READ or atomic is outstanding): apply its event then.
+  bool ApplyOneSend(const OneSend& p, QpState* qp);
 
   // The books of one object, for the engine to hand back to Apply.  Their
   // addresses are stable until the object's destruction.

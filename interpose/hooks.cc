@@ -587,6 +587,24 @@ void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired) {
     h(e, findings);
 }
 
+namespace {
+
+// Whether an event would reach the engine alone (Emit): the first event's
+// work done, no trace to record it, no fuzz hook and no watchdog to see it.
+inline bool EngineAlone() {
+  return g_started.load(std::memory_order_acquire) && !g_trace.load(std::memory_order_acquire) &&
+         !g_fuzz_hook.load(std::memory_order_relaxed) && !watchdog::Enabled();
+}
+
+}  // namespace
+
+bool EmitOneSend(const checkers::OneSend& p) { return EngineAlone() && GetEngine().PostOneSend(p); }
+
+bool EmitPollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n,
+                       std::vector<checkers::RetiredWr>* retired) {
+  return EngineAlone() && GetEngine().PollSucceeded(cq, wcs, n, retired);
+}
+
 void SetFuzzEventHook(FuzzEventHook hook) { g_fuzz_hook.store(hook, std::memory_order_relaxed); }
 
 bool LkeyInFlight(uint32_t lkey) { return Checking() && GetEngine().LkeyInFlight(lkey); }

@@ -69,6 +69,14 @@ void AssignAlias(const void* obj, core::ObjId id);
 // hands back the send WRs with payload hashes that the event retired.
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired = nullptr);
 
+// The data path's compact events (checkers::Engine::PostOneSend and
+// PollSucceeded), when the event would reach the engine alone (the process
+// started, no trace, no fuzz hook, no watchdog) and is quiet: true, done;
+// false, nothing done: Emit the event.
+bool EmitOneSend(const checkers::OneSend& p);
+bool EmitPollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n,
+                       std::vector<checkers::RetiredWr>* retired);
+
 // In-process fuzzing (interpose/fuzz_api.cc): `hook` sees every event
 // after the checkers, with the findings it raised (already reported).
 // While a hook is set, the crash signals are left to the fuzzer (whose

@@ -132,12 +132,14 @@ void EmitRemoteInvs(const core::Event& poll, const RemoteInv* invs, size_t n) {
 // whose payload changed since the post (buffer-modified-in-flight).  A poll
 // event without a stack (ibv_poll_cq's, see PollCq) gets one here, from the
 // wrapper's frame (pc, frame), if a retirement event needs it.
-void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
-  // Reused by each thread: a steady stream of polls does not allocate.
-  thread_local std::vector<checkers::RetiredWr> retired;
-  retired.clear();
-  Emit(e, &retired);
-  if (retired.empty()) return;
+// Reused by each thread: a steady stream of polls does not allocate.
+thread_local std::vector<checkers::RetiredWr> t_retired;
+
+// The retirement events of the send WRs a poll retired (`retired`), of
+// the poll whose stack is `poll_stack` (0: none, then one from (pc, frame)
+// if a retirement event needs it).
+[[gnu::noinline]] void EmitRetired(std::vector<checkers::RetiredWr>& retired, core::StackId poll_stack,
+                                   uintptr_t pc, uintptr_t frame) {
   // The retiring completion is seen: the payloads must be as they were.
   core::Event r;
   r.kind = core::EventKind::kRetire;
@@ -150,7 +152,7 @@ void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
       changed |= g.hash && g.hash_now && g.hash_now != g.hash;
     }
     if (!changed) continue;
-    if (!r.stack) r.stack = e.stack ? e.stack : pc ? core::CaptureStackFrom(pc, frame) : 0;
+    if (!r.stack) r.stack = poll_stack ? poll_stack : pc ? core::CaptureStackFrom(pc, frame) : 0;
     if (!r.send_wrs.empty() && r.obj != rw.qp) {  // one event per QP
       Emit(r);
       r.send_wrs.clear();
@@ -168,6 +170,43 @@ void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
     }
   }
   if (!r.send_wrs.empty()) Emit(r);
+}
+
+void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
+  t_retired.clear();
+  Emit(e, &t_retired);
+  if (!t_retired.empty()) EmitRetired(t_retired, e.stack, pc, frame);
+}
+
+// A poll's completions as the engine's compact entry takes them
+// (EmitPollSucceeded): at most this many, all successful, none that
+// invalidated a key or is tag matching's, no destination marked modified
+// (the poll event would need a stack or come with others).  Filled as
+// PollCqFull fills the event's.
+constexpr int kQuickPoll = 16;
+constinit thread_local core::Completion t_quick_wcs[kQuickPoll];  // no TLS init hook
+inline bool QuickPoll(const ibv_wc* wc, int got) {
+  if (got > kQuickPoll ||
+      __builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0))
+    return false;
+  bool plain = true;
+  for (int i = 0; i < got; ++i)
+    plain &= wc[i].status == IBV_WC_SUCCESS && !(wc[i].wc_flags & IBV_WC_WITH_INV) &&
+             !checkers::IsTmCompletion(IBV_WC_SUCCESS, wc[i].opcode);
+  return plain;
+}
+// Field by field into the element: a whole Completion built on the stack
+// and copied out is read back (16 bytes at a time) before its narrow
+// stores have landed, a store-forwarding stall per completion.
+inline void FillCompletion(const ibv_wc& w, core::Completion& c) {
+  c.wr_id = w.wr_id;
+  c.status = w.status;
+  // An error completion's opcode is undefined (and may be poison that is
+  // no ibv_wc_opcode): read its bytes, not the enum.
+  std::memcpy(&c.opcode, &w.opcode, sizeof(c.opcode));
+  c.qp_num = w.qp_num;
+  c.byte_len = w.byte_len;
+  c.vendor_err = w.vendor_err;
 }
 
 // The provider's poll, through the completion scheduler when the run
@@ -197,10 +236,20 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
     if (!Armed().erase(cq)) return got;
     g_armed_count.fetch_sub(1, std::memory_order_relaxed);
   }
+  const core::ObjId cq_id = Id(cq);
+  if (got > 0 && QuickPoll(wc, got)) {
+    core::Completion* cs = t_quick_wcs;
+    for (int i = 0; i < got; ++i) FillCompletion(wc[i], cs[i]);
+    t_retired.clear();
+    if (EmitPollSucceeded(cq_id, cs, static_cast<size_t>(got), &t_retired)) {
+      if (__builtin_expect(!t_retired.empty(), 0)) EmitRetired(t_retired, 0, pc, frame);
+      return got;
+    }
+  }
   std::unique_ptr<core::Event> spare;
   core::Event& e = FreshEvent(t_poll_event.event, t_poll_event_gone, spare, core::EventKind::kPollCq);
   e.stack = 0;
-  e.obj = Id(cq);
+  e.obj = cq_id;
   e.ret = got < 0 ? -1 : 0;
   e.count = n;
   bool failed = got < 0;
@@ -209,18 +258,8 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
   e.wcs.resize(got > 0 ? got : 0);
   core::Completion* out = e.wcs.data();
   for (int i = 0; i < got; ++i) {
-    // Field by field into the element: a whole Completion built on the
-    // stack and copied out is read back (16 bytes at a time) before its
-    // narrow stores have landed, a store-forwarding stall per completion.
     core::Completion& c = out[i];
-    c.wr_id = wc[i].wr_id;
-    c.status = wc[i].status;
-    // An error completion's opcode is undefined (and may be poison that
-    // is no ibv_wc_opcode): read its bytes, not the enum.
-    std::memcpy(&c.opcode, &wc[i].opcode, sizeof(c.opcode));
-    c.qp_num = wc[i].qp_num;
-    c.byte_len = wc[i].byte_len;
-    c.vendor_err = wc[i].vendor_err;
+    FillCompletion(wc[i], c);
     failed |= wc[i].status != IBV_WC_SUCCESS;
     invalidated |= wc[i].status == IBV_WC_SUCCESS && (wc[i].wc_flags & IBV_WC_WITH_INV);
     tm |= checkers::IsTmCompletion(c.status, c.opcode);

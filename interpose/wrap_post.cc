@@ -180,6 +180,73 @@ void HashSendPayloads(core::Event* e) {
 
 namespace {
 
+// The event of a post_send, into the thread's reused one: its WRs
+// copied (CopySendChain), ret and bad_index from `rc`.
+core::Event& SendEvent(std::unique_ptr<core::Event>& spare, const ibv_qp* qp, const ibv_send_wr* wr,
+                       const ObjInfo& info, core::StackId stack, uint32_t* copied) {
+  core::Event& e = FreshEvent(t_post_event.event, t_post_event_gone, spare, core::EventKind::kPostSend);
+  e.bad_index = UINT32_MAX;
+  e.obj = info.id;
+  e.stack = stack;
+  const ObjLimits& lim = info.limits;
+  *copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
+                          ChainBound(lim.max_send_wr, 4096));
+  return e;
+}
+void SetSendResult(core::Event& e, const ibv_send_wr* wr, ibv_send_wr* const* bad, int rc, uint32_t copied) {
+  e.ret = rc;
+  e.err = rc;
+  if (rc) e.bad_index = BadIndex(wr, *bad, copied);
+}
+
+// Whether a post_send may go as a checkers::OneSend: one WR with at most
+// one SGE, of a OneSendable opcode, to a QP other than UD (whose WRs name
+// an AH).
+inline bool OneSendPost(const ibv_qp* qp, const ibv_send_wr* wr) {
+  return wr && !wr->next && wr->num_sge <= 1 && qp->qp_type != IBV_QPT_UD &&
+         checkers::OneSendable(wr->opcode, wr->send_flags);
+}
+
+// PostSendFull of a OneSendPost: the WR's fields as CopySendChain reads
+// them and its payload's hash as HashSendPayloads takes it (SamplePost
+// asked once a post), before the provider's post; then the engine's
+// compact entry, or the event when that declines (a failed post, a check
+// that may speak, a trace or hook that reads events).
+template <typename Post>
+[[gnu::always_inline]] inline int PostOneSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, Post post,
+                                              const ObjInfo& info, core::StackId stack) {
+  checkers::OneSend p;
+  p.qp = info.id;
+  p.stack = stack;
+  p.opcode = wr->opcode;
+  p.send_flags = wr->send_flags;
+  p.imm_data = wr->imm_data;
+  p.num_sge = wr->num_sge;
+  p.wr_id = wr->wr_id;
+  p.has_sge = wr->num_sge == 1 && wr->sg_list && info.limits.max_send_sge >= 1;  // ReadableSges
+  const bool sample = SamplePost();
+  if (p.has_sge) {
+    const ibv_sge& g = wr->sg_list[0];
+    p.sge.addr = g.addr;
+    p.sge.length = g.length;
+    p.sge.lkey = g.lkey;
+    // A OneSendable opcode sends its payload (SourcesPayload).
+    if (sample && !(p.send_flags & IBV_SEND_INLINE)) p.sge.hash = HashPayload(g.addr, g.length);
+  }
+  const int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
+  if (__builtin_expect(rc == 0, 1) && EmitOneSend(p)) return 0;
+  // The event: the WR copied again (a provider reads a WR, never writes
+  // it) with the hash taken before the post.
+  std::unique_ptr<core::Event> spare;
+  uint32_t copied;
+  core::Event& e = SendEvent(spare, qp, wr, info, stack, &copied);
+  if (p.has_sge && !e.send_wrs.empty() && !e.send_wrs[0].sges.empty())
+    e.send_wrs[0].sges[0].hash = p.sge.hash;
+  SetSendResult(e, wr, bad, rc, copied);
+  Emit(e);
+  return rc;
+}
+
 // PostSend past its pass-through: `s` is the context's saved ops (or
 // null), `pc` and `frame` the wrapper's (the post's stack is the
 // program's call of it).
@@ -197,22 +264,16 @@ namespace {
   Bump(GetCounters().post_send);
   const core::StackId stack = core::CaptureStackFrom(pc, frame);
   const td::Hold hold(qp, td::Verb::kPostSend, stack);  // thread-domain-race
+  const ObjInfo info = Lookup(qp);
+  if (__builtin_expect(OneSendPost(qp, wr), 1)) return PostOneSend(qp, wr, bad, post, info, stack);
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
   std::unique_ptr<core::Event> spare;
-  core::Event& e = FreshEvent(t_post_event.event, t_post_event_gone, spare, core::EventKind::kPostSend);
-  e.bad_index = UINT32_MAX;
-  const ObjInfo info = Lookup(qp);
-  e.obj = info.id;
-  e.stack = stack;
-  const ObjLimits& lim = info.limits;
-  const uint32_t copied = CopySendChain(wr, nullptr, &e, qp->qp_type == IBV_QPT_UD, lim.max_send_sge,
-                                        ChainBound(lim.max_send_wr, 4096));
+  uint32_t copied;
+  core::Event& e = SendEvent(spare, qp, wr, info, stack, &copied);
   HashSendPayloads(&e);
   const int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
-  e.ret = rc;
-  e.err = rc;
-  if (rc) e.bad_index = BadIndex(wr, *bad, copied);
+  SetSendResult(e, wr, bad, rc, copied);
   Emit(e);
   return rc;
 }
