@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -370,36 +371,66 @@ std::vector<std::string> Campaign::RoleOptions(const Exec& e, int r) const {
   return o;
 }
 
+// The run's process by posix_spawn (a vfork-like clone: no copy of the
+// campaign's page tables and no copy-on-write faults on either side, where
+// fork cost the campaign a third of its own CPU): in a process group of its
+// own, no signal blocked, SIGINT and SIGTERM at their defaults, stdin
+// /dev/null, stdout and stderr the run's out file, RDMASAN_OPTIONS the
+// run's.
 void Campaign::Spawn(Exec& e, int r) {
   std::vector<std::string> args;
   for (const std::string& a : c_.roles[r]) args.push_back(WithPort(a, e.port));
   std::string opts;
   if (const char* env = getenv("RDMASAN_OPTIONS"); env && *env) opts = absl::StrCat(env, ":");
   absl::StrAppend(&opts, absl::StrJoin(RoleOptions(e, r), ":"));
+  const std::string opts_var = absl::StrCat("RDMASAN_OPTIONS=", opts);
+  std::vector<char*> envp;
+  for (char** v = environ; v && *v; ++v)
+    if (!absl::StartsWith(*v, "RDMASAN_OPTIONS=")) envp.push_back(*v);
+  envp.push_back(const_cast<char*>(opts_var.c_str()));
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const std::string out = absl::StrCat(e.work, "/", RolePrefix(r), "out");
   int fd = core::CreateForWrite(out, core::CreateMode::kTruncate);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, dfl;
+  sigemptyset(&none);
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGINT);
+  sigaddset(&dfl, SIGTERM);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &dfl);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  if (fd >= 0) {
+    posix_spawn_file_actions_adddup2(&files, fd, 1);
+    posix_spawn_file_actions_adddup2(&files, fd, 2);
+  }
   std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    int in = open("/dev/null", O_RDONLY);
-    if (in >= 0) dup2(in, 0);
+  pid_t pid = -1;
+  int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), envp.data());
+  if (err == ENOEXEC) {  // as execvp: a script without "#!" runs under /bin/sh
+    char sh[] = "/bin/sh";
+    argv.insert(argv.begin(), sh);
+    err = posix_spawn(&pid, sh, &files, &attr, argv.data(), envp.data());
+    argv.erase(argv.begin());
+  }
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    pid = -1;
     if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
+      const std::string msg =
+          absl::StrFormat("rdmasan fuzz: cannot execute %s: %s\n", argv[0], strerror(err));
+      ssize_t n = write(fd, msg.data(), msg.size());
+      (void)n;  // the run's status (127) says it too
     }
-    setenv("RDMASAN_OPTIONS", opts.c_str(), 1);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "rdmasan fuzz: cannot execute %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
   }
   if (fd >= 0) close(fd);
   if (pid > 0) setpgid(pid, pid);
