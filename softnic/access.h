@@ -138,7 +138,7 @@ inline bool ValidateSges(const MrTables& t, uint32_t proc, uint32_t pd, const Sh
     if (s.addr < m.iova || s.addr + s.length > m.iova + m.length || s.addr + s.length < s.addr) return false;
     out[*nout] = {m.addr + (s.addr - m.iova), s.length, s.lkey};
     ++*nout;
-    *total += sge[i].length;
+    *total += s.length;
   }
   return true;
 }

@@ -15,7 +15,8 @@
 // every earlier WR of the SQ); receive slots likewise; errors move the QP
 // to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.  Posting
 // receives is in recv.cc, the ibv_wr_* builder in qp_ex.cc, polling in
-// cq.cc; SENDs to a tag-matching SRQ in tag_matching.cc; RDMA WRITE, READ
+// cq.cc; the common small SEND in one frame in small_send.cc; SENDs to a
+// tag-matching SRQ in tag_matching.cc; RDMA WRITE, READ
 // and the atomics in one_sided.cc (execute.h: what these rooms share);
 // windows (BIND_MW, LOCAL_INV, the invalidation of SEND_WITH_INV) in
 // mw.cc.  Without chaos IBV_SEND_FENCE needs nothing more: a WR runs only
@@ -84,21 +85,9 @@ ibv_wc_opcode WcOpcode(uint32_t wr_opcode) {
   }
 }
 
-ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
-  uint32_t slot = qpn & 0xfff;
-  if (slot >= kMaxQps) return nullptr;
-  ShmQp& q = h->qps[slot];
-  return (q.in_use && q.qpn == qpn) ? &q : nullptr;
-}
-
 // Whether a requester of type `me` talks to a responder of type `resp`.
 bool Peers(uint32_t me, uint32_t resp) {
   return me == IBV_QPT_XRC_SEND ? resp == IBV_QPT_XRC_RECV : resp == me;
-}
-
-bool CanReceive(const ShmQp& q) {
-  auto s = q.state.load(std::memory_order_relaxed);
-  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD;
 }
 
 // Takes the next receive WQE of the responder (its SRQ or RQ) into `copy`;
@@ -636,6 +625,8 @@ int ExecuteRdma(Exec& x, SendWqe& w, Seg* lseg, uint32_t nl, uint64_t len) {
 }
 
 int Execute(Exec& x, SendWqe& w, uint32_t* byte_len) {
+  int small;
+  if (SmallSend(x, w, byte_len, &small)) return small;  // small_send.cc: the common SEND
   ShmQp& me = *x.qp->shm;
   if (w.opcode == IBV_WR_BIND_MW) return ExecuteBindLocked(x.p, x.qp, w, x.why, sizeof(x.why));
   if (w.opcode == IBV_WR_LOCAL_INV) return ExecuteLocalInvLocked(x.p, x.qp, w, x.why, sizeof(x.why));

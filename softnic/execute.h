@@ -1,8 +1,9 @@
 // softnic/execute: the requester's execution of one work request, shared
 // by the rooms of softnic's data path: datapath.cc (post, run the SQ,
-// SENDs, complete, flush), tag_matching.cc (SENDs to a tag-matching SRQ)
-// and one_sided.cc (RDMA WRITE and READ, the atomics).  Every function here runs under the fabric lock, on
-// the post/poll path.
+// SENDs, complete, flush), small_send.cc (the common SEND),
+// tag_matching.cc (SENDs to a tag-matching SRQ) and one_sided.cc (RDMA
+// WRITE and READ, the atomics).  Every function here runs under the
+// fabric lock, on the post/poll path.
 //
 // May not: touch memory outside what a valid key grants, allocate, or call
 // the application.
@@ -80,6 +81,20 @@ struct RecvCopy {
   ShmRecvWqe* wqe() { return reinterpret_cast<ShmRecvWqe*>(bytes); }
 };
 
+// The responder QP `qpn` names, or nullptr.
+inline ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {
+  uint32_t slot = qpn & 0xfff;
+  if (slot >= kMaxQps) return nullptr;
+  ShmQp& q = h->qps[slot];
+  return (q.in_use && q.qpn == qpn) ? &q : nullptr;
+}
+
+// Whether QP `q` takes messages (RTR and after, not ERR).
+inline bool CanReceive(const ShmQp& q) {
+  auto s = q.state.load(std::memory_order_relaxed);
+  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD;
+}
+
 // ---- datapath.cc: the steps the other rooms share.
 
 // Executes WR `w` of x.qp: its completion status, or kPending.
@@ -107,6 +122,20 @@ int DeliverSend(Exec& x, const SendWqe& w, ShmQp& resp, ShmRecvWqe* rw, uint32_t
 // Whether local segments `lseg` are (no longer) accessible: a copy that
 // failed faulted on this side.
 bool LocalFault(const Seg* lseg, uint32_t nl, bool write);
+// Gives back the receive WQE TakeRecv just took (fabric lock still held).
+void UntakeRecv(Exec& x, ShmQp& resp, uint32_t srq_slot);
+// Whether the responder's process still runs (asked every 10 ms per QP).
+bool PeerAlive(Exec& x, const ShmQp& resp);
+// Stages a payload of at most kLineBytes for a QP's own receive WQE
+// (x.rq_slot) in the completion's one line; false if it could not be read.
+bool StageInLine(Exec& x, const Seg* src, uint32_t ns, uint64_t need, ShmCqe* c, bool own);
+
+// ---- small_send.cc
+
+// The common SEND (small_send.cc's header says which), executed whole:
+// true with its status in *st and its length in *byte_len; false, having
+// changed nothing the general path depends on, for any other WR.
+bool SmallSend(Exec& x, SendWqe& w, uint32_t* byte_len, int* st);
 
 // ---- tag_matching.cc
 
