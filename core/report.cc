@@ -522,7 +522,22 @@ std::string Reporter::OpenLog() {
   return absl::StrCat("log_path: cannot create '", log_path_, ".", getpid(), "': ", why);
 }
 
+// A report runs inside the program's verbs call, whose errno may be its
+// answer (a failed ibv_reg_mr's): whatever the report does (create the
+// log, symbolize, write), the program reads the errno the call left.
+class KeepErrno {
+ public:
+  KeepErrno() : saved_(errno) {}
+  ~KeepErrno() { errno = saved_; }
+  KeepErrno(const KeepErrno&) = delete;
+  KeepErrno& operator=(const KeepErrno&) = delete;
+
+ private:
+  int saved_;
+};
+
 void Reporter::Message(absl::string_view text) {
+  KeepErrno keep;
   std::string line = absl::StrFormat("==%d==rdmasan: %s\n", getpid(), text);
   std::lock_guard<std::mutex> lock(mu_);
   Write(line);
@@ -569,6 +584,7 @@ uint64_t Reporter::DedupKey(const Finding& finding) const {
 }
 
 bool Reporter::Report(const Finding& finding) {
+  KeepErrno keep;
   if (tls_in_report || !checks_.Enabled(finding.check)) return false;
   tls_in_report = true;
   bool printed = false;
@@ -590,6 +606,7 @@ bool Reporter::Report(const Finding& finding) {
 
 bool Reporter::ReportSymbolized(const Finding& finding, std::vector<Frame> main,
                                 std::vector<std::vector<Frame>> related) {
+  KeepErrno keep;
   if (tls_in_report || !checks_.Enabled(finding.check)) return false;
   tls_in_report = true;
   bool printed = false;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -483,6 +484,24 @@ TEST(Reporter, OpenLogSaysWhyALogPathCannotBeCreated) {
   std::string line;
   std::getline(f, line);
   EXPECT_EQ(line, absl::StrCat("==", getpid(), "==rdmasan: a note"));
+}
+
+TEST(Reporter, TheProgramsErrnoSurvivesAReport) {
+  // A report runs inside the program's verbs call, whose errno may be its
+  // answer: a log that cannot be created (its open fails with ENOENT), the
+  // symbolizing and the writes leave errno as the call left it.
+  Options o;
+  o.log_path = TempDir() + "/no-such-folder/log";
+  Reporter r(o);
+  errno = EXDEV;
+  EXPECT_TRUE(r.ReportSymbolized(DeregFinding(101), MainFrames(), {PostFrames()}));
+  EXPECT_EQ(errno, EXDEV);
+  errno = ENOTTY;
+  EXPECT_TRUE(r.Report(DeregFinding(103)));
+  EXPECT_EQ(errno, ENOTTY);
+  errno = EXDEV;
+  r.Message("a note");
+  EXPECT_EQ(errno, EXDEV);
 }
 
 TEST(Reporter, JsonFormatWritesOneLinePerFindingAndASummary) {
