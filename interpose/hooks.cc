@@ -66,9 +66,9 @@ class Registry {
     const uint64_t v = FindValue(obj);
     return {v & kIdMask, LimitsOf(v)};
   }
+  static uint32_t MaxSendSgeOf(uint64_t v) { return static_cast<uint32_t>(v >> kIdBits) & kMaxSge; }
   static ObjLimits LimitsOf(uint64_t v) {
-    return {static_cast<uint32_t>(v >> kIdBits) & kMaxSge,
-            static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
+    return {MaxSendSgeOf(v), static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
             WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits)) & ((1u << kWrBits) - 1)),
             WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits + kWrBits)) & ((1u << kWrBits) - 1))};
   }
@@ -124,9 +124,16 @@ class Registry {
 
 thread_local Registry::Cache Registry::t_cache;
 
-Registry& Objects() {
+// Made at the first use, then one load in line.
+std::atomic<Registry*> g_registry{nullptr};
+[[gnu::noinline]] Registry& MakeObjects() {
   static Registry* r = new Registry();  // outlives every atexit handler
+  g_registry.store(r, std::memory_order_release);
   return *r;
+}
+inline Registry& Objects() {
+  Registry* r = g_registry.load(std::memory_order_acquire);
+  return __builtin_expect(r != nullptr, 1) ? *r : MakeObjects();
 }
 
 // The trace of this process image (option trace=PATH), opened at its first
@@ -536,6 +543,12 @@ void AssignAlias(const void* obj, core::ObjId id) {
 ObjLimits Limits(const void* obj) { return obj ? Objects().Limits(obj) : ObjLimits{}; }
 
 ObjInfo Lookup(const void* obj) { return obj ? Objects().Info(obj) : ObjInfo{}; }
+
+SendObjInfo LookupSend(const void* obj) {
+  if (!obj) return {};
+  const uint64_t v = Objects().FindValue(obj);
+  return {v & Registry::kIdMask, Registry::MaxSendSgeOf(v)};
+}
 
 void Forget(const void* obj) { Objects().Forget(obj); }
 

@@ -59,6 +59,12 @@ struct ObjInfo {
   ObjLimits limits;
 };
 ObjInfo Lookup(const void* obj);
+// Lookup's id and max_send_sge alone (a one-WR post_send's needs).
+struct SendObjInfo {
+  core::ObjId id = 0;
+  uint32_t max_send_sge = 0;
+};
+SendObjInfo LookupSend(const void* obj);
 void Forget(const void* obj);
 // Makes `obj` another handle of the object whose id is `id` (a parent
 // domain of its PD, an imported PD or MR): every event naming `obj` names

@@ -214,7 +214,7 @@ inline bool OneSendPost(const ibv_qp* qp, const ibv_send_wr* wr) {
 // that may speak, a trace or hook that reads events).
 template <typename Post>
 [[gnu::always_inline]] inline int PostOneSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, Post post,
-                                              const ObjInfo& info, core::StackId stack) {
+                                              const SendObjInfo& info, core::StackId stack) {
   checkers::OneSend p;
   p.qp = info.id;
   p.stack = stack;
@@ -223,7 +223,7 @@ template <typename Post>
   p.imm_data = wr->imm_data;
   p.num_sge = wr->num_sge;
   p.wr_id = wr->wr_id;
-  p.has_sge = wr->num_sge == 1 && wr->sg_list && info.limits.max_send_sge >= 1;  // ReadableSges
+  p.has_sge = wr->num_sge == 1 && wr->sg_list && info.max_send_sge >= 1;  // ReadableSges
   const bool sample = SamplePost();
   if (p.has_sge) {
     const ibv_sge& g = wr->sg_list[0];
@@ -239,7 +239,7 @@ template <typename Post>
   // it) with the hash taken before the post.
   std::unique_ptr<core::Event> spare;
   uint32_t copied;
-  core::Event& e = SendEvent(spare, qp, wr, info, stack, &copied);
+  core::Event& e = SendEvent(spare, qp, wr, Lookup(qp), stack, &copied);
   if (p.has_sge && !e.send_wrs.empty() && !e.send_wrs[0].sges.empty())
     e.send_wrs[0].sges[0].hash = p.sge.hash;
   SetSendResult(e, wr, bad, rc, copied);
@@ -264,8 +264,8 @@ template <typename Post>
   Bump(GetCounters().post_send);
   const core::StackId stack = core::CaptureStackFrom(pc, frame);
   const td::Hold hold(qp, td::Verb::kPostSend, stack);  // thread-domain-race
+  if (__builtin_expect(OneSendPost(qp, wr), 1)) return PostOneSend(qp, wr, bad, post, LookupSend(qp), stack);
   const ObjInfo info = Lookup(qp);
-  if (__builtin_expect(OneSendPost(qp, wr), 1)) return PostOneSend(qp, wr, bad, post, info, stack);
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
   std::unique_ptr<core::Event> spare;
