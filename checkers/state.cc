@@ -109,6 +109,12 @@ uint64_t State::PendingWithSrqs(const CqState& cq) const {
   return n;
 }
 
+void State::AdjustPending(CqState* cq, int64_t delta) {
+  if (!cq) return;
+  uint64_t& p = cq->pending;
+  p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
+}
+
 void State::ForgetOutstanding(QpState& qp) {
   AdjustPending(qp.scq, -static_cast<int64_t>(qp.sq_signaled));
   qp.sq_signaled = 0;
@@ -129,9 +135,7 @@ State::Queue State::ClassifyError(const core::Completion& wc, const QpState& qp,
   return Queue::kNone;
 }
 
-// Out of line: the data path retires most completions in ApplyPollCq.
-[[gnu::noinline]] void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state,
-                                     std::vector<RetiredWr>* retired) {
+void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired) {
   // Tag matching's completions are retired by their kTmWc events.
   if (__builtin_expect(IsTmCompletion(wc.status, wc.opcode), 0)) return;
   ObjId qid;
@@ -264,13 +268,8 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
 }
 
-void State::ApplyPollCq(const Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
-  ApplyPollCq(e.obj, e.wcs.data(), e.wcs.size(), cq, retired);
-}
-
-// In line in the engine's poll paths (checkers/ is one translation unit).
-inline void State::ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
-                               std::vector<RetiredWr>* retired) {
+void State::ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
+                        std::vector<RetiredWr>* retired) {
   for (size_t i = 0; i < n; ++i) {
     const core::Completion& wc = wcs[i];
     // Retire's work in line for the common completion: a successful send

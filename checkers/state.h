@@ -366,11 +366,12 @@ class State {
   // Apply of a post_send to the QP whose books are `qp`, and of a poll of
   // the CQ whose books are `cq` (null: none), for the data path.
   void ApplyPostSend(const core::Event& e, QpState* qp);
-  void ApplyPollCq(const core::Event& e, CqState* cq, std::vector<RetiredWr>* retired);
-  // The same from a poll's completions: `n` of them polled from CQ `cq_id`
-  // (in line in the engine: checkers/ is one translation unit).
-  [[gnu::always_inline]] inline void ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n,
-                                                 CqState* cq, std::vector<RetiredWr>* retired);
+  void ApplyPollCq(const core::Event& e, CqState* cq, std::vector<RetiredWr>* retired) {
+    ApplyPollCq(e.obj, e.wcs.data(), e.wcs.size(), cq, retired);
+  }
+  // The same from a poll's completions: `n` of them polled from CQ `cq_id`.
+  void ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
+                   std::vector<RetiredWr>* retired);
   // ApplyPostSend of a OneSend (OneSendable) to the QP whose books are
   // `qp`, writing its queue slot directly; false, with nothing changed,
   // when the destinations index must see the post (a hashed payload while
@@ -512,11 +513,7 @@ class State {
   void RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state);
   uint64_t PendingWithSrqs(const CqState& cq) const;
   Queue ClassifyError(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
-  static void AdjustPending(CqState* cq, int64_t delta) {
-    if (!cq) return;
-    uint64_t& p = cq->pending;
-    p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
-  }
+  static void AdjustPending(CqState* cq, int64_t delta);
   // QpOnCq for the books' own updates.
   QpState* MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id);
   // Drops a QP's outstanding work from its CQs' pending counts.
