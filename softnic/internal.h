@@ -299,6 +299,9 @@ struct Process {
   // process's QPs (ProgressCq, the driver) stops there instead of reading
   // all kMaxQps slots, which are fabric-wide and mostly other processes'.
   uint32_t qp_end = 0;
+  // Likewise 1 + the highest MR slot this process ever registered (under
+  // the fabric lock): a look for its MRs (DeallocPd) stops there.
+  uint32_t mr_end = 0;
   SnCq* cqs[kMaxCqs] = {};
   SnSrq* srqs[kMaxSrqs] = {};
   SnContext* ctxs[kMaxContexts] = {};

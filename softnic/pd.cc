@@ -33,8 +33,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "softnic/internal.h"
@@ -124,13 +126,21 @@ int DeallocPd(ibv_pd* pd) {
   if (HasParentDomains(pd)) return EBUSY;
   const uint32_t id = PdId(pd);
   {
+    // Only the slots this process ever used can hold its MRs and QPs: the
+    // walk stops there, not at the ends of the fabric's tables (16,384 MRs
+    // and 4,096 QPs, whose pages a short program never touched).
+    std::lock_guard<std::mutex> g(p->mu);  // qp_end
     FabricLock lock(p->fab);
     ShmHeader* h = p->fab->hdr();
     const uint32_t me = p->fab->self_proc();
-    for (auto& m : h->mrs)
+    for (uint32_t i = 0; i < p->mr_end && i < kMaxMrs; ++i) {
+      const ShmMr& m = h->mrs[i];
       if (m.in_use && m.proc == me && m.pd == id) return EBUSY;
-    for (auto& q : h->qps)
+    }
+    for (uint32_t i = 0; i < p->qp_end && i < kMaxQps; ++i) {
+      const ShmQp& q = h->qps[i];
       if (q.in_use && q.proc == me && q.pd == id) return EBUSY;
+    }
     for (auto& s : h->srqs)
       if (s.in_use && s.proc == me && s.pd == id) return EBUSY;
     if (MwsOfPdLocked(p, id)) return EBUSY;
@@ -205,6 +215,7 @@ ibv_mr* RegRange(ibv_pd* pd, uint64_t va, size_t length, uint64_t iova, unsigned
     return nullptr;
   }
   ShmMr& m = h->mrs[slot];
+  p->mr_end = std::max(p->mr_end, slot + 1);
   m.in_use = 1;
   m.proc = p->fab->self_proc();
   m.key = NextKey(slot, m.key);
