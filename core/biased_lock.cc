@@ -51,7 +51,8 @@ void BiasAfterFork() {
     g_supported.store(0, std::memory_order_release);
 }
 
-void BiasedLock::SlowLock(bool may_own) {
+template <class Inner>
+void BasicBiasedLock<Inner>::SlowLock(bool may_own) {
   mu_.lock();
   if (!RDMASAN_BIASED_LOCKS || revoked_.load(std::memory_order_relaxed)) return;
   const uint64_t owner = owner_.load(std::memory_order_relaxed), me = ThreadToken();
@@ -62,6 +63,20 @@ void BiasedLock::SlowLock(bool may_own) {
     return;
   }
   if (owner == me) return;  // the owner, after a revocation it raced with
+  Revoke(true);
+}
+
+template <class Inner>
+bool BasicBiasedLock<Inner>::SlowTryLock() {
+  if (!mu_.try_lock()) return false;
+  if (!RDMASAN_BIASED_LOCKS || revoked_.load(std::memory_order_relaxed)) return true;
+  const uint64_t owner = owner_.load(std::memory_order_relaxed);
+  if (owner == 0 || owner == ThreadToken()) return true;
+  return Revoke(false);
+}
+
+template <class Inner>
+bool BasicBiasedLock<Inner>::Revoke(bool wait) {
   revoked_.store(true, std::memory_order_relaxed);
   // Every running thread of the process passes a full barrier: the owner
   // has either made busy_ visible or will see revoked_ and take mu_.
@@ -71,7 +86,14 @@ void BiasedLock::SlowLock(bool may_own) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) Diag("membarrier failed: a lock's bias was revoked without a barrier");
   }
+  if (!wait && busy_.load(std::memory_order_acquire)) {
+    mu_.unlock();  // the owner is inside: it leaves by busy_, and locks mu_ from now on
+    return false;
+  }
   for (int spins = 0; busy_.load(std::memory_order_acquire); ++spins) SpinWait(spins);
+  return true;
 }
+
+template class BasicBiasedLock<SpinLock>;
 
 }  // namespace rdmasan::core

@@ -1,5 +1,6 @@
 // core::BiasedLock: mutual exclusion while the bias stands, through its
-// revocation, and after it; and that the owner's way is really taken.
+// revocation, and after it; that the owner's way is really taken; try_lock
+// never waits.
 // core::FutexMutex: mutual exclusion with waiters that sleep (held across
 // a sleep, so they do), try_lock's answers, and a wait woken by unlock.
 #include "core/biased_lock.h"
@@ -18,18 +19,25 @@
 namespace rdmasan {
 namespace {
 
-struct Guarded {
-  core::BiasedLock mu;
+template <class L>
+struct GuardedBy {
+  L mu;
   uint64_t a = 0, b = 0;  // always equal outside the lock
 };
+using Guarded = GuardedBy<core::BiasedLock>;
+
+enum class Take { kUser, kLock, kTry };
 
 // `n` increments of both counters, checking they agree on entry.
-void Work(Guarded& g, int n, bool as_user, std::atomic<int>* torn) {
+template <class L>
+void Work(GuardedBy<L>& g, int n, Take how, std::atomic<int>* torn) {
   for (int i = 0; i < n; ++i) {
-    if (as_user)
+    if (how == Take::kUser)
       g.mu.LockAsUser();
-    else
+    else if (how == Take::kLock)
       g.mu.lock();
+    else
+      while (!g.mu.try_lock()) std::this_thread::yield();
     if (g.a != g.b) torn->fetch_add(1);
     ++g.a;
     ++g.b;
@@ -40,7 +48,7 @@ void Work(Guarded& g, int n, bool as_user, std::atomic<int>* torn) {
 TEST(CoreBiasedLock, OneThreadAlone) {
   Guarded g;
   std::atomic<int> torn{0};
-  Work(g, 100000, true, &torn);
+  Work(g, 100000, Take::kUser, &torn);
   EXPECT_EQ(g.a, 100000u);
   EXPECT_EQ(torn.load(), 0);
 }
@@ -56,11 +64,12 @@ TEST(CoreBiasedLock, OwnerThenOthersRevokeAndShare) {
     g.mu.LockAsUser();  // becomes the owner
     g.mu.unlock();
     owner_started = true;
-    Work(g, 200000, true, &torn);
+    Work(g, 200000, Take::kUser, &torn);
   });
   while (!owner_started) std::this_thread::yield();
   std::vector<std::thread> others;
-  for (int t = 0; t < 3; ++t) others.emplace_back([&, t] { Work(g, 50000, t % 2 == 0, &torn); });
+  for (int t = 0; t < 3; ++t)
+    others.emplace_back([&, t] { Work(g, 50000, t % 2 == 0 ? Take::kUser : Take::kLock, &torn); });
   owner.join();
   for (auto& t : others) t.join();
   EXPECT_EQ(g.a, 200000u + 3 * 50000u);
@@ -109,6 +118,34 @@ TEST(CoreBiasedLock, BiasedToItsUserUntilAnotherThreadComes) {
 #if RDMASAN_BIASED_LOCKS
   EXPECT_TRUE(core::BiasSupported()) << "membarrier(2) PRIVATE_EXPEDITED is missing: locks are never biased";
 #endif
+}
+
+TEST(CoreBiasedLock, TryLockNeverWaitsAndRevokes) {
+  Guarded g;
+  EXPECT_TRUE(g.mu.try_lock());  // free: taken, bias not claimed
+  g.mu.unlock();
+  EXPECT_FALSE(g.mu.biased());
+  g.mu.LockAsUser();
+  g.mu.unlock();
+  EXPECT_TRUE(g.mu.try_lock());  // the owner, its own way where biased
+  // Held by the owner: another thread's try_lock fails at once, and the
+  // bias is gone for good.
+  bool other_got = true;
+  std::thread([&] { other_got = g.mu.try_lock(); }).join();
+  EXPECT_FALSE(other_got);
+  EXPECT_FALSE(g.mu.biased());
+  g.mu.unlock();
+  std::thread([&] {
+    other_got = g.mu.try_lock();
+    if (other_got) g.mu.unlock();
+  }).join();
+  EXPECT_TRUE(other_got);
+  // The former owner now goes through the lock inside: a second try while
+  // it holds the lock fails.
+  g.mu.LockAsUser();
+  std::thread([&] { other_got = g.mu.try_lock(); }).join();
+  EXPECT_FALSE(other_got);
+  g.mu.unlock();
 }
 
 TEST(CoreBiasedLock, ThreadTokensAreDistinct) {
