@@ -232,7 +232,7 @@ int DestroyCq(ibv_cq* ibcq) {
     // This process's QPs sit below qp_end (the fabric's other 4,096 slots
     // are not read: their pages, untouched by a short program, would be
     // faulted in here).
-    for (uint32_t i = 0; i < p->qp_end && i < kMaxQps; ++i) {
+    for (uint32_t i = 0; i < p->qp_slots(); ++i) {
       const ShmQp& q = h->qps[i];
       if (q.in_use && (q.send_cq == cq->slot || q.recv_cq == cq->slot) && q.proc == p->fab->self_proc())
         return EBUSY;

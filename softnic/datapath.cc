@@ -108,29 +108,15 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
     rq = &s.rq;
     *srq_slot = srq;
   }
-  const uint64_t tail = rq->tail;
-  uint64_t head = rq->head_seen;
-  // What it saw is used up (or was never a ring position past the tail: a
-  // flush moved the tail on): read the owner's line.
-  if (head - tail - 1 >= rq->nslots) {
-    head = RqHead(*rq);
-    if (tail == head) return nullptr;
-    rq->head_seen = head;
+  switch (TakeFromRing(x, *rq, copy)) {
+    case Take::kEmpty:
+      return nullptr;
+    case Take::kCorrupt:
+      *corrupt = true;
+      return nullptr;
+    case Take::kTaken:
+      break;
   }
-  const ShmRecvWqe* shared = x.p->fab->RqEntry(*rq, tail);
-  const uint32_t max_sge = rq->max_sge;
-  if (!shared || head - tail > rq->nslots || max_sge > kMaxSge) {
-    *corrupt = true;
-    return nullptr;
-  }
-  ShmRecvWqe* w = copy->wqe();
-  memcpy(w, shared, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
-  w->num_sge = std::min(w->num_sge, max_sge);
-  x.rq_slot = static_cast<uint32_t>(tail & (rq->nslots - 1));  // RqEntry found nslots a power of two
-  ++rq->tail;
-  // The next WQE, if posted, is read by the next take: fetch it now, off
-  // that message's path.
-  if (head - tail > 1) __builtin_prefetch(x.p->fab->RqEntry(*rq, tail + 1));
   if (*srq_slot != kNone) {
     ShmSrq& s = x.h->srqs[*srq_slot];
     if (s.armed_limit && RqHead(*rq) - rq->tail < s.srq_limit) {
@@ -138,7 +124,7 @@ ShmRecvWqe* TakeRecv(Exec& x, ShmQp& resp, uint32_t* srq_slot, RecvCopy* copy, b
       RaiseAsyncLocked(x.p, s.ctx, IBV_EVENT_SRQ_LIMIT_REACHED, kObjSrq, *srq_slot);
     }
   }
-  return w;
+  return copy->wqe();
 }
 
 // Gives back the receive WQE TakeRecv just took (fabric lock still held).
@@ -754,7 +740,7 @@ void ProgressCq(Process* p, SnCq* cq) {
   const uint64_t now = NowNs();
   const bool check_peers = now - cq->last_peer_check_ns > 100 * 1000 * 1000ull;
   if (check_peers) cq->last_peer_check_ns = now;
-  for (uint32_t i = 0; i < p->qp_end; ++i) {
+  for (uint32_t i = 0; i < p->qp_slots(); ++i) {
     SnQp* qp = p->qps[i];
     if (!qp) continue;
     if (qp->send_cq != cq && qp->recv_cq != cq) {

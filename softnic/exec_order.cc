@@ -192,7 +192,7 @@ bool HeldForTheProgram(const SnQp* qp, uint64_t now) {
 bool DrivePass(Process* p) {
   bool pending = false;
   std::lock_guard<std::mutex> g(p->mu);
-  for (uint32_t i = 0; i < p->qp_end; ++i) {
+  for (uint32_t i = 0; i < p->qp_slots(); ++i) {
     SnQp* qp = p->qps[i];
     if (!qp || !qp->send_cq) continue;
     if (!qp->sq_mu.try_lock()) {

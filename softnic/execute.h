@@ -13,9 +13,11 @@
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "softnic/access.h"
 #include "softnic/internal.h"
@@ -80,6 +82,41 @@ struct RecvCopy {
   alignas(ShmRecvWqe) uint8_t bytes[sizeof(ShmRecvWqe) + kMaxSge * sizeof(ShmSge)];
   ShmRecvWqe* wqe() { return reinterpret_cast<ShmRecvWqe*>(bytes); }
 };
+
+// Taking a receive WQE off a ring: taken, none posted, or a ring whose
+// shared fields describe no ring.
+enum class Take { kTaken, kEmpty, kCorrupt };
+
+// Takes the next WQE of receive ring `rq` (a QP's own queue or an SRQ's)
+// into `copy` and moves the ring's tail past it; x.rq_slot is its slot.
+// Each shared field is read once; on kEmpty or kCorrupt nothing is taken.
+// The step of TakeRecv and of the common SEND (small_send.cc).
+inline Take TakeFromRing(Exec& x, ShmRq& rq, RecvCopy* copy) {
+  const uint64_t tail = rq.tail;
+  uint64_t head = rq.head_seen;
+  const uint32_t nslots = rq.nslots;
+  // What it saw is used up (or was never a ring position past the tail: a
+  // flush moved the tail on): read the owner's line.
+  if (head - tail - 1 >= nslots) {
+    head = RqHead(rq);
+    if (tail == head) return Take::kEmpty;
+    rq.head_seen = head;
+  }
+  const uint32_t stride = rq.stride, max_sge = rq.max_sge;
+  const uint8_t* ring = x.p->fab->RqRing(rq.ring_off, nslots, stride, max_sge);
+  if (!ring || head - tail > nslots) return Take::kCorrupt;
+  const uint32_t slot = static_cast<uint32_t>(tail & (nslots - 1));  // RqRing found nslots a power of two
+  ShmRecvWqe* w = copy->wqe();
+  memcpy(w, ring + uint64_t(slot) * stride, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
+  w->num_sge = std::min(w->num_sge, max_sge);
+  x.rq_slot = slot;
+  rq.tail = tail + 1;
+  // The next WQE, if posted, is read by the next take: fetch it now, off
+  // that message's path (a hint only: a ring rewritten meanwhile costs
+  // nothing).
+  if (head - tail > 1) __builtin_prefetch(ring + uint64_t((slot + 1) & (nslots - 1)) * stride);
+  return Take::kTaken;
+}
 
 // The responder QP `qpn` names, or nullptr.
 inline ShmQp* FindQp(ShmHeader* h, uint32_t qpn) {

@@ -457,13 +457,17 @@ bool Fabric::InHeap(uint64_t off, uint64_t len) const {
   return off >= HeaderBytes() && off <= map_size_ && len <= map_size_ - off;
 }
 
-ShmRecvWqe* Fabric::RqEntry(const ShmRq& rq, uint64_t index) const {
-  const uint64_t ring = rq.ring_off;
-  const uint32_t nslots = rq.nslots, stride = rq.stride, max_sge = rq.max_sge;
+uint8_t* Fabric::RqRing(uint64_t ring_off, uint32_t nslots, uint32_t stride, uint32_t max_sge) const {
   if (nslots == 0 || nslots > kMaxQpWr || (nslots & (nslots - 1)) != 0 || max_sge == 0 || max_sge > kMaxSge ||
-      stride != RqStride(max_sge) || !InHeap(ring, uint64_t(nslots) * stride))
+      stride != RqStride(max_sge) || !InHeap(ring_off, uint64_t(nslots) * stride))
     return nullptr;
-  return At<ShmRecvWqe>(ring + (index & (nslots - 1)) * stride);
+  return At<uint8_t>(ring_off);
+}
+
+ShmRecvWqe* Fabric::RqEntry(const ShmRq& rq, uint64_t index) const {
+  const uint32_t nslots = rq.nslots, stride = rq.stride;
+  uint8_t* ring = RqRing(rq.ring_off, nslots, stride, rq.max_sge);
+  return ring ? reinterpret_cast<ShmRecvWqe*>(ring + (index & (nslots - 1)) * stride) : nullptr;
 }
 
 ShmCqe* Fabric::CqEntry(const ShmCq& cq, uint64_t index) const {

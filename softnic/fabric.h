@@ -587,6 +587,11 @@ class Fabric {
   // inside the heap.  PeerPid: the pid of an in-use procs[] slot other
   // than ours (and other than this process), or 0.
   ShmRecvWqe* RqEntry(const ShmRq& rq, uint64_t index) const;
+  // The ring a receive queue's fields describe, from values the caller
+  // read once (each field is read exactly once: nothing a writer changes
+  // afterwards can move an index computed from them out of the ring), or
+  // nullptr.
+  uint8_t* RqRing(uint64_t ring_off, uint32_t nslots, uint32_t stride, uint32_t max_sge) const;
   ShmCqe* CqEntry(const ShmCq& cq, uint64_t index) const;
   bool InHeap(uint64_t off, uint64_t len) const;
   // A page-aligned block of whole pages inside the heap.

@@ -302,6 +302,10 @@ struct Process {
   // Likewise 1 + the highest MR slot this process ever registered (under
   // the fabric lock): a look for its MRs (DeallocPd) stops there.
   uint32_t mr_end = 0;
+  // The sweeps' bounds: the slots below qp_end (mu held) and mr_end (the
+  // fabric lock held), never past the fabric's tables.
+  uint32_t qp_slots() const { return qp_end < kMaxQps ? qp_end : kMaxQps; }
+  uint32_t mr_slots() const { return mr_end < kMaxMrs ? mr_end : kMaxMrs; }
   SnCq* cqs[kMaxCqs] = {};
   SnSrq* srqs[kMaxSrqs] = {};
   SnContext* ctxs[kMaxContexts] = {};

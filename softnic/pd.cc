@@ -133,11 +133,11 @@ int DeallocPd(ibv_pd* pd) {
     FabricLock lock(p->fab);
     ShmHeader* h = p->fab->hdr();
     const uint32_t me = p->fab->self_proc();
-    for (uint32_t i = 0; i < p->mr_end && i < kMaxMrs; ++i) {
+    for (uint32_t i = 0; i < p->mr_slots(); ++i) {
       const ShmMr& m = h->mrs[i];
       if (m.in_use && m.proc == me && m.pd == id) return EBUSY;
     }
-    for (uint32_t i = 0; i < p->qp_end && i < kMaxQps; ++i) {
+    for (uint32_t i = 0; i < p->qp_slots(); ++i) {
       const ShmQp& q = h->qps[i];
       if (q.in_use && q.proc == me && q.pd == id) return EBUSY;
     }

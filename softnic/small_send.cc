@@ -19,9 +19,6 @@
 // fingerprinted receive, more SGEs than a line's record holds, a key that
 // does not validate, too short a buffer) continues in DeliverSend, which
 // reports it as it always has.
-#include <algorithm>
-#include <cstring>
-
 #include "softnic/access.h"
 #include "softnic/execute.h"
 #include "softnic/internal.h"
@@ -63,32 +60,9 @@ bool SmallSend(Exec& x, SendWqe& w, uint32_t* byte_len, int* st) {
   // TakeRecv of a QP's own queue.  No WQE, or fields that describe no
   // ring: the general path takes it from here (it reads them again and
   // answers RNR, or a dead responder).
-  ShmRq& rq = resp->rq;
-  const uint64_t tail = rq.tail;
-  uint64_t head = rq.head_seen;
-  const uint32_t nslots = rq.nslots;
-  if (head - tail - 1 >= nslots) {
-    head = RqHead(rq);
-    if (tail == head) return false;
-    rq.head_seen = head;
-  }
-  const ShmRecvWqe* shared = x.p->fab->RqEntry(rq, tail);
-  const uint32_t max_sge = rq.max_sge;
-  if (!shared || head - tail > nslots || max_sge > kMaxSge || rq.nslots != nslots) return false;
   RecvCopy copy;
+  if (TakeFromRing(x, resp->rq, &copy) != Take::kTaken) return false;
   ShmRecvWqe* rw = copy.wqe();
-  memcpy(rw, shared, sizeof(ShmRecvWqe) + max_sge * sizeof(ShmSge));
-  rw->num_sge = std::min(rw->num_sge, max_sge);
-  const uint32_t slot = static_cast<uint32_t>(tail & (nslots - 1));  // RqEntry found nslots a power of two
-  x.rq_slot = slot;
-  ++rq.tail;
-  // The next WQE, if posted, is read by the next take: fetch it now (a
-  // hint only: a ring rewritten meanwhile costs nothing).
-  if (head - tail > 1) {
-    const uint32_t stride = RqStride(max_sge);
-    const uint8_t* ring = reinterpret_cast<const uint8_t*>(shared) - uint64_t(slot) * stride;
-    __builtin_prefetch(ring + uint64_t((slot + 1) & (nslots - 1)) * stride);
-  }
   const pid_t dst_pid = x.p->fab->PeerPid(resp_proc);
   if (!dst_pid) {
     *st = NoResponder(x, "its process is gone");
