@@ -74,7 +74,8 @@ constexpr size_t ChecksOf(EventKind k) {
 // these kinds: a check added here must be added there.
 static_assert(ChecksOf(EventKind::kPostSend) == 18,
               "add the new post_send check to checkers/quiet.cc (PostSendQuiet and OneSendQuiet)");
-static_assert(ChecksOf(EventKind::kPostRecv) == 10, "add the new post_recv check to checkers/quiet.cc");
+static_assert(ChecksOf(EventKind::kPostRecv) == 10,
+              "add the new post_recv check to checkers/quiet.cc (PostRecvQuiet and OneRecvQuiet)");
 static_assert(ChecksOf(EventKind::kPollCq) == 2, "add the new poll_cq check to checkers/quiet.cc");
 
 // The checks of one event kind, in report order, as direct calls (the
@@ -385,6 +386,21 @@ bool Engine::PostOneSend(const OneSend& p) {
                     state_.ApplyOneSend(p, qp);
   // Numbered as its event would have been (a run that asked for a trace
   // and could not open one still numbers its events).
+  if (done && assign_seq_) next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (!one_thread_) d->mu.unlock();
+  return done;
+}
+
+bool Engine::PostOneRecv(const OneRecv& p) {
+  if (!quiet_filters_ || state_.dests().receives()) return false;
+  Node* n = NodeOf(p.qp);
+  if (!n || n->kind != Node::Kind::kQp) return false;
+  Domain* d = one_thread_ ? n->domain.load(std::memory_order_relaxed) : LockDomainOf(n);
+  if (!d) return false;
+  // RunData<kPostRecv>'s work for a quiet post (Check, then Apply).
+  auto* qp = static_cast<QpState*>(n->books);
+  constexpr size_t k = static_cast<size_t>(EventKind::kPostRecv);
+  const bool done = (!any_by_kind_[k] || OneRecvQuiet(p, *qp, state_, d->mrs)) && state_.ApplyOneRecv(p, qp);
   if (done && assign_seq_) next_seq_.fetch_add(1, std::memory_order_relaxed);
   if (!one_thread_) d->mu.unlock();
   return done;

@@ -77,6 +77,8 @@ class Engine {
   //
   // post_send of one WR, accepted (ret 0): p.
   bool PostOneSend(const OneSend& p);
+  // post_recv of one WR to a QP, accepted (ret 0): p.
+  bool PostOneRecv(const OneRecv& p);
   // poll_cq of CQ `cq` that returned `n` completions, all successful;
   // `retired` as for OnEvent.
   bool PollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n, std::vector<RetiredWr>* retired);

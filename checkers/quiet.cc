@@ -196,6 +196,18 @@ inline bool OneSendQuiet(const OneSend& p, const QpState& q, const State& s, MrC
   return true;
 }
 
+bool OneRecvQuiet(const OneRecv& p, const QpState& q, const State& s, MrCache& mrs) {
+  // PostRecvQuiet's tests for a chain of this one WR, in its order; the
+  // caller declines when overlapping-destinations keeps receives.
+  // post-bad-qp-state, post-after-error.
+  if (q.state == IBV_QPS_RESET || q.state == IBV_QPS_ERR) return false;
+  // rq-overflow.
+  if (!q.srq && q.rq.size() + 1 > q.caps.max_recv_wr) return false;
+  // cq-overrun.
+  if (q.rcq && s.PendingOn(*q.rcq) + 1 > static_cast<uint64_t>(q.rcq->cqe)) return false;
+  return SgesQuiet(&p.sge, p.has_sge ? 1 : 0, p.num_sge, q.caps.max_recv_sge, q.pd, true, s, mrs);
+}
+
 bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs) {
   if (e.bad_index != UINT32_MAX) return false;
   // post-bad-qp-state, post-after-error.

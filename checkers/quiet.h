@@ -38,6 +38,10 @@ namespace rdmasan::checkers {
                                                 uint64_t enabled);
 // post_recv to a QP whose books are `q`: no check of kPostRecv can report.
 bool PostRecvQuiet(const core::Event& e, const QpState& q, const State& s, MrCache& mrs);
+// PostRecvQuiet for a OneRecv to the QP whose books are `q`, while the
+// destinations index keeps no receives: the same tests, on the one WR (a
+// check added to one is added to both).
+bool OneRecvQuiet(const OneRecv& p, const QpState& q, const State& s, MrCache& mrs);
 // poll_cq: no check of kPollCq can report.
 bool PollQuiet(const core::Event& e);
 

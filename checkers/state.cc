@@ -450,6 +450,25 @@ void State::ApplyPostRecv(const Event& e, QpState* q) {
   AdjustPending(q->rcq, static_cast<int64_t>(n));
 }
 
+bool State::ApplyOneRecv(const OneRecv& p, QpState* q) {
+  // ApplyPostRecv's work for this one accepted WR (FromRecv, the pending
+  // count); AddRecvDest's index is off unless overlapping-destinations is.
+  if (__builtin_expect(dests_.receives(), 0)) return false;
+  OutstandingWr& o = q->rq.push_back();
+  o.wr_id = p.wr_id;
+  o.opcode = 0;
+  o.signaled = true;
+  o.is_inline = false;
+  o.is_recv = true;
+  o.stack = p.stack;
+  o.rkey = 0;
+  o.ah = 0;
+  o.hashed = false;
+  o.sges.assign_one(p.has_sge ? &p.sge : nullptr);
+  AdjustPending(q->rcq, 1);
+  return true;
+}
+
 void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
   const size_t n = AcceptedWrs(e, e.recv_wrs.size(), srq->rq.size(), srq->max_wr);
   for (size_t i = 0; i < n; ++i) {

@@ -163,6 +163,18 @@ inline bool OneSendable(uint32_t opcode, uint32_t send_flags) {
          !(send_flags & IBV_SEND_FENCE);
 }
 
+// A post_recv of one WR with at most one SGE that the provider accepted,
+// to a QP, as the data path hands it to the engine (Engine::PostOneRecv)
+// instead of a core::Event: the fields of the event's one RecvWr.
+struct OneRecv {
+  ObjId qp = 0;
+  StackId stack = 0;
+  int32_t num_sge = 0;   // as given
+  bool has_sge = false;  // sge was read: num_sge 1, within the QP's limit
+  uint64_t wr_id = 0;
+  core::Sge sge;  // hash 0: a receive's buffer is not hashed at the post
+};
+
 // A memory window (ibv_alloc_mw) and its binding.  The binding fields
 // describe the last binding, valid or not: an invalidation in flight still
 // names the memory it covered.
@@ -377,6 +389,10 @@ class State {
   // when the destinations index must see the post (a hashed payload while
   // a READ or atomic is outstanding): apply its event then.
   bool ApplyOneSend(const OneSend& p, QpState* qp);
+  // ApplyPostRecv of a OneRecv to the QP whose books are `qp`; false, with
+  // nothing changed, when the destinations index keeps receives (the
+  // overlapping-destinations check is on): apply its event then.
+  bool ApplyOneRecv(const OneRecv& p, QpState* qp);
 
   // The books of one object, for the engine to hand back to Apply.  Their
   // addresses are stable until the object's destruction.

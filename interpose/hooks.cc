@@ -67,8 +67,11 @@ class Registry {
     return {v & kIdMask, LimitsOf(v)};
   }
   static uint32_t MaxSendSgeOf(uint64_t v) { return static_cast<uint32_t>(v >> kIdBits) & kMaxSge; }
+  static uint32_t MaxRecvSgeOf(uint64_t v) {
+    return static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge;
+  }
   static ObjLimits LimitsOf(uint64_t v) {
-    return {MaxSendSgeOf(v), static_cast<uint32_t>(v >> (kIdBits + kSgeBits)) & kMaxSge,
+    return {MaxSendSgeOf(v), MaxRecvSgeOf(v),
             WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits)) & ((1u << kWrBits) - 1)),
             WrBound(static_cast<uint32_t>(v >> (kIdBits + 2 * kSgeBits + kWrBits)) & ((1u << kWrBits) - 1))};
   }
@@ -550,6 +553,12 @@ SendObjInfo LookupSend(const void* obj) {
   return {v & Registry::kIdMask, Registry::MaxSendSgeOf(v)};
 }
 
+RecvObjInfo LookupRecv(const void* obj) {
+  if (!obj) return {};
+  const uint64_t v = Objects().FindValue(obj);
+  return {v & Registry::kIdMask, Registry::MaxRecvSgeOf(v)};
+}
+
 void Forget(const void* obj) { Objects().Forget(obj); }
 
 namespace {
@@ -612,6 +621,8 @@ inline bool EngineAlone() {
 }  // namespace
 
 bool EmitOneSend(const checkers::OneSend& p) { return EngineAlone() && GetEngine().PostOneSend(p); }
+
+bool EmitOneRecv(const checkers::OneRecv& p) { return EngineAlone() && GetEngine().PostOneRecv(p); }
 
 bool EmitPollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n,
                        std::vector<checkers::RetiredWr>* retired) {

@@ -65,6 +65,12 @@ struct SendObjInfo {
   uint32_t max_send_sge = 0;
 };
 SendObjInfo LookupSend(const void* obj);
+// Lookup's id and max_recv_sge alone (a one-WR post_recv's needs).
+struct RecvObjInfo {
+  core::ObjId id = 0;
+  uint32_t max_recv_sge = 0;
+};
+RecvObjInfo LookupRecv(const void* obj);
 void Forget(const void* obj);
 // Makes `obj` another handle of the object whose id is `id` (a parent
 // domain of its PD, an imported PD or MR): every event naming `obj` names
@@ -75,11 +81,12 @@ void AssignAlias(const void* obj, core::ObjId id);
 // hands back the send WRs with payload hashes that the event retired.
 void Emit(core::Event& e, std::vector<checkers::RetiredWr>* retired = nullptr);
 
-// The data path's compact events (checkers::Engine::PostOneSend and
-// PollSucceeded), when the event would reach the engine alone (the process
+// The data path's compact events (checkers::Engine::PostOneSend,
+// PostOneRecv and PollSucceeded), when the event would reach the engine alone (the process
 // started, no trace, no fuzz hook, no watchdog) and is quiet: true, done;
 // false, nothing done: Emit the event.
 bool EmitOneSend(const checkers::OneSend& p);
+bool EmitOneRecv(const checkers::OneRecv& p);
 bool EmitPollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n,
                        std::vector<checkers::RetiredWr>* retired);
 

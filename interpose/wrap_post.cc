@@ -278,6 +278,30 @@ template <typename Post>
   return rc;
 }
 
+// PostRecvFull of one WR with at most one SGE: its fields as
+// CopyRecvChain reads them, the provider's post, then the engine's compact
+// entry, or the event when that declines (as PostOneSend).
+template <typename Post>
+[[gnu::always_inline]] inline int PostOneRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad, Post post,
+                                              core::StackId stack) {
+  const RecvObjInfo info = LookupRecv(qp);
+  checkers::OneRecv p;
+  p.qp = info.id;
+  p.stack = stack;
+  p.num_sge = wr->num_sge;
+  p.wr_id = wr->wr_id;
+  p.has_sge = wr->num_sge == 1 && wr->sg_list && info.max_recv_sge >= 1;  // ReadableSges
+  if (p.has_sge) {
+    const ibv_sge& g = wr->sg_list[0];
+    p.sge.addr = g.addr;
+    p.sge.length = g.length;
+    p.sge.lkey = g.lkey;
+  }
+  const int rc = PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post);
+  if (__builtin_expect(rc == 0, 1) && EmitOneRecv(p)) return 0;
+  return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad, rc, stack);
+}
+
 // PostRecv past its pass-through (as PostSendFull).
 [[gnu::noinline]] int PostRecvFull(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad, Saved* s, uintptr_t pc,
                                    uintptr_t frame) {
@@ -292,6 +316,7 @@ template <typename Post>
   Bump(GetCounters().post_recv);
   const core::StackId stack = core::CaptureStackFrom(pc, frame);
   const td::Hold hold(qp, td::Verb::kPostRecv, stack);  // thread-domain-race
+  if (__builtin_expect(wr && !wr->next && wr->num_sge <= 1, 1)) return PostOneRecv(qp, wr, bad, post, stack);
   return PostRecvCommon(core::EventKind::kPostRecv, qp, wr, bad,
                         PostOrFault(core::Point::kPostRecv, qp, qp->qp_num, wr, bad, post), stack);
 }

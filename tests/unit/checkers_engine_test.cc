@@ -286,11 +286,14 @@ TEST(CheckersQuietFilters, SameFindingsWithAndWithoutThem) {
 // completions), the event when they decline, finds what an engine fed
 // only the events finds, event after event; and they take most of what
 // they are offered.
-TEST(CheckersCompactEntries, SameFindingsAsTheEvents) {
-  int offered = 0, taken = 0;
+// The compact entries against the events, with every check on (the
+// destinations index keeps receives: PostOneRecv declines) and with the
+// default set (it takes them).
+void CompareCompactEntries(const core::CheckSet& checks, bool recv_taken) {
+  int offered = 0, taken = 0, recv_offered = 0, recv_done = 0;
   for (uint32_t seed = 1; seed <= 300; ++seed) {
     std::vector<Event> events = RandomDataPath(seed, 300);
-    Engine compact, plain;
+    Engine compact(false, checks), plain(false, checks);
     for (size_t i = 0; i < events.size(); ++i) {
       Event& e = events[i];
       if (e.kind == EventKind::kPostSend && i % 2)  // payloads hashed at the post (the books keep them)
@@ -316,6 +319,20 @@ TEST(CheckersCompactEntries, SameFindingsAsTheEvents) {
         if (p.has_sge) p.sge = w.sges[0];
         ++offered;
         done = compact.PostOneSend(p);
+      } else if (e.kind == EventKind::kPostRecv && e.recv_wrs.size() == 1 && e.ret == 0 &&
+                 e.bad_index == UINT32_MAX && e.recv_wrs[0].num_sge <= 1) {
+        const RecvWr& w = e.recv_wrs[0];
+        checkers::OneRecv p;
+        p.qp = e.obj;
+        p.stack = e.stack;
+        p.num_sge = w.num_sge;
+        p.wr_id = w.wr_id;
+        p.has_sge = !w.sges.empty();
+        if (p.has_sge) p.sge = w.sges[0];
+        ++offered;
+        ++recv_offered;
+        done = compact.PostOneRecv(p);
+        recv_done += done;
       } else if (e.kind == EventKind::kPollCq && !e.wcs.empty()) {
         bool ok = true;
         for (const Completion& c : e.wcs) ok &= c.status == IBV_WC_SUCCESS;
@@ -337,6 +354,18 @@ TEST(CheckersCompactEntries, SameFindingsAsTheEvents) {
     }
   }
   EXPECT_GT(taken, offered / 2) << taken << " of " << offered;
+  ASSERT_GT(recv_offered, 1000);
+  if (recv_taken) {
+    EXPECT_GT(recv_done, recv_offered / 4) << recv_done << " of " << recv_offered;
+  } else {
+    EXPECT_EQ(recv_done, 0);
+  }
+}
+
+TEST(CheckersCompactEntries, SameFindingsAsTheEvents) { CompareCompactEntries(core::CheckSet::All(), false); }
+
+TEST(CheckersCompactEntries, SameFindingsAsTheEventsWithTheDefaultChecks) {
+  CompareCompactEntries(core::CheckSet::Defaults(), true);
 }
 
 // ====================================================== lock domains ==
