@@ -2,12 +2,14 @@
 // reused Events, must give exactly what Next gives into fresh ones (every
 // member, the same errors after the same events), whatever the batch
 // size, with threads' chunks interleaved and out of order, and on damaged
-// files; and Dec::Varint's word-at-a-time path must read every byte
-// string as the byte loop of FORMAT.md does.
+// files; Dec::Varint's word-at-a-time path must read every byte string
+// as the byte loop of FORMAT.md does; and the chunk checksum's three-lane
+// path must give the sums of the single chain.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -19,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "core/event.h"
 #include "core/stack.h"
+#include "traces/crc32c.h"
 #include "traces/format.h"
 #include "traces/trace.h"
 #include "traces/varint.h"
@@ -329,6 +332,42 @@ TEST(TraceBatch, VarintReadsEveryLengthAsTheByteLoop) {
       ASSERT_EQ(got, want) << "round " << round;
       ASSERT_EQ(d.p, p) << "round " << round;
     }
+  }
+}
+
+// Crc32c runs long inputs as three lanes joined at each block's end, and
+// short ones as one chain: a sum over one call must equal the sum chained
+// over pieces too short for the lanes (under 768 bytes), at every length
+// and alignment around the block sizes; and CRC-32C's check value.
+TEST(TraceBatch, ChecksumLanesGiveTheSingleChainsSums) {
+  const uint8_t* check = reinterpret_cast<const uint8_t*>("123456789");
+  EXPECT_EQ(Crc32c(0, check, 9), 0xE3069283u);
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> buf(3 * 3 * 4096 + 3 * 256 + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lengths = {0,
+                                 1,
+                                 7,
+                                 8,
+                                 767,
+                                 768,
+                                 769,
+                                 3 * 4096 - 1,
+                                 3 * 4096,
+                                 3 * 4096 + 1,
+                                 3 * 4096 + 3 * 256 + 13,
+                                 buf.size() - 7};
+  for (int i = 0; i < 300; ++i) lengths.push_back(rng() % (buf.size() - 7));
+  for (size_t n : lengths) {
+    const size_t off = rng() % 8;
+    const uint32_t seed = static_cast<uint32_t>(rng());
+    uint32_t chained = seed;
+    for (size_t at = 0; at < n;) {
+      const size_t piece = std::min<size_t>(n - at, 1 + rng() % 700);
+      chained = Crc32c(chained, buf.data() + off + at, piece);
+      at += piece;
+    }
+    ASSERT_EQ(Crc32c(seed, buf.data() + off, n), chained) << "length " << n << " offset " << off;
   }
 }
 
