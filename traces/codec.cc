@@ -440,6 +440,16 @@ bool EventChunkDecoder::Fail(uint64_t off, std::string_view what) {
   return true;
 }
 
+// Shrinks a reused list to n entries, keeping its heap storage: an
+// InlinedVector's clear() and resize() give it back and are out of line,
+// so a batch slot that had held a poll of more than four completions
+// allocated again at its next one, and freed at the next event of
+// another kind.  pop_back is inline and never frees.
+template <typename List>
+[[gnu::always_inline]] inline void ShrinkTo(List* list, size_t n) {
+  while (list->size() > n) list->pop_back();
+}
+
 bool EventChunkDecoder::MapNewStack(uint64_t trace_id, core::StackId* local) {
   if (trace_id == 0) {
     *local = 0;
@@ -490,23 +500,24 @@ template <typename Codec, typename WrList>
         w.bind = core::MwBind{};
       }
     }
-    if (w.sges.size() != nsge) w.sges.resize(nsge);
-    for (auto& g : w.sges)
-      if (!DecodeSge(d, &g, sge_t)) return false;
+    for (uint64_t j = 0; j < nsge; ++j)
+      if (!DecodeSge(d, j < w.sges.size() ? &w.sges[j] : &w.sges.emplace_back(), sge_t)) return false;
+    ShrinkTo(&w.sges, nsge);
   }
-  if (wrs->size() != n) wrs->resize(n);
+  ShrinkTo(wrs, n);
   return true;
 }
 
 [[gnu::always_inline]] inline bool EventChunkDecoder::DecodeWcs(Dec& d, decltype(Event::wcs)* wcs) {
   uint64_t n = d.Varint();
   if (!d.ok || n > d.left()) return Fail(head_off(), "bad completion count");
-  if (wcs->size() != n) wcs->resize(n);
-  for (core::Completion& c : *wcs) {
+  for (uint64_t i = 0; i < n; ++i) {
+    core::Completion& c = i < wcs->size() ? (*wcs)[i] : wcs->emplace_back();
     uint64_t m = d.Varint();
     c.wr_id = GetWrId(d, m, tpl_.sh.wc);
     WcCodec::Get(d, &c, m, tpl_.sh.wc);
   }
+  ShrinkTo(wcs, n);
   return true;
 }
 
@@ -539,17 +550,17 @@ template <typename Codec, typename WrList>
   if (!MapStack(tp[EventCommonCodec::kStackBit], old_stack, &stack_local_[slot])) return false;
   e->stack = stack_local_[slot];
   if (!(m & 1)) {
-    if (!e->send_wrs.empty()) e->send_wrs.clear();
+    ShrinkTo(&e->send_wrs, 0);
   } else if (!DecodeWrs<SendWrCodec>(d, &e->send_wrs, tpl_.sh.swr, tpl_.sh.ssge)) {
     return false;
   }
   if (!(m & 2)) {
-    if (!e->recv_wrs.empty()) e->recv_wrs.clear();
+    ShrinkTo(&e->recv_wrs, 0);
   } else if (!DecodeWrs<RecvWrCodec>(d, &e->recv_wrs, tpl_.sh.rwr, tpl_.sh.rsge)) {
     return false;
   }
   if (!(m & 4)) {
-    if (!e->wcs.empty()) e->wcs.clear();
+    ShrinkTo(&e->wcs, 0);
   } else if (!DecodeWcs(d, &e->wcs)) {
     return false;
   }
