@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
   uint64_t events = 0;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto reader = rdmasan::traces::TraceReader::Open(argv[1]);
+    // Opened as the replay opens it: each events chunk's checksum checked
+    // as the reading reaches it.
+    auto reader = rdmasan::traces::TraceReader::Open(
+        argv[1], rdmasan::traces::TraceReader::Options{.check_events_on_read = true});
     if (!reader.ok()) {
       std::fprintf(stderr, "trace_read_bench: FAILED: %s\n", std::string(reader.status().message()).c_str());
       return 1;

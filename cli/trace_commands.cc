@@ -11,7 +11,9 @@
 // findings through the same reporter as a live run, with the stacks
 // symbolized offline from the trace's module map, so the check ids, stacks
 // and SUMMARY lines are the live run's; it exits like a live run.  A
-// truncated trace (killed process) replays its valid prefix with a warning.
+// truncated trace (killed process) replays its valid prefix with a warning;
+// a damaged events chunk (its checksum fails) stops the replay where it is
+// reached, with the error that refuses the trace elsewhere (exit 3).
 // May not: run the program, or need RDMA hardware or the recorded binary's
 // process (only its files, for symbols).
 #include <infiniband/verbs.h>
@@ -49,8 +51,9 @@ namespace {
 constexpr int kExitUsage = 2;
 constexpr int kExitBadTrace = 3;
 
-std::unique_ptr<traces::TraceReader> OpenTrace(const char* path) {
-  auto r = traces::TraceReader::Open(path);
+std::unique_ptr<traces::TraceReader> OpenTrace(const char* path,
+                                               const traces::TraceReader::Options& options = {}) {
+  auto r = traces::TraceReader::Open(path, options);
   if (!r.ok()) {
     std::fprintf(stderr, "rdmasan: %s\n", std::string(r.status().message()).c_str());  // names the file
     return nullptr;
@@ -568,7 +571,11 @@ void NoteTraceSet(const std::string& path) {
 }
 
 int ReplayOne(const CommandLine& cl, const std::string& path, bool announce) {
-  std::unique_ptr<traces::TraceReader> r = OpenTrace(path.c_str());
+  // The events chunks' checksums are checked by the decoding thread as it
+  // reaches each chunk (in the cache then), not by this one first: a
+  // damaged chunk stops the replay there with the error Open would give.
+  std::unique_ptr<traces::TraceReader> r =
+      OpenTrace(path.c_str(), traces::TraceReader::Options{.check_events_on_read = true});
   if (!r) return kExitBadTrace;
   if (announce)
     std::fprintf(stderr, "==rdmasan: replaying %s (pid %lld)\n", path.c_str(),

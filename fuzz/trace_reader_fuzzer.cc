@@ -33,8 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)(*reader)->truncated();
   }
   // Again as `rdmasan replay` reads: in batches (TraceReader::NextBatch,
-  // whose runs of one chunk's events take another path).
-  auto batched = rdmasan::traces::TraceReader::Open(path);
+  // whose runs of one chunk's events take another path), the events
+  // chunks' checksums checked as each is reached.
+  auto batched = rdmasan::traces::TraceReader::Open(
+      path, rdmasan::traces::TraceReader::Options{.check_events_on_read = true});
   if (batched.ok()) {
     std::vector<rdmasan::core::Event> batch(7);
     for (int i = 0; i < 10000000 / 7; ++i) {

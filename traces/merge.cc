@@ -47,6 +47,8 @@ TraceReader::~TraceReader() {
 
 absl::Status TraceReader::OpenCursor(size_t i) {
   const ChunkRef& c = chunks_[i];
+  if (!c.checked)
+    if (absl::Status s = CheckChunk(c.offset); !s.ok()) return s;
   const uint64_t payload_off = c.offset + kChunkHeaderBytes;
   auto cur = std::make_unique<Cursor>(data_ + payload_off, payload_off, c.len, c.count, &stacks_,
                                       options_.skip_extension_events ? kFirstSkippableCode

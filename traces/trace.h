@@ -256,6 +256,15 @@ class TraceReader {
     // Read as a format 1.1 reader does: skip the records of codes >= 65
     // (memory-window events, format 1.2) and count only the others.
     bool skip_window_events = false;
+    // Check an events chunk's checksum when the reading reaches it, not
+    // at Open (`rdmasan replay`: its decoding thread checks each chunk
+    // just before decoding it, while the chunk is in the cache, instead
+    // of the opening thread reading the whole file once more first).  A
+    // damaged chunk is then the error of Next/NextBatch, with the words
+    // Open would have used, after the events before it.  The first and
+    // the last chunk of the file and every chunk of another kind are
+    // still checked at Open (a torn last chunk ends the valid prefix).
+    bool check_events_on_read = false;
   };
   static absl::StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path, const Options& options);
   ~TraceReader();
@@ -295,6 +304,8 @@ class TraceReader {
   absl::Status Scan();
   absl::Status ParseMetaChunk(const uint8_t* p, size_t n, uint64_t off, uint32_t count);
   absl::Status OpenCursor(size_t chunk);
+  // The checksum of the chunk whose header is at `offset`: Open's error.
+  absl::Status CheckChunk(uint64_t offset) const;
   absl::StatusOr<core::StackId> MapStack(uint64_t trace_id, uint64_t off) const;
 
   struct ChunkRef {
@@ -302,6 +313,7 @@ class TraceReader {
     uint32_t len, count, stream;
     uint8_t flags;
     uint64_t min_seq;
+    bool checked;  // its checksum (false: OpenCursor checks it)
   };
 
   TraceHeader header_;

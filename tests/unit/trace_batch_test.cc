@@ -249,6 +249,89 @@ TEST(TraceBatch, NextBatchReadsWhatNextReads) {
   // As a 1.0 and a 1.1 reader read it (the length-prefixed kinds skipped).
   ExpectSameReads(path, TraceReader::Options{.skip_extension_events = true});
   ExpectSameReads(path, TraceReader::Options{.skip_window_events = true});
+  // As the replay opens it (checksums checked as each chunk is reached).
+  ExpectSameReads(path, TraceReader::Options{.check_events_on_read = true});
+  std::string replay_error;
+  EXPECT_EQ(ReadWithBatches(path, 512, &replay_error, TraceReader::Options{.check_events_on_read = true}),
+            ReadWithNext(path, &error));
+  EXPECT_EQ(replay_error, "");
+  unlink(path.c_str());
+}
+
+// The replay's reader checks an events chunk's checksum when it reaches
+// it: a damaged chunk in the middle is the error Open gives the other
+// readers, word for word, after exactly the events before it; a torn last
+// chunk ends the valid prefix for both alike.
+TEST(TraceBatch, ChecksumsCheckedOnReadFailAsOpenFails) {
+  const std::string path = WriteMixedTrace("crc_on_read_src", 6, 20000);
+  const std::string good = ReadFile(path);
+  std::string error;
+  const std::vector<std::string> all = ReadWithNext(path, &error);
+  ASSERT_EQ(all.size(), 20000u);
+  std::vector<size_t> chunks;  // header offsets, in file order
+  for (size_t pos = kPrologueBytes; pos + kChunkHeaderBytes <= good.size();) {
+    chunks.push_back(pos);
+    pos += kChunkHeaderBytes + ReadChunkHeader(reinterpret_cast<const uint8_t*>(good.data()) + pos).len;
+  }
+  ASSERT_GT(chunks.size(), 8u);
+  const TraceReader::Options on_read{.check_events_on_read = true};
+  const std::string damaged = TempPath("crc_on_read");
+  int middle = 0;
+  for (size_t k = 1; k + 1 < chunks.size(); k += 3) {
+    const ChunkHeader c = ReadChunkHeader(reinterpret_cast<const uint8_t*>(good.data()) + chunks[k]);
+    if (c.kind != kChunkEvents || c.count == 0) continue;
+    SCOPED_TRACE(chunks[k]);
+    ++middle;
+    std::string bytes = good;
+    bytes[chunks[k] + kChunkHeaderBytes + c.len / 2] ^= 0x10;
+    std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+    std::string open_error;
+    EXPECT_TRUE(ReadWithNext(damaged, &open_error).empty());
+    EXPECT_EQ(open_error, absl::StrFormat("%s: chunk at offset %d: checksum mismatch", damaged, chunks[k]) +
+                              open_error.substr(open_error.find(" (stored")));
+    EXPECT_TRUE(TraceReader::Open(damaged, on_read).ok());  // the chunk is not read yet
+    for (size_t batch : {1, 512}) {
+      std::string read_error;
+      const std::vector<std::string> got = ReadWithBatches(damaged, batch, &read_error, on_read);
+      EXPECT_EQ(damaged + ": " + read_error, open_error) << "batch " << batch;
+      ASSERT_LT(got.size(), all.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], all[i]) << "batch " << batch << " event " << i;
+    }
+    std::string next_error;
+    EXPECT_EQ(ReadWithNext(damaged, &next_error, on_read).size(),
+              ReadWithBatches(damaged, 7, &error, on_read).size());
+    EXPECT_EQ(damaged + ": " + next_error, open_error);
+  }
+  EXPECT_GT(middle, 2);
+  // Torn: the end record gone and the last events chunk damaged.
+  const size_t last = chunks[chunks.size() - 2];
+  ASSERT_EQ(ReadChunkHeader(reinterpret_cast<const uint8_t*>(good.data()) + last).kind, kChunkEvents);
+  std::string bytes = good.substr(0, chunks.back());
+  bytes[bytes.size() - 3] ^= 0x01;
+  std::ofstream(damaged, std::ios::binary | std::ios::trunc) << bytes;
+  std::string want_warning, got_warning;
+  std::vector<std::string> want, got;
+  for (bool check_on_read : {false, true}) {
+    auto r = TraceReader::Open(damaged, TraceReader::Options{.check_events_on_read = check_on_read});
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<Event> events(512);
+    std::vector<std::string>& out = check_on_read ? got : want;
+    for (;;) {
+      absl::Status s;
+      const size_t n = (*r)->NextBatch(events.data(), events.size(), &s);
+      ASSERT_TRUE(s.ok()) << s;
+      for (size_t i = 0; i < n; ++i) out.push_back(Fields(events[i]));
+      if (n < events.size()) break;
+    }
+    EXPECT_TRUE((*r)->truncated());
+    (check_on_read ? got_warning : want_warning) = (*r)->warning();
+  }
+  EXPECT_NE(want_warning.find("fails its checksum"), std::string::npos) << want_warning;
+  EXPECT_EQ(got_warning, want_warning);
+  EXPECT_EQ(got, want);
+  EXPECT_LT(got.size(), all.size());
+  unlink(damaged.c_str());
   unlink(path.c_str());
 }
 
