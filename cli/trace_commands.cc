@@ -477,8 +477,9 @@ int ExportPerfetto(traces::TraceReader& r) { return PerfettoExport(r).Run(); }
 // A thread that ran out of batches sleeps until half of them are ready for
 // it, not one: each wake-up is a futex call and a context switch on both
 // sides (the two threads run at about the same pace, so waking at one
-// batch woke the faster thread for every batch).
-constexpr size_t kDecodeBatch = 512, kDecodeBatches = 4, kWakeAt = kDecodeBatches / 2;
+// batch woke the faster thread for every batch).  Eight batches, so the
+// faster thread sleeps once per four of them (2 MB ahead at most).
+constexpr size_t kDecodeBatch = 512, kDecodeBatches = 8, kWakeAt = kDecodeBatches / 2;
 
 template <typename Fn>
 void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
