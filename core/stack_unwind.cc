@@ -1,7 +1,9 @@
 // core/stack_unwind: stack capture (core/stack.h): the fast frame-pointer
 // walk and the full walk by the unwind tables, the frames of rdmasan's own
 // text left out, and each thread's last few stacks remembered so that a
-// capture of a stack seen just before costs a walk and a compare.
+// capture of a stack seen just before costs a compare: the frame records
+// of the last walk from each call site (stack_fast, compared in line by
+// core/stack.h), and behind them the last few walks' return addresses.
 //
 // May not: allocate from the heap, take a lock on the hit path, or read a
 // word outside this thread's stack (the walk checks every frame pointer
@@ -168,12 +170,6 @@ size_t ValidFrames(const uintptr_t* raw, size_t n, uintptr_t* out) {
   return m;
 }
 
-}  // namespace
-
-void HideTextRange(uintptr_t lo, uintptr_t hi) { AddHidden(lo, hi); }
-
-namespace {
-
 // Each thread's last few captured stacks: a loop posting from one call site
 // and polling from another captures the same few stacks every time, and
 // comparing a raw walk with them is cheaper than checking its frames
@@ -251,16 +247,90 @@ __attribute__((noinline)) StackId CaptureOtherStack(uintptr_t pc, uintptr_t fram
   return id;
 }
 
-}  // namespace
-
-__attribute__((noinline)) StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
-  // A data path captures the same stack call after call: the last one is
-  // compared while it is walked, with nothing stored and no frame of
-  // arrays.
+// The stack from (pc, frame) without the in-line table: the last stack
+// compared while it is walked, with nothing stored and no frame of
+// arrays, then the other recent ones, then the checked walk interned.
+StackId CaptureRecent(uintptr_t pc, uintptr_t frame) {
   const RecentStacks& recent = t_recent_stacks;
   if (const RecentStack& last = recent.e[recent.last]; last.id && WalkMatches(last, pc, frame))
     return last.id;
   return CaptureOtherStack(pc, frame);
+}
+
+// The frame records the walk from (pc, frame) reads (WalkFrames, the same
+// reads and the same rules), each record's two words into rec: the record
+// at `frame` if it lies in the thread's stack, then each one the chain
+// leads to that passes the walk's checks.  Every record but the last
+// therefore holds in its word [0] the address of a checked next record.
+// Returns the number of records.
+__attribute__((no_sanitize("address", "thread", "undefined"))) uint32_t RecordWalk(uintptr_t frame,
+                                                                                   uintptr_t* rec_out) {
+  uint32_t nrec = 0;
+  const StackBounds& b = ThreadStackBounds();
+  if (frame < b.lo || frame + 2 * sizeof(uintptr_t) > b.hi || frame % sizeof(uintptr_t)) return 0;
+  const uintptr_t* rec = reinterpret_cast<const uintptr_t*>(frame);
+  rec_out[0] = rec[0];
+  rec_out[1] = rec[1];
+  nrec = 1;
+  uintptr_t prev = frame;
+  uintptr_t bp = rec[0];
+  for (size_t n = 1; n < kMaxStackFrames; ++n) {
+    if (bp <= prev || bp % sizeof(uintptr_t) || bp > b.hi - 2 * sizeof(uintptr_t)) break;
+    rec = reinterpret_cast<const uintptr_t*>(bp);
+    rec_out[2 * nrec] = rec[0];
+    rec_out[2 * nrec + 1] = rec[1];
+    ++nrec;
+    if (rec[1] < 4096) break;
+    prev = bp;
+    bp = rec[0];
+  }
+  return nrec;
+}
+
+}  // namespace
+
+namespace stack_fast {
+
+constinit thread_local SeenWalks t_seen_walks;  // no TLS init hook
+
+__attribute__((noinline)) StackId CaptureWalked(uintptr_t pc, uintptr_t frame) {
+  SeenWalks& t = t_seen_walks;
+  if (t.busy) return CaptureRecent(pc, frame);  // inside another capture of this thread
+  t.busy = true;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  const StackId id = CaptureRecent(pc, frame);
+  if (id) {
+    // The way of pc's set that holds pc or is empty, else the one whose
+    // turn it is.
+    const unsigned set = Set(pc);
+    unsigned i = set;
+    if (t.pc[i] != pc && t.id[i]) {
+      if (t.pc[i + 1] == pc || !t.id[i + 1]) {
+        ++i;
+      } else {
+        i += t.victim[set / 2];
+        t.victim[set / 2] ^= 1;
+      }
+    }
+    t.id[i] = 0;
+    t.pc[i] = pc;
+    t.frame[i] = frame;
+    t.nrec[i] = RecordWalk(frame, t.rec[i]);
+    t.id[i] = id;
+  }
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t.busy = false;
+  return id;
+}
+
+}  // namespace stack_fast
+
+// The stacks this thread remembers were made with the old hidden text:
+// forgotten (another thread's are only as stale as before).
+void HideTextRange(uintptr_t lo, uintptr_t hi) {
+  AddHidden(lo, hi);
+  t_recent_stacks = RecentStacks();
+  stack_fast::t_seen_walks = stack_fast::SeenWalks();
 }
 
 namespace {

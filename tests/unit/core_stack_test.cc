@@ -169,7 +169,7 @@ TEST(Stack, WalkStopsWhereTheChainIsNoChain) {
   uintptr_t pc = StackPcs(CaptureHere(&line))[0];               // a real return address
   const uintptr_t data = reinterpret_cast<uintptr_t>(&g_sink);  // mapped, but no code
   for (uintptr_t garbage : {uintptr_t{0x100000000}, uintptr_t{0x7fff00001000}, data}) {
-    volatile uintptr_t fake[4];
+    volatile uintptr_t fake[6];
     fake[0] = reinterpret_cast<uintptr_t>(&fake[2]);  // a "caller's frame" above
     fake[1] = 0;
     fake[2] = 0;
@@ -179,6 +179,38 @@ TEST(Stack, WalkStopsWhereTheChainIsNoChain) {
     std::vector<Frame> frames = SymbolizeStack(id);
     for (const Frame& f : frames) EXPECT_EQ(FormatFrame(f).find("<unknown>"), std::string::npos);
   }
+}
+
+// The same call site and frame, a caller's return address changed below
+// them (another caller at the same depth): the capture remembered for that
+// call site and frame must not be given again, nor after the change back.
+TEST(Stack, SameSiteAndFrameDifferentCallerIsAnotherStack) {
+  int line = 0;
+  uintptr_t pc = StackPcs(CaptureHere(&line))[0];
+  const uintptr_t first = StackPcs(TwoSites(false))[0], second = StackPcs(TwoSites(true))[0];
+  ASSERT_NE(first, second);
+  volatile uintptr_t fake[4];
+  fake[0] = reinterpret_cast<uintptr_t>(&fake[2]);  // the caller's frame record
+  fake[1] = pc;
+  fake[2] = 0;  // the chain ends there
+  const uintptr_t frame = reinterpret_cast<uintptr_t>(&fake[0]);
+  for (int round = 0; round < 2; ++round) {
+    for (uintptr_t caller : {first, second}) {
+      fake[3] = caller;  // its return address
+      for (int again = 0; again < 2; ++again) {
+        StackId id = CaptureStackFrom(pc, frame);
+        EXPECT_EQ(StackPcs(id), (std::vector<uintptr_t>{pc, caller})) << round << " " << again;
+      }
+    }
+  }
+  // The end of the chain moved: the walk goes one record further.
+  fake[3] = first;
+  fake[4] = 0;
+  fake[5] = second;
+  fake[2] = reinterpret_cast<uintptr_t>(&fake[4]);
+  EXPECT_EQ(StackPcs(CaptureStackFrom(pc, frame)), (std::vector<uintptr_t>{pc, first, second}));
+  fake[2] = 0;
+  EXPECT_EQ(StackPcs(CaptureStackFrom(pc, frame)), (std::vector<uintptr_t>{pc, first}));
 }
 
 // The shim's own frames never show: a stack captured inside hidden text
