@@ -150,10 +150,21 @@ template <typename Wr, typename Obj, typename Post>
   return err ? PostPrefixThenFail(obj, wr, bad, k, err, post) : post(obj, wr, bad);
 }
 
+// Each thread's post_recv and post_srq_recv event, reused (FreshEvent):
+// PostRecvCommon writes the same fields of either kind.
+thread_local bool t_recv_event_gone = false;
+struct ThreadRecvEvent {
+  core::Event event;
+  ~ThreadRecvEvent() { t_recv_event_gone = true; }
+};
+thread_local ThreadRecvEvent t_recv_event;
+
 int PostRecvCommon(core::EventKind kind, const void* obj, ibv_recv_wr* wr, ibv_recv_wr** bad, int rc,
                    core::StackId stack) {
-  core::Event e;
-  e.kind = kind;
+  std::unique_ptr<core::Event> spare;
+  core::Event& e = FreshEvent(t_recv_event.event, t_recv_event_gone, spare, kind);
+  e.bad_index = UINT32_MAX;
+  e.recv_wrs.clear();
   const ObjInfo info = Lookup(obj);
   e.obj = info.id;
   e.ret = rc;
