@@ -614,7 +614,17 @@ uint64_t Decider::Count(Point p) const {
 }
 
 uint64_t Decider::Reached(Point p) const {
-  return reached_[static_cast<int>(p)].load(std::memory_order_relaxed);
+  uint64_t n = reached_[static_cast<int>(p)].load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& c : hit_counters_)
+    if (c->p_ == p) n += c->n_.load(std::memory_order_relaxed);
+  return n;
+}
+
+Decider::HitCounter* Decider::NewHitCounter(Point p) {
+  std::lock_guard<std::mutex> l(mu_);
+  hit_counters_.push_back(std::unique_ptr<HitCounter>(new HitCounter(p)));
+  return hit_counters_.back().get();
 }
 
 std::string FormatReached(const Decider& d) {

@@ -316,6 +316,32 @@ class Decider {
     return FaultMayFire(p, obj, qp_num, outcome, note, wr_id);
   }
 
+  // A count of one caller's hits at a fault point, kept by one writer at a
+  // time (a CQ's, under its lock), so that counting a hit is a plain add,
+  // not a locked one: Reached(p) adds every such count to the Decider's
+  // own.  Owned by the Decider (NewHitCounter: stable until it goes).
+  class HitCounter {
+   public:
+    [[gnu::always_inline]] void Bump() {
+      n_.store(n_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
+   private:
+    friend class Decider;
+    explicit HitCounter(Point p) : p_(p) {}
+    Point p_;
+    std::atomic<uint64_t> n_{0};
+  };
+  HitCounter* NewHitCounter(Point p);
+  // Fault() for a caller that counts its hits in `hits` (a counter of p's).
+  uint64_t FaultCounted(HitCounter* hits, Point p, uint64_t obj, uint32_t qp_num,
+                        absl::FunctionRef<uint64_t(const FaultRule&, Draws&)> outcome, NoteFn note = nullptr,
+                        uint64_t wr_id = 0) {
+    hits->Bump();
+    if (!may_fire_[static_cast<int>(p)]) return 0;
+    return FaultMayFire(p, obj, qp_num, outcome, note, wr_id);
+  }
+
   // A scheduler decision: `f` computes the outcome from draws (not called
   // when replaying).  Non-zero outcomes are recorded.
   uint64_t Schedule(Point p, uint64_t obj, absl::FunctionRef<uint64_t(Draws&)> f, NoteFn note = nullptr,
@@ -415,6 +441,7 @@ class Decider {
   std::vector<RuleState> chaos_state_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> counts_[kNumPoints] = {};
   std::atomic<uint64_t> reached_[kNumPoints] = {};
+  std::vector<std::unique_ptr<HitCounter>> hit_counters_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rdmasan::core

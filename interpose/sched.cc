@@ -32,15 +32,20 @@ using core::Point;
 // polls of its CQ, uniformly): a completion held over many polls lets later
 // ones of other queues, e.g. the reply to its request, overtake it.
 constexpr double kHoldChance = 0.25;
-constexpr uint64_t kTagPctPriority = 0x70637470;
-constexpr uint64_t kTagPctChange = 0x70637463;
 
 using internal::CqState;
+using internal::Eligible;
 using internal::Entry;
 using internal::ExFns;
 using internal::Global;
+using internal::HookReaders;
+using internal::IsForced;
 using internal::Mode;
-using internal::Pct;
+using internal::PctInit;
+using internal::PctPriority;
+using internal::ReadEx;
+using internal::Side;
+using internal::StateOf;
 
 // Made on first use: a verb can be called from another library's
 // constructor, before this library's initialisers ran (a constant-initialized
@@ -73,8 +78,6 @@ struct LastState {
 };
 thread_local LastState t_last_state;
 
-CqState* StateOf(const void* cq) { return reinterpret_cast<CqState*>(g_states.Get(cq)); }
-
 [[gnu::noinline]] CqState* GetStateSlow(const void* cq, uint64_t gen) {
   LastState& last = t_last_state;
   CqState* s = StateOf(cq);
@@ -100,6 +103,20 @@ inline CqState* GetState(const void* cq) {
   if (__builtin_expect(last.cq == cq && last.gen == gen, 1)) return last.st;
   return GetStateSlow(cq, gen);
 }
+
+// A completion to the caller's array (its bytes: a copy field by field
+// was twice the instructions).
+[[gnu::always_inline]] inline void CopyWc(ibv_wc* to, const ibv_wc& from) {
+  std::memcpy(to, &from, sizeof(*to));
+}
+
+// Releases a CQ's lock taken before it (std::lock_guard's adopt_lock, whose
+// destructor was left out of line).
+struct Unlocks {
+  core::BiasedLock& mu;
+  [[gnu::always_inline]] explicit Unlocks(core::BiasedLock& m) : mu(m) {}
+  [[gnu::always_inline]] ~Unlocks() { mu.unlock(); }
+};
 
 // A new last entry of the buffer, its fields but wc as a fresh Entry's (a
 // reused slot keeps its last completion's).  The ibv_cq_ex extras are read
@@ -151,10 +168,6 @@ template <typename F, typename N>
   return g.decider->ScheduleAt(p, obj, hit, f, note, qp_num, wr_id);
 }
 
-bool IsForced(const Global& g, const CqState& st, const Entry& e) {
-  return e.age >= g.delay || e.seq < st.release_below;
-}
-
 // What LookupQp says of the QP numbered qp_num on `ctx` (the CQ's context),
 // remembered per CQ: consecutive completions mostly name one QP.  Null if
 // unknown; else the CQ's copy, good until its next CachedQp (under mu).
@@ -162,6 +175,7 @@ bool IsForced(const Global& g, const CqState& st, const Entry& e) {
   const uint64_t gen = QpTableGeneration();
   if (__builtin_expect(st.qp_gen != gen || st.qp_num != qp_num, 0)) {
     st.qp_known = LookupQp(ctx, qp_num, &st.qp);
+    st.qp_may_fail = st.qp_known && (st.qp.type == IBV_QPT_RC || st.qp.type == IBV_QPT_XRC_SEND);
     st.qp_gen = gen;
     st.qp_num = qp_num;
   }
@@ -169,6 +183,17 @@ bool IsForced(const Global& g, const CqState& st, const Entry& e) {
 }
 
 // --------------------------------------------------------------- wc.error --
+
+[[gnu::noinline]] core::Decider::HitCounter* NewWcHits(const Global& g, CqState& st) {
+  st.wc_hits = g.decider->NewHitCounter(Point::kWcError);
+  st.wc_hits_epoch = g.epoch;
+  return st.wc_hits;
+}
+
+// The CQ's counter of its hits at wc.error, for the Global's Decider.
+[[gnu::always_inline]] inline core::Decider::HitCounter* WcHits(const Global& g, CqState& st) {
+  return __builtin_expect(st.wc_hits_epoch == g.epoch, 1) ? st.wc_hits : NewWcHits(g, st);
+}
 
 bool IsRdmaOrAtomic(uint32_t opcode) {
   return opcode == IBV_WC_RDMA_WRITE || opcode == IBV_WC_RDMA_READ || opcode == IBV_WC_COMP_SWAP ||
@@ -207,10 +232,10 @@ bool Failing(const CqState& st, uint32_t qp_num) {
   if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV)) {
     if (!st.failing.empty() && Failing(st, wc.qp_num)) {
       wc.status = IBV_WC_WR_FLUSH_ERR;
-    } else if (g.wc_error && known && (known->type == IBV_QPT_RC || known->type == IBV_QPT_XRC_SEND)) {
+    } else if (g.wc_error && st.qp_may_fail) {
       const uint32_t opcode = wc.opcode;
-      const uint64_t status = g.decider->Fault(
-          Point::kWcError, known->id, wc.qp_num,
+      const uint64_t status = g.decider->FaultCounted(
+          WcHits(g, st), Point::kWcError, known->id, wc.qp_num,
           [opcode](const core::FaultRule& r, core::Draws& d) { return DrawStatus(r, d, opcode); }, nullptr,
           wc.wr_id);
       if (status && status <= IBV_WC_TM_RNDV_INCOMPLETE) {
@@ -290,6 +315,17 @@ inline bool NewFailure(const CqState& st, size_t failing_before) {
   return st.failing.size() != failing_before && !st.failing.empty();
 }
 
+[[gnu::noinline]] ibv_wc* NewPulledArray(CqState& st) {
+  st.pulled.reset(new ibv_wc[kCapacity]);
+  return st.pulled.get();
+}
+
+// The CQ's array for a provider's poll of up to kCapacity completions.
+[[gnu::always_inline]] inline ibv_wc* PulledArray(CqState& st) {
+  ibv_wc* a = st.pulled.get();
+  return __builtin_expect(a != nullptr, 1) ? a : NewPulledArray(st);
+}
+
 // Pulls what the provider has into the buffer (through `tmp`, kCapacity
 // completions), from round `round` of at most four (round 0: the poll's
 // first pull); returns how many it pulled (the buffer's last ones).  In
@@ -311,33 +347,6 @@ inline bool NewFailure(const CqState& st, size_t failing_before) {
     if (!NewFailure(st, failing_before)) break;
   }
   return pulled;
-}
-
-void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e) {
-  ibv_wc& wc = e->wc;
-  std::memset(&wc, 0, sizeof(wc));
-  wc.wr_id = cq->wr_id;
-  wc.status = cq->status;
-  const bool ok = cq->status == IBV_WC_SUCCESS;
-  const uint64_t fl = f.wc_flags;
-  if (f.read_vendor_err && !ok) wc.vendor_err = f.read_vendor_err(cq);
-  if ((fl & IBV_WC_EX_WITH_QP_NUM) && f.read_qp_num) wc.qp_num = f.read_qp_num(cq);
-  if (!ok) return;
-  if (f.read_opcode) wc.opcode = f.read_opcode(cq);
-  if (f.read_wc_flags) wc.wc_flags = f.read_wc_flags(cq);
-  if ((fl & IBV_WC_EX_WITH_BYTE_LEN) && f.read_byte_len) wc.byte_len = f.read_byte_len(cq);
-  if ((fl & IBV_WC_EX_WITH_IMM) && f.read_imm_data) wc.imm_data = f.read_imm_data(cq);
-  if ((fl & IBV_WC_EX_WITH_SRC_QP) && f.read_src_qp) wc.src_qp = f.read_src_qp(cq);
-  if ((fl & IBV_WC_EX_WITH_SLID) && f.read_slid) wc.slid = static_cast<uint16_t>(f.read_slid(cq));
-  if ((fl & IBV_WC_EX_WITH_SL) && f.read_sl) wc.sl = f.read_sl(cq);
-  if ((fl & IBV_WC_EX_WITH_DLID_PATH_BITS) && f.read_dlid_path_bits)
-    wc.dlid_path_bits = f.read_dlid_path_bits(cq);
-  if ((fl & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) && f.read_completion_ts) e->ts = f.read_completion_ts(cq);
-  if ((fl & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK) && f.read_completion_wallclock_ns)
-    e->wallclock = f.read_completion_wallclock_ns(cq);
-  if ((fl & IBV_WC_EX_WITH_CVLAN) && f.read_cvlan) e->cvlan = f.read_cvlan(cq);
-  if ((fl & IBV_WC_EX_WITH_FLOW_TAG) && f.read_flow_tag) e->flow_tag = f.read_flow_tag(cq);
-  if ((fl & IBV_WC_EX_WITH_TM_INFO) && f.read_tm_info) f.read_tm_info(cq, &e->tm);
 }
 
 // Pulls through the provider's start/next/end_poll; returns how many it
@@ -368,66 +377,10 @@ int PullEx(const Global& g, CqState& st, ibv_cq_ex* cq, ibv_poll_cq_attr* attr) 
 // PullPoll out of line, for the natural order's rare pull after an injected
 // error.
 [[gnu::noinline]] void PullFlushed(const Global& g, CqState& st, ibv_cq* cq, PollFn provider, int* err) {
-  ibv_wc tmp[kCapacity];
-  PullPoll(g, st, cq, provider, err, tmp);
+  PullPoll(g, st, cq, provider, err, PulledArray(st));
 }
 
 // ------------------------------------------------------------------ picks --
-
-void PctInit(Global& g, Pct& p) {
-  if (p.init) return;
-  p.init = true;
-  const core::Options& o = core::GlobalOptions();
-  p.depth = std::clamp(o.pct_depth, 1, 64);
-  const uint64_t k = static_cast<uint64_t>(std::max(o.pct_steps, 1));
-  for (int i = 1; i < p.depth; ++i)
-    p.change.push_back(1 + g.decider->source().RunDraw(kTagPctChange, i, 0, k));
-}
-
-int64_t PctPriority(Global& g, Pct& p, uint64_t ident) {
-  auto it = p.prio.find(ident);
-  if (it != p.prio.end()) return it->second;
-  const int64_t v = p.depth + static_cast<int64_t>(
-                                  g.decider->source().RunDraw(kTagPctPriority, ident, 0, uint64_t{1} << 40));
-  p.prio[ident] = v;
-  return v;
-}
-
-// The eligible entries of the buffer, oldest first (indexes).
-void Eligible(const Global& g, const CqState& st, std::vector<uint32_t>* out) {
-  out->clear();
-  // Small sets: the streams and QPs seen so far in the buffer.
-  thread_local std::vector<uint64_t> streams;
-  thread_local std::vector<std::pair<uint32_t, bool>> qps;  // qp_num, a barrier seen
-  streams.clear();
-  qps.clear();
-  for (uint32_t i = 0; i < st.buf.size(); ++i) {
-    const Entry& e = st.buf[i];
-    bool ok = std::find(streams.begin(), streams.end(), e.stream) == streams.end();
-    auto q = std::find_if(qps.begin(), qps.end(), [&](const auto& x) { return x.first == e.wc.qp_num; });
-    if (q != qps.end() && (q->second || e.barrier)) ok = false;
-    if (e.age < e.hold && !IsForced(g, st, e)) ok = false;  // held back: still blocks its stream
-    if (ok) out->push_back(i);
-    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) streams.push_back(e.stream);
-    if (q == qps.end())
-      qps.emplace_back(e.wc.qp_num, e.barrier);
-    else
-      q->second |= e.barrier;
-  }
-}
-
-const char* Side(const Entry& e) {
-  switch (e.stream >> 62) {
-    case 0:
-      return "send";
-    case 1:
-      return "recv";
-    case 2:
-      return "srq";
-    default:
-      return "error";
-  }
-}
 
 // Pick's choice among the eligible completions, when there may be a choice
 // (the oldest is not forced, and the order is not the natural one).
@@ -556,12 +509,6 @@ ExFns* ExOf(ibv_cq_ex* cq, CqState** st) {
   return *st ? (*st)->ex : nullptr;
 }
 
-const Entry& Cur(ibv_cq_ex* cq) {
-  static const Entry kNone{};
-  CqState* st = StateOf(cq);
-  return st ? st->current : kNone;
-}
-
 bool ServeNextEx(Global& g, CqState& st, ibv_cq_ex* cq) {
   size_t at;
   if (st.ex_budget <= 0 || !Pick(g, st, cq, &at)) return false;
@@ -602,29 +549,13 @@ void SEndPoll(ibv_cq_ex* cq) {
   st->mu.unlock();
 }
 
-ibv_wc_opcode SReadOpcode(ibv_cq_ex* cq) { return Cur(cq).wc.opcode; }
-uint32_t SReadVendorErr(ibv_cq_ex* cq) { return Cur(cq).wc.vendor_err; }
-uint32_t SReadByteLen(ibv_cq_ex* cq) { return Cur(cq).wc.byte_len; }
-__be32 SReadImm(ibv_cq_ex* cq) { return Cur(cq).wc.imm_data; }
-uint32_t SReadQpNum(ibv_cq_ex* cq) { return Cur(cq).wc.qp_num; }
-uint32_t SReadSrcQp(ibv_cq_ex* cq) { return Cur(cq).wc.src_qp; }
-unsigned int SReadWcFlags(ibv_cq_ex* cq) { return Cur(cq).wc.wc_flags; }
-uint32_t SReadSlid(ibv_cq_ex* cq) { return Cur(cq).wc.slid; }
-uint8_t SReadSl(ibv_cq_ex* cq) { return Cur(cq).wc.sl; }
-uint8_t SReadDlidPathBits(ibv_cq_ex* cq) { return Cur(cq).wc.dlid_path_bits; }
-uint64_t SReadTs(ibv_cq_ex* cq) { return Cur(cq).ts; }
-uint16_t SReadCvlan(ibv_cq_ex* cq) { return Cur(cq).cvlan; }
-uint32_t SReadFlowTag(ibv_cq_ex* cq) { return Cur(cq).flow_tag; }
-void SReadTmInfo(ibv_cq_ex* cq, ibv_wc_tm_info* out) { *out = Cur(cq).tm; }
-uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
-
 // A poll's release of what is buffered, when there may be a choice: Pick
 // after Pick, then the rest age.
 [[gnu::noinline]] int ReleaseMany(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc) {
   int out = 0;
   size_t at;
   while (out < n && Pick(g, st, cq, &at)) {
-    wc[out++] = st.buf[at].wc;
+    CopyWc(&wc[out++], st.buf[at].wc);
     Release(st, at);
   }
   AgeRest(st);
@@ -663,7 +594,7 @@ uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
       if (!(g.delay == 0 || seq < st.release_below))
         hold = DrawHold(g, st, cq, c, [&] { return SideOf(c, known); });
       if (hold == 0) {
-        wc[0] = c;
+        CopyWc(wc, c);
         *result = 1;
         return true;
       }
@@ -685,18 +616,10 @@ uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
   return false;
 }
 
-// A poll through the buffer, under the CQ's lock: pull, hold, pick.
-[[gnu::always_inline]] inline int PollThroughBuffer(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc,
-                                                    PollFn provider) {
-  ibv_wc tmp[kCapacity];
-  int err = 0;
-  int pulled = 0;
-  if (st.buf.empty() && g.mode == Mode::kRandom) {
-    int result;
-    if (PullIntoEmpty(g, st, cq, wc, provider, tmp, &err, &pulled, &result)) return result;
-  } else {
-    pulled = PullPoll(g, st, cq, provider, &err, tmp);
-  }
+// A poll's course after its pulls (`pulled` completions, the provider's
+// error `err`): holds drawn, then what is eligible released.
+[[gnu::always_inline]] inline int FinishPoll(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc,
+                                             int pulled, int err) {
   AfterPullOfPoll(st);
   if (st.buf.empty()) return err < 0 ? err : 0;
   if (pulled > 0) AssignHolds(g, st, cq, pulled);
@@ -708,24 +631,65 @@ uint64_t SReadWallclock(ibv_cq_ex* cq) { return Cur(cq).wallclock; }
       ++e.age;  // held back: it stayed buffered through this poll
       return 0;
     }
-    wc[0] = e.wc;
+    CopyWc(wc, e.wc);
     st.buf.pop_front();
     return 1;
   }
   return ReleaseMany(g, st, cq, n, wc);
 }
 
+[[gnu::noinline]] int AfterPulls(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc, int pulled, int err) {
+  return FinishPoll(g, st, cq, n, wc, pulled, err);
+}
+
+// A poll through the buffer, under the CQ's lock: pull, hold, pick.
+[[gnu::always_inline]] inline int PollThroughBuffer(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc,
+                                                    PollFn provider) {
+  ibv_wc* const tmp = PulledArray(st);
+  int err = 0;
+  int pulled = 0;
+  if (st.buf.empty() && g.mode == Mode::kRandom) {
+    int result;
+    if (PullIntoEmpty(g, st, cq, wc, provider, tmp, &err, &pulled, &result)) return result;
+  } else {
+    pulled = PullPoll(g, st, cq, provider, &err, tmp);
+  }
+  return FinishPoll(g, st, cq, n, wc, pulled, err);
+}
+
 // A poll through the buffer: reorder=random or pct, a replay, or the
-// natural order with completions buffered (after an injected error).  In
-// one frame out of Poll (which jumps here with the CQ's lock taken and
-// StartOfPoll done; the lock is released here), so that the natural
+// natural order with completions buffered or a send queue failing (after
+// an injected error).  In one frame out of Poll (which jumps here with the
+// CQ's lock taken; the lock is released here), so that the natural
 // order's Poll stays small, its lock's fast path in line.
 [[gnu::noinline]] int PollBuffered(Global& g, CqState& st, ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
-  std::lock_guard<core::BiasedLock> l(st.mu, std::adopt_lock);
+  const Unlocks l(st.mu);
+  StartOfPoll(st);
   return PollThroughBuffer(g, st, cq, n, wc, provider);
 }
 
+// The natural order's poll that injected an error (a send queue failing)
+// or that follows arming, after its pull: StartOfPoll and AfterPull's
+// course (nothing was failing before this pull), then what the provider
+// completed before the failed QP went to ERR is pulled now (and
+// rewritten), for the next polls.  (Forcing is for holds and picks,
+// which the natural order never makes: StartOfPoll after the pull
+// changes nothing it returns.)
+[[gnu::noinline]] void AfterNaturalPull(const Global& g, CqState& st, ibv_cq* cq, PollFn provider) {
+  StartOfPoll(st);
+  if (!st.failing.empty()) {
+    ++st.pulls;
+    int err = 0;
+    PullFlushed(g, st, cq, provider, &err);
+  }
+  AfterPullOfPoll(st);
+}
+
 }  // namespace
+
+namespace internal {
+CqState* StateOf(const void* cq) { return reinterpret_cast<CqState*>(g_states.Get(cq)); }
+}  // namespace internal
 
 bool ComputeOn() {
   std::lock_guard<std::mutex> l(g_create_mu);
@@ -739,34 +703,75 @@ bool ComputeOn() {
     G()->mode = r == ReorderMode::kRandom ? Mode::kRandom
                 : r == ReorderMode::kPct  ? Mode::kPct
                                           : Mode::kNatural;
+    G()->natural = G()->mode == Mode::kNatural && !G()->replaying;
+    G()->quick_random = G()->mode == Mode::kRandom && !G()->replaying;
     G()->delay = static_cast<uint32_t>(std::clamp(core::GlobalOptions().reorder_delay, 0, 1000000));
   }
-  g_on.store(on ? 2 : 1, std::memory_order_release);
+  g_on.store(!on ? 1 : G()->natural ? 3 : 2, std::memory_order_release);
   return on;
 }
 
-int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+int PollNatural(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
   CqState* st = n > 0 ? GetState(cq) : nullptr;
   if (!st) return provider(cq, n, wc);
   Global& g = *G();
   st->mu.LockAsUser();
-  StartOfPoll(*st);
-  if (g.mode != Mode::kNatural || g.replaying || !st->buf.empty() || !st->failing.empty())
+  if (__builtin_expect(!g.natural || !st->buf.empty() || !st->failing.empty(), 0))
     return PollBuffered(g, *st, cq, n, wc, provider);  // it releases the lock
-  std::lock_guard<core::BiasedLock> l(st->mu, std::adopt_lock);
-  // Nothing is held or picked (the natural order) and nothing waits in the
-  // buffer: the provider's completions go straight to the caller, each
-  // admitted in place, as the buffer would have returned them.
+  const Unlocks l(st->mu);
+  // Nothing is held or picked (the natural order), nothing waits in the
+  // buffer and nothing failed: the provider's completions go straight to
+  // the caller, each admitted in place, as the buffer would have returned
+  // them.  (The pull count matters only while a send queue is failing:
+  // AfterNaturalPull counts this pull when one begins to.)
   const int got = provider(cq, n, wc);
-  if (got < 0) return got;
   for (int i = 0; i < got; ++i) AdmitWc(g, *st, cq->context, wc[i]);
-  AfterPull(*st, got, n);
-  int err = 0;
-  // An error injected: what the provider completed before its QP went to
-  // ERR is pulled now (and rewritten), for the next polls.
-  if (!st->failing.empty()) PullFlushed(g, *st, cq, provider, &err);
-  AfterPullOfPoll(*st);
+  if (__builtin_expect(!st->failing.empty() || st->arm_pending, 0)) AfterNaturalPull(g, *st, cq, provider);
   return got;
+}
+
+// reorder=random's poll of a CQ with at most one completion buffered,
+// nothing failing and nothing armed (a program with one completion in
+// flight at a time polls so): PollThroughBuffer's course in one small
+// frame, a held completion's poll that pulls nothing in short.  Any other
+// poll: PollBuffered.
+int PollScheduled(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+  CqState* st = n > 0 ? GetState(cq) : nullptr;
+  if (!st) return provider(cq, n, wc);
+  Global& g = *G();
+  st->mu.LockAsUser();
+  if (!(g.quick_random && st->buf.size() <= 1 && st->failing.empty() && !st->arm_pending))
+    return PollBuffered(g, *st, cq, n, wc, provider);  // it releases the lock
+  const Unlocks l(st->mu);
+  ibv_wc* const tmp = PulledArray(*st);
+  int err = 0;
+  int pulled = 0;
+  if (st->buf.empty()) {
+    int result;
+    if (PullIntoEmpty(g, *st, cq, wc, provider, tmp, &err, &pulled, &result)) return result;
+    return AfterPulls(g, *st, cq, n, wc, pulled, err);
+  }
+  const int room = kCapacity - 1;
+  const int got = provider(cq, room, tmp);
+  if (__builtin_expect(got == 0, 1)) {
+    ++st->pulls;  // AfterPull: nothing failing; AfterPullOfPoll: not armed
+    Entry& e = st->buf.front();
+    if (!IsForced(g, *st, e) && e.age < e.hold) {
+      ++e.age;  // held back: it stayed buffered through this poll
+      return 0;
+    }
+    CopyWc(wc, e.wc);
+    st->buf.pop_front();
+    return 1;
+  }
+  if (got < 0) {
+    err = got;
+  } else {
+    TakePulled(g, *st, cq->context, tmp, got, room);
+    pulled = got;
+    if (!st->failing.empty()) pulled += PullPoll(g, *st, cq, provider, &err, tmp, 1);  // a new failure
+  }
+  return AfterPulls(g, *st, cq, n, wc, pulled, err);
 }
 
 void Armed(ibv_cq* cq) {
@@ -802,23 +807,7 @@ void HookCqEx(ibv_cq_ex* cq, uint64_t wc_flags) {
   cq->start_poll = SStartPoll;
   cq->next_poll = SNextPoll;
   cq->end_poll = SEndPoll;
-  // Only the readers the provider offers: the others stay null, as the
-  // program found them.
-  if (cq->read_opcode) cq->read_opcode = SReadOpcode;
-  if (cq->read_vendor_err) cq->read_vendor_err = SReadVendorErr;
-  if (cq->read_byte_len) cq->read_byte_len = SReadByteLen;
-  if (cq->read_imm_data) cq->read_imm_data = SReadImm;
-  if (cq->read_qp_num) cq->read_qp_num = SReadQpNum;
-  if (cq->read_src_qp) cq->read_src_qp = SReadSrcQp;
-  if (cq->read_wc_flags) cq->read_wc_flags = SReadWcFlags;
-  if (cq->read_slid) cq->read_slid = SReadSlid;
-  if (cq->read_sl) cq->read_sl = SReadSl;
-  if (cq->read_dlid_path_bits) cq->read_dlid_path_bits = SReadDlidPathBits;
-  if (cq->read_completion_ts) cq->read_completion_ts = SReadTs;
-  if (cq->read_cvlan) cq->read_cvlan = SReadCvlan;
-  if (cq->read_flow_tag) cq->read_flow_tag = SReadFlowTag;
-  if (cq->read_tm_info) cq->read_tm_info = SReadTmInfo;
-  if (cq->read_completion_wallclock_ns) cq->read_completion_wallclock_ns = SReadWallclock;
+  HookReaders(cq);
 }
 
 void ForgetCq(const ibv_cq* cq) {

@@ -60,19 +60,27 @@ namespace rdmasan::interpose::sched {
 
 inline constexpr int kCapacity = 256;  // completions buffered per CQ
 
-// 0: not known yet, 1: off, 2: on.
+// 0: not known yet, 1: off, 2: on, 3: on in the natural order (nothing
+// is held or picked: reorder=off, not replaying).
 extern std::atomic<int> g_on;
 bool ComputeOn();
 // Whether the poll paths schedule: one relaxed load and one branch when off.
 inline bool On() {
   const int s = g_on.load(std::memory_order_relaxed);
   if (__builtin_expect(s == 1, 1)) return false;
-  return s == 2 || ComputeOn();
+  return s >= 2 || ComputeOn();
 }
 
 using PollFn = int (*)(ibv_cq*, int, ibv_wc*);
-// ibv_poll_cq through the scheduler (`provider`: the provider's poll_cq).
-int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider);
+// Poll's two courses: the natural order's, and the one that holds and picks.
+int PollNatural(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider);
+int PollScheduled(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider);
+// ibv_poll_cq through the scheduler (`provider`: the provider's poll_cq),
+// after On().
+inline int Poll(ibv_cq* cq, int n, ibv_wc* wc, PollFn provider) {
+  return g_on.load(std::memory_order_relaxed) == 3 ? PollNatural(cq, n, wc, provider)
+                                                   : PollScheduled(cq, n, wc, provider);
+}
 // After a successful ibv_req_notify_cq: the next poll releases what is held.
 void Armed(ibv_cq* cq);
 // Puts the scheduler's start/next/end_poll and read_* functions on an

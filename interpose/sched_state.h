@@ -2,8 +2,8 @@
 // buffer of completions and what its decisions count, and the run's
 // settings.  Split from sched.cc, which reads and writes all of it.
 //
-// May not: be included by anything but sched.cc (interpose/sched.h is the
-// module's header).
+// May not: be included by anything but sched.cc, sched_ex.cc and
+// sched_pick.cc (interpose/sched.h is the module's header).
 #ifndef RDMASAN_INTERPOSE_SCHED_STATE_H_
 #define RDMASAN_INTERPOSE_SCHED_STATE_H_
 
@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -74,6 +75,10 @@ struct CqState {
   // one poller do).
   core::BiasedLock mu;
   checkers::Ring<Entry> buf;  // oldest first; slots reused (no allocation per completion)
+  // What a provider's poll put there before the buffer takes it (kCapacity
+  // completions, made at the CQ's first pull into the buffer): not on the
+  // stack, so that a poll's frame stays small.
+  std::unique_ptr<ibv_wc[]> pulled;
   uint64_t next_seq = 1;
   uint64_t release_below = 0;  // entries with seq < this are forced (armed)
   bool arm_pending = false;
@@ -102,7 +107,12 @@ struct CqState {
   uint64_t qp_gen = 0;
   uint32_t qp_num = 0;
   bool qp_known = false;
+  bool qp_may_fail = false;  // known, and RC or XRC_SEND (wc.error may fail its sends)
   QpInfo qp;
+  // This CQ's hits at wc.error, counted without a locked add (the Decider's
+  // HitCounter of the Global numbered wc_hits_epoch).
+  uint64_t wc_hits_epoch = 0;
+  core::Decider::HitCounter* wc_hits = nullptr;
 };
 
 struct Pct {
@@ -122,11 +132,36 @@ struct Global {
   uint64_t epoch = g_epochs.fetch_add(1, std::memory_order_relaxed) + 1;
   Mode mode = Mode::kNatural;
   bool replaying = false;
+  bool natural = true;        // mode kNatural and not replaying: nothing is held or picked
+  bool quick_random = false;  // mode kRandom and not replaying (sched.cc's PollRandom)
   bool wc_error = false;
   uint32_t delay = 4;
   core::Decider* decider = nullptr;
   Pct pct;
 };
+
+// A buffered completion that polls return oldest first, neither held nor
+// picked: it stayed buffered through reorder_delay polls, or it was
+// buffered when the CQ was armed.
+inline bool IsForced(const Global& g, const CqState& st, const Entry& e) {
+  return e.age >= g.delay || e.seq < st.release_below;
+}
+
+// sched.cc: the state of `cq` (an ibv_cq or ibv_cq_ex), null if none.
+CqState* StateOf(const void* cq);
+// sched_ex.cc: the provider's current completion of `cq` into `e`; the
+// scheduler's read_* functions put on `cq`, for those its provider offers.
+void ReadEx(const ExFns& f, ibv_cq_ex* cq, Entry* e);
+void HookReaders(ibv_cq_ex* cq);
+
+// sched_pick.cc: the eligible entries of the buffer (the head of its
+// stream, not held, behind no barrier of its QP), oldest first (indexes);
+// PCT's draws of the run (once) and a stream's priority; "send", "recv",
+// "srq" or "error".
+void Eligible(const Global& g, const CqState& st, std::vector<uint32_t>* out);
+void PctInit(Global& g, Pct& p);
+int64_t PctPriority(Global& g, Pct& p, uint64_t ident);
+const char* Side(const Entry& e);
 
 }  // namespace rdmasan::interpose::sched::internal
 

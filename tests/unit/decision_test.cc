@@ -300,6 +300,29 @@ TEST(Decider, ReachedCountsEveryHitAndTheLogListsThem) {
           .empty());
 }
 
+// A caller's own hit counters (the scheduler's per CQ) are part of
+// Reached, and FaultCounted decides as Fault: the same key sequence.
+TEST(Decider, HitCountersAddToReachedAndFaultCountedDecidesAsFault) {
+  auto d = Make("wc.error:nth=3", 1);
+  Decider::HitCounter* a = d->NewHitCounter(Point::kWcError);
+  Decider::HitCounter* b = d->NewHitCounter(Point::kWcError);
+  Decider::HitCounter* other = d->NewHitCounter(Point::kPostSend);
+  auto status = [](const FaultRule&, Draws&) -> uint64_t { return 12; };
+  std::vector<uint64_t> got;
+  got.push_back(d->FaultCounted(a, Point::kWcError, 5, 0, status));
+  got.push_back(d->FaultCounted(b, Point::kWcError, 6, 0, status));
+  got.push_back(d->Fault(Point::kWcError, 5, 0, status));
+  got.push_back(d->FaultCounted(a, Point::kWcError, 5, 0, status));
+  got.push_back(d->FaultCounted(a, Point::kWcError, 5, 0, status));
+  other->Bump();
+  EXPECT_EQ(got, (std::vector<uint64_t>{0, 0, 12, 0, 0}));  // the rule's third hit, counted or not
+  EXPECT_EQ(d->Reached(Point::kWcError), 5u);
+  EXPECT_EQ(d->Reached(Point::kPostSend), 1u);
+  EXPECT_EQ(d->Count(Point::kWcError), 1u);
+  const std::string text = FormatReached(*d);
+  EXPECT_NE(text.find("# reached wc.error 5\n"), std::string::npos) << text;
+}
+
 TEST(Decider, OnceFiresOnlyOnce) {
   auto d = Make("reg_mr:once", 1);
   std::vector<uint64_t> got;
