@@ -104,10 +104,17 @@ inline CqState* GetState(const void* cq) {
   return GetStateSlow(cq, gen);
 }
 
-// A completion to the caller's array (its bytes: a copy field by field
-// was twice the instructions).
+// A completion copied in three 16-byte moves (GCC made the struct's copy
+// a `rep movsl`, tens of cycles to start: a tenth of a poll's time here).
 [[gnu::always_inline]] inline void CopyWc(ibv_wc* to, const ibv_wc& from) {
-  std::memcpy(to, &from, sizeof(*to));
+  typedef uint64_t Bytes16 __attribute__((vector_size(16), aligned(8), may_alias));
+  static_assert(sizeof(ibv_wc) == 3 * sizeof(Bytes16) && alignof(ibv_wc) >= 8, "ibv_wc is 48 bytes");
+  const Bytes16* s = reinterpret_cast<const Bytes16*>(&from);
+  Bytes16* d = reinterpret_cast<Bytes16*>(to);
+  const Bytes16 a = s[0], b = s[1], c = s[2];
+  d[0] = a;
+  d[1] = b;
+  d[2] = c;
 }
 
 // Releases a CQ's lock taken before it (std::lock_guard's adopt_lock, whose
@@ -302,7 +309,7 @@ const char* SideOf(const ibv_wc& wc, const QpInfo* known) {
                                               const ibv_wc* tmp, int got, int asked) {
   for (int i = 0; i < got; ++i) {
     Entry& e = Append(st);
-    e.wc = tmp[i];
+    CopyWc(&e.wc, tmp[i]);
     Admit(g, st, ctx, e);
   }
   AfterPull(st, got, asked);
@@ -600,7 +607,7 @@ void SEndPoll(ibv_cq_ex* cq) {
       }
     }
     Entry& e = Append(st);
-    e.wc = c;
+    CopyWc(&e.wc, c);
     Classify(e, known);
     e.seq = seq;
     if (hold) {
