@@ -47,12 +47,81 @@ inline constexpr size_t kMaxStackFrames = 32;
 // frame-pointer chain.  Returns 0 only if the depot is full.
 StackId CaptureStack();
 
+// ---------------------------------------------- the capture in line --
+// Each thread's last stacks by call site (core/stack_unwind.cc fills
+// them): the frame records the frame-pointer walk from (pc, frame) went
+// through, each record's two words (the caller's frame, the return
+// address) as it read them.  If every one of those words is still what
+// it was, the walk would read the same words and give the same stack:
+// the compare reads each record at an address known beforehand (the word
+// before it), with none of the walk's checks, all of which those same
+// words passed.  A thread's capture that interrupts another (a signal
+// handler) finds the table busy and walks.
+namespace stack_fast {
+
+// Four entries, two ways in each of two sets (a post's and a receive's
+// call sites alternating never push each other out).
+struct SeenWalks {
+  static constexpr unsigned kEntries = 4;
+  bool busy = false;  // a capture of this thread is reading or filling the table
+  uint8_t victim[kEntries / 2] = {};
+  uintptr_t pc[kEntries] = {};
+  uintptr_t frame[kEntries] = {};
+  StackId id[kEntries] = {};     // 0: empty
+  uint32_t nrec[kEntries] = {};  // records: the first at `frame`, each next at the word [0] of the one before
+  uintptr_t rec[kEntries][2 * kMaxStackFrames] = {};
+};
+extern constinit thread_local SeenWalks t_seen_walks;
+
+// The first entry of pc's set.
+inline unsigned Set(uintptr_t pc) { return static_cast<unsigned>((pc * 0x9E3779B97F4A7C15ull) >> 63) * 2; }
+
+// The walk (core/stack_unwind.cc): the stack interned, and an entry of
+// the table filled for (pc, frame) unless `busy` was set on entry.
+StackId CaptureWalked(uintptr_t pc, uintptr_t frame);
+
+}  // namespace stack_fast
+
+// In line where it is fast; out of line, unchecked, in a sanitizer's build
+// (its words are other frames' records, and GCC 12's null check of a
+// thread-local's address is wrong there: core/compiler.h).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RDMASAN_STACK_FAST __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
+#else
+#define RDMASAN_STACK_FAST __attribute__((always_inline))
+#endif
+
 // The stack as seen from a function F: `pc` is F's return address and
 // `frame` F's frame address.  Use the macro below inside an exported entry
 // point, so that frame #0 is exactly the application's call site.  In line
-// (stack_fast below): the same stack captured again from the same call
+// (stack_fast above): the same stack captured again from the same call
 // site and frame costs a compare of the frame records its walk read.
-inline StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame);
+RDMASAN_STACK_FAST inline StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
+  stack_fast::SeenWalks& t = stack_fast::t_seen_walks;
+  if (__builtin_expect(t.busy, 0)) return stack_fast::CaptureWalked(pc, frame);
+  t.busy = true;
+  // A capture that interrupts this one (a signal handler's) sees `busy`
+  // before this one reads an entry, and leaves the table alone.
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  unsigned i = stack_fast::Set(pc);
+  if (t.pc[i] != pc) ++i;
+  StackId id = 0;
+  if (t.pc[i] == pc && t.frame[i] == frame) {
+    const uintptr_t* at = reinterpret_cast<const uintptr_t*>(frame);
+    const uintptr_t* rec = t.rec[i];
+    const uintptr_t* const end = rec + 2 * t.nrec[i];
+    for (; rec != end; rec += 2) {
+      if (at[0] != rec[0] || at[1] != rec[1]) break;
+      at = reinterpret_cast<const uintptr_t*>(rec[0]);  // the next record: a word the walk checked
+    }
+    if (rec == end) id = t.id[i];
+  }
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t.busy = false;
+  return __builtin_expect(id != 0, 1) ? id : stack_fast::CaptureWalked(pc, frame);
+}
+
+#undef RDMASAN_STACK_FAST
 
 // The same stack walked with the unwind tables (.eh_frame, as
 // _Unwind_Backtrace reads them) instead of the frame-pointer chain, so the
@@ -115,77 +184,6 @@ std::vector<Frame> SymbolizeOffline(const std::vector<std::pair<std::string, uin
 // after "#i ": unknown files print "(module+0xoff)", unknown everything
 // "(<unknown>)".
 std::string FormatFrame(const Frame& frame);
-
-// ---------------------------------------------- the capture in line --
-// Each thread's last stacks by call site (core/stack_unwind.cc fills
-// them): the frame records the frame-pointer walk from (pc, frame) went
-// through, each record's two words (the caller's frame, the return
-// address) as it read them.  If every one of those words is still what
-// it was, the walk would read the same words and give the same stack:
-// the compare reads each record at an address known beforehand (the word
-// before it), with none of the walk's checks, all of which those same
-// words passed.  A thread's capture that interrupts another (a signal
-// handler) finds the table busy and walks.
-namespace stack_fast {
-
-// Four entries, two ways in each of two sets (a post's and a receive's
-// call sites alternating never push each other out).
-struct SeenWalks {
-  static constexpr unsigned kEntries = 4;
-  bool busy = false;  // a capture of this thread is reading or filling the table
-  uint8_t victim[kEntries / 2] = {};
-  uintptr_t pc[kEntries] = {};
-  uintptr_t frame[kEntries] = {};
-  StackId id[kEntries] = {};     // 0: empty
-  uint32_t nrec[kEntries] = {};  // records: the first at `frame`, each next at the word [0] of the one before
-  uintptr_t rec[kEntries][2 * kMaxStackFrames] = {};
-};
-extern constinit thread_local SeenWalks t_seen_walks;
-
-// The first entry of pc's set.
-inline unsigned Set(uintptr_t pc) { return static_cast<unsigned>((pc * 0x9E3779B97F4A7C15ull) >> 63) * 2; }
-
-// The walk (core/stack_unwind.cc): the stack interned, and an entry of
-// the table filled for (pc, frame) unless `busy` was set on entry.
-StackId CaptureWalked(uintptr_t pc, uintptr_t frame);
-
-}  // namespace stack_fast
-
-// In line where it is fast; out of line, unchecked, in a sanitizer's build
-// (its words are other frames' records, and GCC 12's null check of a
-// thread-local's address is wrong there: core/compiler.h).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RDMASAN_STACK_FAST __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
-#else
-#define RDMASAN_STACK_FAST __attribute__((always_inline))
-#endif
-
-RDMASAN_STACK_FAST inline StackId CaptureStackFrom(uintptr_t pc, uintptr_t frame) {
-  stack_fast::SeenWalks& t = stack_fast::t_seen_walks;
-  if (__builtin_expect(t.busy, 0)) return stack_fast::CaptureWalked(pc, frame);
-  t.busy = true;
-  // A capture that interrupts this one (a signal handler's) sees `busy`
-  // before this one reads an entry, and leaves the table alone.
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  unsigned i = stack_fast::Set(pc);
-  if (t.pc[i] != pc) ++i;
-  StackId id = 0;
-  if (t.pc[i] == pc && t.frame[i] == frame) {
-    const uintptr_t* at = reinterpret_cast<const uintptr_t*>(frame);
-    const uintptr_t* rec = t.rec[i];
-    const uintptr_t* const end = rec + 2 * t.nrec[i];
-    for (; rec != end; rec += 2) {
-      if (at[0] != rec[0] || at[1] != rec[1]) break;
-      at = reinterpret_cast<const uintptr_t*>(rec[0]);  // the next record: a word the walk checked
-    }
-    if (rec == end) id = t.id[i];
-  }
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  t.busy = false;
-  return __builtin_expect(id != 0, 1) ? id : stack_fast::CaptureWalked(pc, frame);
-}
-
-#undef RDMASAN_STACK_FAST
 
 }  // namespace rdmasan::core
 

@@ -169,7 +169,7 @@ TEST(Stack, WalkStopsWhereTheChainIsNoChain) {
   uintptr_t pc = StackPcs(CaptureHere(&line))[0];               // a real return address
   const uintptr_t data = reinterpret_cast<uintptr_t>(&g_sink);  // mapped, but no code
   for (uintptr_t garbage : {uintptr_t{0x100000000}, uintptr_t{0x7fff00001000}, data}) {
-    volatile uintptr_t fake[6];
+    volatile uintptr_t fake[4];
     fake[0] = reinterpret_cast<uintptr_t>(&fake[2]);  // a "caller's frame" above
     fake[1] = 0;
     fake[2] = 0;
@@ -189,7 +189,7 @@ TEST(Stack, SameSiteAndFrameDifferentCallerIsAnotherStack) {
   uintptr_t pc = StackPcs(CaptureHere(&line))[0];
   const uintptr_t first = StackPcs(TwoSites(false))[0], second = StackPcs(TwoSites(true))[0];
   ASSERT_NE(first, second);
-  volatile uintptr_t fake[4];
+  volatile uintptr_t fake[6];
   fake[0] = reinterpret_cast<uintptr_t>(&fake[2]);  // the caller's frame record
   fake[1] = pc;
   fake[2] = 0;  // the chain ends there
