@@ -64,7 +64,7 @@ class BasicBiasedLock {
  public:
   // Takes the lock and, if no thread owns it yet, makes this thread its
   // owner (for the threads that use what it guards day to day).
-  [[gnu::always_inline]] void LockAsUser() { Lock(true); }
+  void LockAsUser() { Lock(true); }
   // Takes the lock (Lockable); uses but never claims the bias.
   void lock() { Lock(false); }
   // Takes the lock if that needs no wait; never claims the bias.
