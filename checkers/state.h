@@ -175,6 +175,46 @@ struct OneRecv {
   core::Sge sge;  // hash 0: a receive's buffer is not hashed at the post
 };
 
+// The compact record of an event, for a replay and tests: a post_recv
+// the live run's compact entry takes (Engine::PostOneRecv: one WR with at
+// most one SGE, accepted), as the data path fills it from the WR whose
+// event this is; false for any other event.
+inline bool OneRecvOf(const core::Event& e, OneRecv* p) {
+  if (e.kind != core::EventKind::kPostRecv || e.ret != 0 || e.bad_index != UINT32_MAX ||
+      e.recv_wrs.size() != 1)
+    return false;
+  const core::RecvWr& w = e.recv_wrs[0];
+  if (w.num_sge > 1 || w.sges.size() > 1) return false;
+  p->qp = e.obj;
+  p->stack = e.stack;
+  p->num_sge = w.num_sge;
+  p->wr_id = w.wr_id;
+  p->has_sge = !w.sges.empty();
+  p->sge = p->has_sge ? w.sges[0] : core::Sge{};
+  return true;
+}
+
+// A post_send the live run's compact entry takes (Engine::PostOneSend:
+// one WR of a OneSendable opcode with at most one SGE, accepted, no AH),
+// with the payload hash its event recorded; false for any other event.
+inline bool OneSendOf(const core::Event& e, OneSend* p) {
+  if (e.kind != core::EventKind::kPostSend || e.ret != 0 || e.bad_index != UINT32_MAX ||
+      e.send_wrs.size() != 1)
+    return false;
+  const core::SendWr& w = e.send_wrs[0];
+  if (!OneSendable(w.opcode, w.send_flags) || w.num_sge > 1 || w.sges.size() > 1 || w.ah != 0) return false;
+  p->qp = e.obj;
+  p->stack = e.stack;
+  p->opcode = w.opcode;
+  p->send_flags = w.send_flags;
+  p->imm_data = w.imm_data;
+  p->num_sge = w.num_sge;
+  p->wr_id = w.wr_id;
+  p->has_sge = !w.sges.empty();
+  p->sge = p->has_sge ? w.sges[0] : core::Sge{};
+  return true;
+}
+
 // A memory window (ibv_alloc_mw) and its binding.  The binding fields
 // describe the last binding, valid or not: an invalidation in flight still
 // names the memory it covered.

@@ -540,46 +540,6 @@ void DecodeAhead(traces::TraceReader* r, absl::Status* error, Fn fn) {
   decoder.join();
 }
 
-// A post_recv the live run's compact entry takes (Engine::PostOneRecv:
-// one WR with at most one SGE, accepted), as interpose's PostOneRecv
-// fills it from the WR whose event this is; false for any other event.
-bool OneRecvOf(const core::Event& e, checkers::OneRecv* p) {
-  if (e.kind != core::EventKind::kPostRecv || e.ret != 0 || e.bad_index != UINT32_MAX ||
-      e.recv_wrs.size() != 1)
-    return false;
-  const core::RecvWr& w = e.recv_wrs[0];
-  if (w.num_sge > 1 || w.sges.size() > 1) return false;
-  p->qp = e.obj;
-  p->stack = e.stack;
-  p->num_sge = w.num_sge;
-  p->wr_id = w.wr_id;
-  p->has_sge = !w.sges.empty();
-  p->sge = p->has_sge ? w.sges[0] : core::Sge{};
-  return true;
-}
-
-// A post_send the live run's compact entry takes (Engine::PostOneSend:
-// one WR of a OneSendable opcode with at most one SGE, accepted, no AH),
-// with the payload hash its event recorded; false for any other event.
-bool OneSendOf(const core::Event& e, checkers::OneSend* p) {
-  if (e.kind != core::EventKind::kPostSend || e.ret != 0 || e.bad_index != UINT32_MAX ||
-      e.send_wrs.size() != 1)
-    return false;
-  const core::SendWr& w = e.send_wrs[0];
-  if (!checkers::OneSendable(w.opcode, w.send_flags) || w.num_sge > 1 || w.sges.size() > 1 || w.ah != 0)
-    return false;
-  p->qp = e.obj;
-  p->stack = e.stack;
-  p->opcode = w.opcode;
-  p->send_flags = w.send_flags;
-  p->imm_data = w.imm_data;
-  p->num_sge = w.num_sge;
-  p->wr_id = w.wr_id;
-  p->has_sge = !w.sges.empty();
-  p->sge = p->has_sge ? w.sges[0] : core::Sge{};
-  return true;
-}
-
 // Symbolizing opens the modules' files: once per stack.
 std::vector<core::Frame> LiveFrames(const traces::TraceReader& r, core::StackId id) {
   static auto* cache = new absl::flat_hash_map<core::StackId, std::vector<core::Frame>>();
@@ -645,8 +605,8 @@ int ReplayOne(const CommandLine& cl, const std::string& path, bool announce) {
     // goes that way here too: the same checks and books when it is quiet
     // (no check can speak), without the event's dispatch and copy;
     // otherwise the engine declines, changing nothing, and gets the event.
-    if (checkers::OneRecv one; OneRecvOf(e, &one) && engine.PostOneRecv(one)) return;
-    if (checkers::OneSend one; OneSendOf(e, &one) && engine.PostOneSend(one)) return;
+    if (checkers::OneRecv one; checkers::OneRecvOf(e, &one) && engine.PostOneRecv(one)) return;
+    if (checkers::OneSend one; checkers::OneSendOf(e, &one) && engine.PostOneSend(one)) return;
     // No retired WRs asked for: the trace carries the retirement events
     // themselves.  (The engine keeps the event's seq: it numbers none.)
     findings.clear();

@@ -303,35 +303,15 @@ void CompareCompactEntries(const core::CheckSet& checks, bool recv_taken) {
       std::vector<checkers::RetiredWr> want_retired = plain.TakeRetired();
       bool done = false;
       std::vector<checkers::RetiredWr> retired;
-      if (e.kind == EventKind::kPostSend && e.send_wrs.size() == 1 && e.ret == 0 &&
-          e.bad_index == UINT32_MAX && e.send_wrs[0].sges.size() <= 1 &&
-          checkers::OneSendable(e.send_wrs[0].opcode, e.send_wrs[0].send_flags)) {
-        const SendWr& w = e.send_wrs[0];
-        checkers::OneSend p;
-        p.qp = e.obj;
-        p.stack = e.stack;
-        p.opcode = w.opcode;
-        p.send_flags = w.send_flags;
-        p.imm_data = w.imm_data;
-        p.num_sge = w.num_sge;
-        p.wr_id = w.wr_id;
-        p.has_sge = !w.sges.empty();
-        if (p.has_sge) p.sge = w.sges[0];
+      checkers::OneSend one_send;
+      checkers::OneRecv one_recv;
+      if (checkers::OneSendOf(e, &one_send)) {
         ++offered;
-        done = compact.PostOneSend(p);
-      } else if (e.kind == EventKind::kPostRecv && e.recv_wrs.size() == 1 && e.ret == 0 &&
-                 e.bad_index == UINT32_MAX && e.recv_wrs[0].num_sge <= 1) {
-        const RecvWr& w = e.recv_wrs[0];
-        checkers::OneRecv p;
-        p.qp = e.obj;
-        p.stack = e.stack;
-        p.num_sge = w.num_sge;
-        p.wr_id = w.wr_id;
-        p.has_sge = !w.sges.empty();
-        if (p.has_sge) p.sge = w.sges[0];
+        done = compact.PostOneSend(one_send);
+      } else if (checkers::OneRecvOf(e, &one_recv)) {
         ++offered;
         ++recv_offered;
-        done = compact.PostOneRecv(p);
+        done = compact.PostOneRecv(one_recv);
         recv_done += done;
       } else if (e.kind == EventKind::kPollCq && !e.wcs.empty()) {
         bool ok = true;
