@@ -14,7 +14,9 @@
 #   rate      8 B SENDs streamed, build/lean_stream: >= 5 M/s alone, >= 3 M/s
 #             under full checking; ib_send_bw -s 8 beside it
 #   write     64 KiB RDMA WRITE against memcpy of the same buffers
-#             (build/lean_stream -m write), cached and streaming: >= 80 %
+#             (build/lean_stream -m write), cached and streaming: >= 80 %;
+#             beside it build/xcopy_bw, process_vm_writev (softnic's
+#             cross-process copy) against memcpy, no verbs: the ceiling
 #   checking  build/postpoll_bench (CPU time per pair, each mode's best
 #             round): full checking <= 0.5x softnic's own post+poll pair
 #             (and <= +100 ns on README's machine),
@@ -69,6 +71,7 @@ need=("$build/rdmasan")
 want floor && need+=("$build/shm_floor")
 { want latency || want event; } && need+=("$build/lean_pingpong")
 { want rate || want write; } && need+=("$build/lean_stream")
+want write && need+=("$build/xcopy_bw")
 want checking && need+=("$build/postpoll_bench")
 want replay && need+=("$build/trace_read_bench")
 want campaign && need+=("$build/campaign_robust_control")
@@ -245,6 +248,20 @@ goal_write() {
     [[ -n $n ]] || { [[ $cache == cached ]] && n=40000 || n=8192; }
     words="64 KiB buffers reused (cached)"
     [[ $cache == stream ]] && words="256 MiB regions walked (streaming)"
+    # The kernel's cross-process copy (softnic's WRITE path) against
+    # memcpy of the same buffers, no verbs: the ceiling beside the row.
+    v="" w="" m=""
+    if "$build/xcopy_bw" "$cache" 65536 "$n" >"$out/xcopy_bw.$cache.log" 2>&1; then
+      v=$(kv ratio "$out/xcopy_bw.$cache.log")
+      w=$(kv pvw_gbps "$out/xcopy_bw.$cache.log")
+      m=$(kv memcpy_gbps "$out/xcopy_bw.$cache.log")
+    fi
+    if [[ -n $v ]]; then
+      row 1.write "process_vm_writev / memcpy, $words, no verbs (the ceiling)" \
+        "$(calc "%.0f" "100 * $v") % ($w / $m GB/s)" "(beside)" "-"
+    else
+      failed 1.write "process_vm_writev / memcpy, $words" "(beside)" "xcopy_bw failed (see $out/xcopy_bw.$cache.log)"
+    fi
     for mode in alone full; do
       v="" w="" m=""
       pair "lean_stream.write_$cache" "$mode" "result write_gbps" -- "$build/lean_stream" -d softnic0 -p @PORT@ \
