@@ -92,7 +92,7 @@ class Reentry {
   static RDMASAN_TLS_ACCESSOR int Depth() { return depth_; }
 
  private:
-  static thread_local int depth_;
+  static constinit thread_local int depth_;  // constinit: no TLS init call per access
   bool outer_;
 };
 

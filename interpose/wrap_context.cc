@@ -19,7 +19,7 @@
 
 namespace rdmasan::interpose {
 
-thread_local int Reentry::depth_ = 0;
+constinit thread_local int Reentry::depth_ = 0;
 
 namespace wrap {
 namespace {
