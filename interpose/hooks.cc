@@ -36,6 +36,9 @@
 #include "traces/trace.h"
 
 namespace rdmasan::interpose {
+
+std::atomic<uint64_t> g_ids_forgotten{1};
+
 namespace {
 
 // Object pointer -> id and the object's queue limits, read on every
@@ -81,7 +84,7 @@ class Registry {
     // names the same QP and CQ over and over), good until any object is
     // forgotten: an address may then be reused by another object.
     Cache& c = t_cache;
-    const uint64_t gen = forgotten_.load(std::memory_order_acquire);
+    const uint64_t gen = g_ids_forgotten.load(std::memory_order_acquire);
     if (c.gen == gen) {
       for (size_t i = 0; i < Cache::kWays; ++i)
         if (c.obj[i] == obj) return c.value[i];
@@ -99,7 +102,7 @@ class Registry {
   }
   void Forget(const void* obj) {
     table_.Erase(obj);
-    forgotten_.fetch_add(1, std::memory_order_acq_rel);
+    g_ids_forgotten.fetch_add(1, std::memory_order_acq_rel);
   }
 
  private:
@@ -121,7 +124,6 @@ class Registry {
 
   static thread_local Cache t_cache;
   std::atomic<core::ObjId> next_{1};
-  std::atomic<uint64_t> forgotten_{1};  // bumped by every Forget
   PtrTable table_;
 };
 

@@ -52,6 +52,10 @@ struct ObjLimits {
 };
 core::ObjId Assign(const void* obj, const ObjLimits& limits = {});
 core::ObjId Id(const void* obj);
+// Bumped by every Forget() (from 1): an id remembered by its object's
+// address holds while this word is what it was when the id was looked up
+// (the address may since name another object).
+extern std::atomic<uint64_t> g_ids_forgotten;
 ObjLimits Limits(const void* obj);
 // Id() and Limits() of one object with one lookup (the posts ask both).
 struct ObjInfo {

@@ -215,37 +215,27 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
   return sched::On() ? sched::Poll(cq, n, wc, provider) : provider(cq, n, wc);
 }
 
-// PollCq past its pass-through: `s` is the context's saved ops (or null),
-// `pc` and `frame` the wrapper's (the program's call).
-[[gnu::noinline]] int PollCqFull(ibv_cq* cq, int n, ibv_wc* wc, Saved* s, uintptr_t pc, uintptr_t frame) {
-  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
-      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kPollCq, checkers::UadVerb::kByKind, -1, pc,
-                           frame))
-    return -1;
-  if (!s) return -1;
-  if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
-  Bump(GetCounters().poll_cq);
-  Reentry re;
-  const td::Hold hold(re.outer() ? cq : nullptr, td::Verb::kPollCq, 0, pc, frame);  // thread-domain-race
-  int got = ProviderPoll(s->poll_cq, cq, n, wc);
-  if (!re.outer()) return got;
-  if (got == 0 && watchdog::Enabled()) watchdog::OnEmptyPoll(cq, pc, frame);
-  if (got <= 0) {
-    if (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0) return got;
-    std::lock_guard<std::mutex> l(g_armed_mu);
-    if (!Armed().erase(cq)) return got;
-    g_armed_count.fetch_sub(1, std::memory_order_relaxed);
-  }
-  const core::ObjId cq_id = Id(cq);
-  if (got > 0 && QuickPoll(wc, got)) {
-    core::Completion* cs = t_quick_wcs;
-    for (int i = 0; i < got; ++i) FillCompletion(wc[i], cs[i]);
-    t_retired.clear();
-    if (EmitPollSucceeded(cq_id, cs, static_cast<size_t>(got), &t_retired)) {
-      if (__builtin_expect(!t_retired.empty(), 0)) EmitRetired(t_retired, 0, pc, frame);
-      return got;
-    }
-  }
+// Id() of the CQ this thread polled last, remembered while no object was
+// forgotten (g_ids_forgotten): a busy poller names the same CQ each time.
+struct PolledCq {
+  const ibv_cq* cq;
+  uint64_t gen;
+  core::ObjId id;
+};
+constinit thread_local PolledCq t_polled{nullptr, 0, 0};
+inline core::ObjId PolledCqId(const ibv_cq* cq) {
+  const uint64_t gen = g_ids_forgotten.load(std::memory_order_acquire);
+  PolledCq& p = t_polled;
+  if (__builtin_expect(p.cq == cq && p.gen == gen, 1)) return p.id;
+  const core::ObjId id = Id(cq);
+  if (id) p = {cq, gen, id};  // read after gen: a Forget in between makes it stale at once
+  return id;
+}
+
+// The poll event of what a poll returned (`got`, of CQ `cq_id`), with
+// what it implies, for a poll the compact entry does not take.
+[[gnu::noinline]] int PollEvent(ibv_cq* cq, int n, ibv_wc* wc, int got, core::ObjId cq_id, uintptr_t pc,
+                                uintptr_t frame) {
   std::unique_ptr<core::Event> spare;
   core::Event& e = FreshEvent(t_poll_event.event, t_poll_event_gone, spare, core::EventKind::kPollCq);
   e.stack = 0;
@@ -286,14 +276,81 @@ inline int ProviderPoll(sched::PollFn provider, ibv_cq* cq, int n, ibv_wc* wc) {
   return got;
 }
 
+// An empty poll while some CQ is armed: true when it is no event (this CQ
+// is not armed), false when it is one (the CQ is armed no more).
+[[gnu::noinline]] bool QuietUnarmed(ibv_cq* cq) {
+  std::lock_guard<std::mutex> l(g_armed_mu);
+  if (!Armed().erase(cq)) return true;
+  g_armed_count.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
+
+// The checks of what the program's own poll returned (`got`: the
+// provider's answer, or the scheduler's), its Reentry held: the watchdog's
+// empty poll, an armed CQ's empty poll, the compact entry for successful
+// completions (EmitPollSucceeded), the event for anything else.
+[[gnu::always_inline]] inline int PollChecks(ibv_cq* cq, int n, ibv_wc* wc, int got, uintptr_t pc,
+                                             uintptr_t frame) {
+  if (got == 0 && watchdog::Enabled()) watchdog::OnEmptyPoll(cq, pc, frame);
+  if (got <= 0 && (got < 0 || g_armed_count.load(std::memory_order_relaxed) == 0 || QuietUnarmed(cq)))
+    return got;
+  const core::ObjId cq_id = PolledCqId(cq);
+  if (got > 0 && QuickPoll(wc, got)) {
+    core::Completion* cs = t_quick_wcs;
+    for (int i = 0; i < got; ++i) FillCompletion(wc[i], cs[i]);
+    t_retired.clear();
+    if (EmitPollSucceeded(cq_id, cs, static_cast<size_t>(got), &t_retired)) {
+      if (__builtin_expect(!t_retired.empty(), 0)) EmitRetired(t_retired, 0, pc, frame);
+      return got;
+    }
+  }
+  return PollEvent(cq, n, wc, got, cq_id, pc, frame);
+}
+
+// PollCq past its pass-through: `s` is the context's saved ops (or null),
+// `pc` and `frame` the wrapper's (the program's call).
+[[gnu::noinline]] int PollCqFull(ibv_cq* cq, int n, ibv_wc* wc, Saved* s, uintptr_t pc, uintptr_t frame) {
+  if ((!s || __builtin_expect(AnyDestroyed(), 0)) &&
+      wrap::RefuseDeadCall(cq, cq->context, core::EventKind::kPollCq, checkers::UadVerb::kByKind, -1, pc,
+                           frame))
+    return -1;
+  if (!s) return -1;
+  if (!Checking()) return ProviderPoll(s->poll_cq, cq, n, wc);
+  Bump(GetCounters().poll_cq);
+  Reentry re;
+  const td::Hold hold(re.outer() ? cq : nullptr, td::Verb::kPollCq, 0, pc, frame);  // thread-domain-race
+  int got = ProviderPoll(s->poll_cq, cq, n, wc);
+  if (!re.outer()) return got;
+  return PollChecks(cq, n, wc, got, pc, frame);
+}
+
+// The checked poll of a steady run (PollCq asked that checking is on,
+// nothing was destroyed and the scheduler is off): PollCqFull's work when
+// no thread domain is live and the call is the program's own, with an
+// empty poll of an unarmed CQ left as soon as the provider answers.
+[[gnu::noinline]] int PollCqChecked(ibv_cq* cq, int n, ibv_wc* wc, Saved* s, uintptr_t pc, uintptr_t frame) {
+  if (__builtin_expect(td::Active() || Reentry::Depth() != 0, 0)) return PollCqFull(cq, n, wc, s, pc, frame);
+  Bump(GetCounters().poll_cq);
+  Reentry re;
+  const int got = s->poll_cq(cq, n, wc);
+  if (__builtin_expect(got == 0, 1) && !watchdog::Enabled() &&
+      g_armed_count.load(std::memory_order_relaxed) == 0)
+    return 0;
+  return PollChecks(cq, n, wc, got, pc, frame);
+}
+
 }  // namespace
 
 // The pass-through first (OnlyForward; the scheduler is off without a
-// decider): the provider's poll, called last.
+// decider): the provider's poll, called last.  Then a steady checked run's
+// poll (PollCqChecked), then the rest.
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* const s = Find(cq->context);
   if (__builtin_expect(s != nullptr && OnlyForward(), 1) && sched::g_on.load(std::memory_order_relaxed) == 1)
     return s->poll_cq(cq, n, wc);
+  if (s != nullptr && g_destroyed_count.load(std::memory_order_relaxed) == 0 &&
+      g_checking.load(std::memory_order_relaxed) == 1 && sched::g_on.load(std::memory_order_relaxed) == 1)
+    return PollCqChecked(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
   return PollCqFull(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
 }
 
