@@ -417,7 +417,11 @@ bool Engine::PollSucceeded(core::ObjId cq, const core::Completion* wcs, size_t n
   Domain* d = one_thread_ ? node->domain.load(std::memory_order_relaxed) : LockDomainOf(node);
   if (!d) return false;
   if (assign_seq_) next_seq_.fetch_add(1, std::memory_order_relaxed);
-  state_.ApplyPollCq(cq, wcs, n, static_cast<CqState*>(node->books), retired);
+  auto* books = static_cast<CqState*>(node->books);  // live: destruction takes d's lock too
+  if (n == 1)
+    state_.ApplyPollOne(cq, wcs[0], *books, retired);  // a busy poller's poll, in line
+  else
+    state_.ApplyPollCq(cq, wcs, n, books, retired);
   if (!one_thread_) d->mu.unlock();
   return true;
 }

@@ -109,12 +109,6 @@ uint64_t State::PendingWithSrqs(const CqState& cq) const {
   return n;
 }
 
-void State::AdjustPending(CqState* cq, int64_t delta) {
-  if (!cq) return;
-  uint64_t& p = cq->pending;
-  p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
-}
-
 void State::ForgetOutstanding(QpState& qp) {
   AdjustPending(qp.scq, -static_cast<int64_t>(qp.sq_signaled));
   qp.sq_signaled = 0;
@@ -270,26 +264,8 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
 
 void State::ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
                         std::vector<RetiredWr>* retired) {
-  for (size_t i = 0; i < n; ++i) {
-    const core::Completion& wc = wcs[i];
-    // Retire's work in line for the common completion: a successful send
-    // (no receive opcode, none of tag matching's) of the CQ's last QP
-    // (MutableQpOnCq's cache) that retires the head of its SQ alone.
-    if (wc.status == IBV_WC_SUCCESS && !(wc.opcode & IBV_WC_RECV) && cq && cq->last_qp &&
-        cq->last_qpn == wc.qp_num && !cq->last_qp->sq.empty()) {
-      QpState& qp = *cq->last_qp;
-      OutstandingWr& w = qp.sq.front();
-      if (w.signaled && w.wr_id == wc.wr_id) {
-        DropDests(w);
-        if (retired && w.hashed) retired->push_back({cq->last_qp_id, std::move(w)});
-        AdjustPending(qp.scq, -1);
-        qp.sq_signaled -= 1;
-        qp.sq.pop_front(1);
-        continue;
-      }
-    }
-    Retire(wc, cq_id, cq, retired);
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (!cq || !RetireInLine(wcs[i], *cq, retired)) Retire(wcs[i], cq_id, cq, retired);
   if (cq) cq->polled_since_arm = true;
 }
 

@@ -424,6 +424,12 @@ class State {
   // The same from a poll's completions: `n` of them polled from CQ `cq_id`.
   void ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
                    std::vector<RetiredWr>* retired);
+  // ApplyPollCq of one completion `wc` polled from CQ `cq_id`, whose books
+  // are `cq` (the engine's one-completion poll: in line).
+  void ApplyPollOne(ObjId cq_id, const core::Completion& wc, CqState& cq, std::vector<RetiredWr>* retired) {
+    if (!RetireInLine(wc, cq, retired)) Retire(wc, cq_id, &cq, retired);
+    cq.polled_since_arm = true;
+  }
   // ApplyPostSend of a OneSend (OneSendable) to the QP whose books are
   // `qp`, writing its queue slot directly; false, with nothing changed,
   // when the destinations index must see the post (a hashed payload while
@@ -564,12 +570,41 @@ class State {
   void DropQpDests(const QpState& q);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
+  // Retire's work in line for the common completion, true when done: a
+  // successful one of the CQ's last QP (MutableQpOnCq's cache) that is a
+  // send retiring the head of the SQ alone, or a receive (not tag
+  // matching's) of a QP with no SRQ; false, nothing done, for the rest.
+  bool RetireInLine(const core::Completion& wc, CqState& cq, std::vector<RetiredWr>* retired) {
+    if (wc.status != IBV_WC_SUCCESS || !cq.last_qp || cq.last_qpn != wc.qp_num) return false;
+    QpState& qp = *cq.last_qp;
+    if (!(wc.opcode & IBV_WC_RECV)) {
+      if (qp.sq.empty()) return false;
+      OutstandingWr& w = qp.sq.front();
+      if (!w.signaled || w.wr_id != wc.wr_id) return false;
+      DropDests(w);
+      if (retired && w.hashed) retired->push_back({cq.last_qp_id, std::move(w)});
+      AdjustPending(qp.scq, -1);
+      qp.sq_signaled -= 1;
+      qp.sq.pop_front(1);
+      return true;
+    }
+    if ((wc.opcode != IBV_WC_RECV && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) || qp.srq || qp.rq.empty())
+      return false;
+    DropDests(qp.rq.front());
+    qp.rq.pop_front();
+    AdjustPending(qp.rcq, -1);
+    return true;
+  }
   // A completion on `cq` of no QP bound to it: an XRC receive, retired from
   // the XRC SRQs completing there.
   void RetireXrc(const core::Completion& wc, ObjId cq, CqState* cq_state);
   uint64_t PendingWithSrqs(const CqState& cq) const;
   Queue ClassifyError(const core::Completion& wc, const QpState& qp, ObjId polled_cq) const;
-  static void AdjustPending(CqState* cq, int64_t delta);
+  static void AdjustPending(CqState* cq, int64_t delta) {
+    if (!cq) return;
+    uint64_t& p = cq->pending;
+    p = (delta < 0 && static_cast<uint64_t>(-delta) > p) ? 0 : p + delta;
+  }
   // QpOnCq for the books' own updates.
   QpState* MutableQpOnCq(uint32_t qpn, ObjId cq_id, CqState* cq, ObjId* id);
   // Drops a QP's outstanding work from its CQs' pending counts.
