@@ -582,7 +582,7 @@ class State {
       OutstandingWr& w = qp.sq.front();
       if (!w.signaled || w.wr_id != wc.wr_id) return false;
       DropDests(w);
-      if (retired && w.hashed) retired->push_back({cq.last_qp_id, std::move(w)});
+      if (retired && w.hashed) retired->emplace_back(cq.last_qp_id, std::move(w));
       AdjustPending(qp.scq, -1);
       qp.sq_signaled -= 1;
       qp.sq.pop_front(1);

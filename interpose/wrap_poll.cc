@@ -185,14 +185,16 @@ void EmitPoll(core::Event& e, uintptr_t pc = 0, uintptr_t frame = 0) {
 // PollCqFull fills the event's.
 constexpr int kQuickPoll = 16;
 constinit thread_local core::Completion t_quick_wcs[kQuickPoll];  // no TLS init hook
+inline bool PlainWc(const ibv_wc& w) {
+  return w.status == IBV_WC_SUCCESS && !(w.wc_flags & IBV_WC_WITH_INV) &&
+         !checkers::IsTmCompletion(IBV_WC_SUCCESS, w.opcode);
+}
 inline bool QuickPoll(const ibv_wc* wc, int got) {
-  if (got > kQuickPoll ||
-      __builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0))
-    return false;
+  if (__builtin_expect(softnic::g_modified_pending.load(std::memory_order_relaxed) != 0, 0)) return false;
+  if (__builtin_expect(got == 1, 1)) return PlainWc(wc[0]);  // a busy poller's
+  if (got > kQuickPoll) return false;
   bool plain = true;
-  for (int i = 0; i < got; ++i)
-    plain &= wc[i].status == IBV_WC_SUCCESS && !(wc[i].wc_flags & IBV_WC_WITH_INV) &&
-             !checkers::IsTmCompletion(IBV_WC_SUCCESS, wc[i].opcode);
+  for (int i = 0; i < got; ++i) plain &= PlainWc(wc[i]);
   return plain;
 }
 // Field by field into the element: a whole Completion built on the stack

@@ -348,6 +348,55 @@ TEST(CheckersCompactEntries, SameFindingsAsTheEventsWithTheDefaultChecks) {
   CompareCompactEntries(core::CheckSet::Defaults(), true);
 }
 
+// A poll of one successful completion through the compact entry (in line
+// for a send retiring its SQ's head or a receive of a QP without SRQ, of
+// the CQ's last QP; Retire for the rest) leaves the books as its event:
+// each queue, the signaled count and the CQ's pending count, completion
+// after completion, over two QPs taking turns on one CQ.
+TEST(CheckersCompactEntries, OneCompletionPollsLeaveTheBooksAsTheirEvents) {
+  Basic events, compact;
+  ObjId other[2];
+  for (Basic* b : {&events, &compact}) {
+    const ObjId q = b->f.CreateQp(b->pd, b->cq, b->cq, Caps(8));
+    b->f.ToRts(q);
+    other[b == &compact] = q;
+  }
+  ASSERT_EQ(other[0], other[1]);
+  const ObjId qps[2] = {events.qp, other[0]};
+  uint64_t id = 1;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<Completion> wcs;
+    for (ObjId q : qps) {
+      const uint32_t qpn = Fx::Qpn(q);
+      for (Basic* b : {&events, &compact}) {
+        b->f.PostRecv(q, {Rwr(id, {b->sg(0x100)})});
+        // Two WRs, the second signaled: its completion retires both (Retire).
+        b->f.PostSend(q, {Wr(id + 1, round % 2 == 0, {b->sg()}), Wr(id + 2, true, {b->sg(0x40)})});
+      }
+      wcs.push_back(Wc(qpn, id, IBV_WC_SUCCESS, round % 3 ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM));
+      if (round % 2 == 0) wcs.push_back(Wc(qpn, id + 1));
+      wcs.push_back(Wc(qpn, id + 2));
+      id += 3;
+    }
+    for (const Completion& c : wcs) {
+      events.f.Poll(events.cq, {c});
+      std::vector<checkers::RetiredWr> retired;
+      ASSERT_TRUE(compact.f.eng.PollSucceeded(compact.cq, &c, 1, &retired));
+      for (ObjId q : qps) {
+        const checkers::QpState& want = events.f.Qp(q);
+        const checkers::QpState& got = compact.f.Qp(q);
+        EXPECT_EQ(got.sq.size(), want.sq.size()) << "round " << round << ", wr_id " << c.wr_id;
+        EXPECT_EQ(got.rq.size(), want.rq.size()) << "round " << round << ", wr_id " << c.wr_id;
+        EXPECT_EQ(got.sq_signaled, want.sq_signaled) << "round " << round << ", wr_id " << c.wr_id;
+      }
+      EXPECT_EQ(compact.f.eng.state().PendingOn(compact.cq), events.f.eng.state().PendingOn(events.cq));
+    }
+    EXPECT_EQ(compact.f.SqSize(compact.qp), 0u);
+    EXPECT_EQ(compact.f.Qp(compact.qp).rq.size(), 0u);
+  }
+  EXPECT_EQ(compact.f.eng.state().PendingOn(compact.cq), 0u);
+}
+
 // ====================================================== lock domains ==
 
 TEST(CheckersDomains, QueuesThatShareNoCqOrSrqHaveTheirOwnDomains) {

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstring>
+#include <vector>
 
 #include "core/report.h"
 #include "interpose/destroyed.h"
@@ -100,6 +101,42 @@ TEST(WrapRealContext, DataPathGoesThroughShimAndChains) {
   EXPECT_FALSE(IsWrapped(&ctx));
   EXPECT_EQ(ctx.ops.post_send, StubPostSend);
   EXPECT_EQ(v.query_port, StubQueryPort);
+}
+
+// A poll names its CQ by the id the CQ at that address has now: the poll
+// remembers the id of the CQ its thread polled last only while no object
+// was forgotten (a CQ destroyed and another made at its address).
+std::vector<core::ObjId> g_polled_cqs;
+void NotePolledCq(const core::Event& e, const std::vector<core::Finding>&) {
+  if (e.kind == core::EventKind::kPollCq) g_polled_cqs.push_back(e.obj);
+}
+
+TEST(WrapRealContext, APollNamesTheCqNowAtItsAddress) {
+  verbs_context v{};
+  v.sz = sizeof(v);
+  ibv_context& ctx = v.context;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx.ops.poll_cq = StubPollCq;
+  ibv_cq cq{};
+  cq.context = &ctx;
+  SetChecking(true);
+  WrapContext(&ctx);
+  const core::ObjId first = Assign(&cq);
+  ASSERT_NE(first, 0u);
+  g_polled_cqs.clear();
+  SetFuzzEventHook(NotePolledCq);  // sees each poll's event
+  ibv_wc wc;
+  EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
+  EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
+  Forget(&cq);
+  const core::ObjId second = Assign(&cq);
+  ASSERT_NE(second, first);
+  EXPECT_EQ(ibv_poll_cq(&cq, 1, &wc), 1);
+  SetFuzzEventHook(nullptr);
+  EXPECT_EQ(g_polled_cqs, (std::vector<core::ObjId>{first, first, second}));
+  Forget(&cq);
+  SetChecking(false);
+  UnwrapContext(&ctx);
 }
 
 }  // namespace
