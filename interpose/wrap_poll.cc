@@ -343,16 +343,19 @@ inline core::ObjId PolledCqId(const ibv_cq* cq) {
 
 }  // namespace
 
-// The pass-through first (OnlyForward; the scheduler is off without a
-// decider): the provider's poll, called last.  Then a steady checked run's
-// poll (PollCqChecked), then the rest.
+// The pass-through first (OnlyForward's words, and the scheduler off):
+// the provider's poll, called last.  Then a steady checked run's poll
+// (PollCqChecked), then the rest.  Each word is loaded once.
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* const s = Find(cq->context);
-  if (__builtin_expect(s != nullptr && OnlyForward(), 1) && sched::g_on.load(std::memory_order_relaxed) == 1)
-    return s->poll_cq(cq, n, wc);
-  if (s != nullptr && g_destroyed_count.load(std::memory_order_relaxed) == 0 &&
-      g_checking.load(std::memory_order_relaxed) == 1 && sched::g_on.load(std::memory_order_relaxed) == 1)
-    return PollCqChecked(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
+  if (__builtin_expect(s != nullptr && g_destroyed_count.load(std::memory_order_relaxed) == 0, 1) &&
+      sched::g_on.load(std::memory_order_relaxed) == 1) {
+    const int checking = g_checking.load(std::memory_order_relaxed);
+    if (__builtin_expect(checking == 0, 1) && g_decider_built.load(std::memory_order_acquire) &&
+        g_decider.load(std::memory_order_relaxed) == nullptr)
+      return s->poll_cq(cq, n, wc);
+    if (checking == 1) return PollCqChecked(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
+  }
   return PollCqFull(cq, n, wc, s, RDMASAN_WRAPPER_PC, RDMASAN_WRAPPER_FRAME);
 }
 
