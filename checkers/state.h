@@ -582,7 +582,11 @@ class State {
       OutstandingWr& w = qp.sq.front();
       if (!w.signaled || w.wr_id != wc.wr_id) return false;
       DropDests(w);
-      if (retired && w.hashed) retired->emplace_back(cq.last_qp_id, std::move(w));
+      if (retired && w.hashed) {  // built in the list (clang 14: no parenthesized aggregate init)
+        RetiredWr& r = retired->emplace_back();
+        r.qp = cq.last_qp_id;
+        r.wr = std::move(w);
+      }
       AdjustPending(qp.scq, -1);
       qp.sq_signaled -= 1;
       qp.sq.pop_front(1);
