@@ -140,7 +140,11 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
   }
   QpState& qp = *found;
   const Queue q = Classify(wc, qp, cq);
-  if (q == Queue::kNone) return;
+  if (q == Queue::kNone) {
+    // An error completion on a CQ both queues share, both empty.
+    if (wc.status != IBV_WC_SUCCESS) NoteEarly(qp, wc, true, true);
+    return;
+  }
   if (wc.status != IBV_WC_SUCCESS) {
     qp.known_error = true;
     qp.state = IBV_QPS_ERR;
@@ -150,36 +154,26 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
       return;
     case Queue::kSend: {
       const size_t n = qp.sq.size();
-      if (n == 0) return;
       size_t i = 0;
       if (wc.status != IBV_WC_SUCCESS) {
         // Error and flush completions retire one each, in order; unsignaled
         // WRs before it completed successfully and go with it.
+        if (n == 0) return NoteEarly(qp, wc, true, false);
         while (i < n && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == n) i = 0;
       } else {
         // A signaled completion retires its WR and every earlier one.
         while (i < n && !(qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id)) ++i;
-        if (i == n) return;
+        if (i == n) return NoteEarly(qp, wc, true, false);
       }
-      uint32_t signaled = 0;
-      for (size_t k = 0; k <= i; ++k) {
-        OutstandingWr& w = qp.sq[k];
-        signaled += w.signaled;
-        DropDests(w);
-        if (retired && w.hashed) retired->push_back({qid, std::move(w)});
-      }
-      AdjustPending(qp.scq, -static_cast<int64_t>(signaled));
-      qp.sq_signaled -= signaled;
-      qp.sq.pop_front(i + 1);
+      RetireSends(qp, qid, i, retired);
       return;
     }
     case Queue::kRecv:
-      if (!qp.rq.empty()) {
-        DropDests(qp.rq.front());
-        qp.rq.pop_front();
-        AdjustPending(qp.rcq, -1);
-      }
+      if (qp.rq.empty()) return NoteEarly(qp, wc, false, true);
+      DropDests(qp.rq.front());
+      qp.rq.pop_front();
+      AdjustPending(qp.rcq, -1);
       return;
     case Queue::kSrq: {
       auto s = srqs_.find(qp.srq);
@@ -191,6 +185,19 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
       return;
     }
   }
+}
+
+void State::RetireSends(QpState& q, ObjId qid, size_t i, std::vector<RetiredWr>* retired) {
+  uint32_t signaled = 0;
+  for (size_t k = 0; k <= i; ++k) {
+    OutstandingWr& w = q.sq[k];
+    signaled += w.signaled;
+    DropDests(w);
+    if (retired && w.hashed) retired->push_back({qid, std::move(w)});
+  }
+  AdjustPending(q.scq, -static_cast<int64_t>(signaled));
+  q.sq_signaled -= signaled;
+  q.sq.pop_front(i + 1);
 }
 
 namespace {
@@ -260,6 +267,7 @@ void State::ApplyPostSend(const Event& e, QpState* qp) {
   // Window WRs change books outside the QP's domain: such a post runs
   // under every lock (Engine::RunData).
   if (!mws_.empty() && HasWindowWrs(e)) ApplyWindowWrs(e, n);
+  if (__builtin_expect(q.early.n != 0, 0)) MatchEarly(q);
 }
 
 void State::ApplyPollCq(ObjId cq_id, const core::Completion* wcs, size_t n, CqState* cq,
@@ -396,6 +404,7 @@ void State::ApplyPostRecv(const Event& e, QpState* q) {
     if (__builtin_expect(dests_.receives(), 0)) AddRecvDest(e.recv_wrs[i], e.obj, false, e.stack, o);
   }
   AdjustPending(q->rcq, static_cast<int64_t>(n));
+  if (__builtin_expect(q->early.n != 0, 0)) MatchEarly(*q);
 }
 
 void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
@@ -515,6 +524,7 @@ void State::ApplyModifyQp(const Event& e) {
     q.rq.clear();
     q.unsignaled_run = 0;
     q.known_error = false;
+    q.early.n = 0;
   }
 }
 

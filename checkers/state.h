@@ -248,6 +248,24 @@ struct WcReason {
 
 struct CqState;
 
+// A successful completion (or an error completion on an empty SQ) polled
+// before the books had its WR: a second thread polled between the
+// provider's post and the posting thread's books.  Kept until that post's
+// books arrive (State::MatchEarly), for `ttl` more posts to the QP.
+struct EarlyWc {
+  uint64_t wr_id = 0;
+  uint8_t ttl = 0;     // posts to the QP it still waits
+  bool send = false;   // it may be a send's
+  bool recv = false;   // it may be a receive's (retires the RQ's next WR)
+  bool error = false;  // an error or flush completion (any WR with its wr_id)
+};
+struct EarlyWcs {
+  static constexpr uint8_t kMax = 8;    // at most this many at once, oldest dropped
+  static constexpr uint8_t kPosts = 8;  // each waits this many posts
+  uint8_t n = 0;
+  EarlyWc at[kMax];
+};
+
 struct QpState {
   ObjId pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
   // The books of send_cq and recv_cq while those CQs live (null after
@@ -265,6 +283,7 @@ struct QpState {
   bool error_reported = false;
   bool known_error = false;  // an error completion was seen
   uint32_t fence_epoch = 0;  // IBV_SEND_FENCE WRs posted (kept with State::dests())
+  EarlyWcs early;            // completions polled ahead of their post's books
 };
 
 struct CqState {
@@ -570,6 +589,17 @@ class State {
   void DropQpDests(const QpState& q);
 
   void Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std::vector<RetiredWr>* retired);
+  // Retires q's SQ up to and including its WR `i` (a completion of it and
+  // the unsignaled WRs before it); those with payload hashes go to
+  // `retired` (if not null) as QP `qid`'s.
+  void RetireSends(QpState& q, ObjId qid, size_t i, std::vector<RetiredWr>* retired);
+  // The early completions (EarlyWc, state_early.cc): one Retire matched no
+  // WR with, kept; and, after a post's books (q.early.n != 0), those the
+  // post's WRs match retired, the rest a post older.
+  // `send`, `recv`: which queue's it may be (an error completion on a CQ
+  // both share, both empty: either).
+  void NoteEarly(QpState& q, const core::Completion& wc, bool send, bool recv);
+  void MatchEarly(QpState& q);
   // Retire's work in line for the common completion, true when done: a
   // successful one of the CQ's last QP (MutableQpOnCq's cache) that is a
   // send retiring the head of the SQ alone, or a receive (not tag

@@ -38,6 +38,7 @@ bool State::ApplyOneSend(const OneSend& p, QpState* qp) {
   q.unsignaled_run = sig ? 0 : q.unsignaled_run + 1;
   AdjustPending(q.scq, sig ? 1 : 0);
   q.sq_signaled += sig ? 1 : 0;
+  if (__builtin_expect(q.early.n != 0, 0)) MatchEarly(q);
   return true;
 }
 
@@ -57,6 +58,7 @@ bool State::ApplyOneRecv(const OneRecv& p, QpState* q) {
   o.hashed = false;
   o.sges.assign_one(p.has_sge ? &p.sge : nullptr);
   AdjustPending(q->rcq, 1);
+  if (__builtin_expect(q->early.n != 0, 0)) MatchEarly(*q);
   return true;
 }
 
