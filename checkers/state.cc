@@ -142,7 +142,7 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
   const Queue q = Classify(wc, qp, cq);
   if (q == Queue::kNone) {
     // An error completion on a CQ both queues share, both empty.
-    if (wc.status != IBV_WC_SUCCESS) NoteEarly(qp, wc, true, true);
+    if (wc.status != IBV_WC_SUCCESS) NoteEarly(qp.early, wc, true, true);
     return;
   }
   if (wc.status != IBV_WC_SUCCESS) {
@@ -158,26 +158,27 @@ void State::Retire(const core::Completion& wc, ObjId cq, CqState* cq_state, std:
       if (wc.status != IBV_WC_SUCCESS) {
         // Error and flush completions retire one each, in order; unsignaled
         // WRs before it completed successfully and go with it.
-        if (n == 0) return NoteEarly(qp, wc, true, false);
+        if (n == 0) return NoteEarly(qp.early, wc, true, false);
         while (i < n && qp.sq[i].wr_id != wc.wr_id) ++i;
         if (i == n) i = 0;
       } else {
         // A signaled completion retires its WR and every earlier one.
         while (i < n && !(qp.sq[i].signaled && qp.sq[i].wr_id == wc.wr_id)) ++i;
-        if (i == n) return NoteEarly(qp, wc, true, false);
+        if (i == n) return NoteEarly(qp.early, wc, true, false);
       }
       RetireSends(qp, qid, i, retired);
       return;
     }
     case Queue::kRecv:
-      if (qp.rq.empty()) return NoteEarly(qp, wc, false, true);
+      if (qp.rq.empty()) return NoteEarly(qp.early, wc, false, true);
       DropDests(qp.rq.front());
       qp.rq.pop_front();
       AdjustPending(qp.rcq, -1);
       return;
     case Queue::kSrq: {
       auto s = srqs_.find(qp.srq);
-      if (s == srqs_.end() || s->second.rq.empty()) return;
+      if (s == srqs_.end()) return;
+      if (s->second.rq.empty()) return NoteEarly(s->second.early, wc, false, true);
       // SRQ receives complete in any order across QPs: retire by wr_id
       // (the oldest with it), or the oldest if none has it.
       auto gone = [this](OutstandingWr& w) { DropDests(w); };
@@ -415,6 +416,7 @@ void State::ApplyPostSrqRecv(const Event& e, SrqState* srq) {
     FromRecv(w, e.stack, o);
     if (__builtin_expect(dests_.receives(), 0)) AddRecvDest(w, e.obj, true, e.stack, o);
   }
+  if (__builtin_expect(srq->early.n != 0, 0)) MatchEarly(*srq);
 }
 
 void State::ApplyRegMr(const Event& e) {

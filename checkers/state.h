@@ -282,8 +282,10 @@ struct QpState {
   uint32_t sq_signaled = 0;     // signaled WRs among sq
   bool error_reported = false;
   bool known_error = false;  // an error completion was seen
+  // Completions polled ahead of their post's books (its count, which every
+  // post reads, beside the fields the post's checks read).
+  EarlyWcs early;
   uint32_t fence_epoch = 0;  // IBV_SEND_FENCE WRs posted (kept with State::dests())
-  EarlyWcs early;            // completions polled ahead of their post's books
 };
 
 struct CqState {
@@ -339,6 +341,7 @@ struct SrqState {
   absl::btree_map<uint32_t, TmTag> tags;
   std::deque<TmOp> tm_ops;
   uint64_t tm_seq = 0;
+  EarlyWcs early;  // receives polled ahead of their post's books
 };
 
 // An SRQ's tagged buffers as a range of OutstandingWr (what the checks
@@ -594,12 +597,13 @@ class State {
   // `retired` (if not null) as QP `qid`'s.
   void RetireSends(QpState& q, ObjId qid, size_t i, std::vector<RetiredWr>* retired);
   // The early completions (EarlyWc, state_early.cc): one Retire matched no
-  // WR with, kept; and, after a post's books (q.early.n != 0), those the
-  // post's WRs match retired, the rest a post older.
-  // `send`, `recv`: which queue's it may be (an error completion on a CQ
-  // both share, both empty: either).
-  void NoteEarly(QpState& q, const core::Completion& wc, bool send, bool recv);
+  // WR with, kept on its QP or SRQ (`send`, `recv`: which queue's it may
+  // be; an error completion on a CQ both share, both empty: either); and,
+  // after a post's books (early.n != 0), those the post's WRs match
+  // retired, the rest a post older.
+  static void NoteEarly(EarlyWcs& early, const core::Completion& wc, bool send, bool recv);
   void MatchEarly(QpState& q);
+  void MatchEarly(SrqState& srq);
   // Retire's work in line for the common completion, true when done: a
   // successful one of the CQ's last QP (MutableQpOnCq's cache) that is a
   // send retiring the head of the SQ alone, or a receive (not tag

@@ -8,26 +8,36 @@
 // forever (a false dereg-in-flight, destroy-in-use or hang report).  Retire
 // keeps such a completion on its QP (NoteEarly): a successful send's (its
 // wr_id), an error or flush completion on an empty SQ, or a receive's on an
-// empty RQ.  After each later post's books, MatchEarly retires what the
-// kept completions name, as Retire would have: a send's WR with its wr_id
-// (signaled, for a successful completion) and the unsignaled WRs before
-// it, or the RQ's next WR.  A kept completion that no post matches within
-// EarlyWcs::kPosts posts to its QP is dropped (it was not a race: a
-// completion the books never had a WR for), and at most EarlyWcs::kMax are
-// kept, the oldest dropped first.
+// empty RQ; an SRQ's receive on an empty SRQ, on the SRQ.  After each later
+// post's books, MatchEarly retires what the kept completions name, as
+// Retire would have: a send's WR with its wr_id (signaled, for a
+// successful completion) and the unsignaled WRs before it, the RQ's next
+// WR, or the SRQ's oldest WR with the wr_id.  A kept completion that no
+// post matches within EarlyWcs::kPosts posts to its queue is dropped (it
+// was not a race: a completion the books never had a WR for), and at most
+// EarlyWcs::kMax are kept, the oldest dropped first.
 //
-// May not: change anything but the QP's own books (the post's lock domain
-// holds them); hand the WRs it retires to the payload re-hash (the post
+// The events do not say whether a post was in flight when a completion
+// matched nothing, so a completion that was no race (one of a WR the books
+// never saw: a post through a provider's own API, or a leftover polled
+// after the QP's reset) is kept too; a post of the same wr_id within
+// kPosts then retires its WR at its post, and that WR's own completion
+// may in turn retire the next one's at its post: the books can run one
+// WR ahead of the device on that QP (findings missed there, never false
+// ones).
+//
+// May not: change anything but the books of the queue's own lock domain
+// (the post's); hand the WRs it retires to the payload re-hash (the post
 // has no list for them: a buffer rewritten under such a WR goes unseen);
-// keep an SRQ's, an XRC receive's or an unclassified error completion (on a
-// CQ both queues share, both empty).  The same events in the same order
-// keep the same books: a replay agrees with the live run.
+// keep an XRC receive's, a tag-matching completion, or a receive polled
+// while its SRQ still held WRs (Retire then retires the SRQ's oldest).
+// The same events in the same order keep the same books: a replay agrees
+// with the live run.
 #include "checkers/state.h"
 
 namespace rdmasan::checkers {
 
-void State::NoteEarly(QpState& q, const core::Completion& wc, bool send, bool recv) {
-  EarlyWcs& e = q.early;
+void State::NoteEarly(EarlyWcs& e, const core::Completion& wc, bool send, bool recv) {
   if (e.n == EarlyWcs::kMax) {
     for (uint8_t k = 1; k < e.n; ++k) e.at[k - 1] = e.at[k];
     --e.n;
@@ -65,6 +75,18 @@ void State::MatchEarly(QpState& q) {
       matched = true;
     }
     if (!matched && --w.ttl > 0) e.at[kept++] = w;
+  }
+  e.n = kept;
+}
+
+void State::MatchEarly(SrqState& srq) {
+  // An SRQ's receives complete in any order: by wr_id (Retire's kSrq).
+  EarlyWcs& e = srq.early;
+  auto gone = [this](OutstandingWr& w) { DropDests(w); };
+  uint8_t kept = 0;
+  for (uint8_t k = 0; k < e.n; ++k) {
+    EarlyWc w = e.at[k];
+    if (!srq.rq.Retire(w.wr_id, gone) && --w.ttl > 0) e.at[kept++] = w;
   }
   e.n = kept;
 }

@@ -41,6 +41,14 @@ TEST(CheckersEarly, ReceivePolledBeforeItsBooksIsRetiredByThem) {
   EXPECT_EQ(b.f.DeregMr(b.mr), kNone);
 }
 
+TEST(CheckersEarly, SrqReceivePolledBeforeItsBooksIsRetiredByThem) {
+  SrqSetup s;
+  EXPECT_EQ(s.f.Poll(s.cq, {Wc(Fx::Qpn(s.b), 3, IBV_WC_SUCCESS, IBV_WC_RECV)}), kNone);
+  EXPECT_EQ(s.f.PostSrqRecv(s.srq, {s.R(1), s.R(3)}), kNone);
+  EXPECT_EQ(SrqWrIds(s.f, s.srq), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(s.f.eng.state().PendingOn(s.cq), 1u);
+}
+
 TEST(CheckersEarly, FlushOnAnEmptySqIsRetiredByItsPost) {
   // A QP in ERR flushes a WR inside its post; the flush was polled first.
   Basic b;
