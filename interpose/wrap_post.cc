@@ -218,14 +218,21 @@ inline bool OneSendPost(const ibv_qp* qp, const ibv_send_wr* wr) {
          checkers::OneSendable(wr->opcode, wr->send_flags);
 }
 
-// PostSendFull of a OneSendPost: the WR's fields as CopySendChain reads
-// them and its payload's hash as HashSendPayloads takes it (SamplePost
-// asked once a post), before the provider's post; then the engine's
-// compact entry, or the event when that declines (a failed post, a check
-// that may speak, a trace or hook that reads events).
+// PostSendFull of a OneSendPost: the provider's post first, so that the
+// message leaves before the checks' work (a ping-pong's one way waits for
+// it, not for them); then the post's stack, the WR's fields as
+// CopySendChain reads them (a provider reads a WR, never writes it) and
+// its payload's hash as HashSendPayloads takes it (SamplePost asked once a
+// post; the program has not got the buffer back: its post has not
+// returned); then the engine's compact entry, or the event when that
+// declines (a failed post, a check that may speak, a trace or hook that
+// reads events).
 template <typename Post>
 [[gnu::always_inline]] inline int PostOneSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, Post post,
-                                              const SendObjInfo& info, core::StackId stack) {
+                                              uintptr_t pc, uintptr_t frame) {
+  const int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
+  const SendObjInfo info = LookupSend(qp);
+  const core::StackId stack = core::CaptureStackFrom(pc, frame);
   checkers::OneSend p;
   p.qp = info.id;
   p.stack = stack;
@@ -244,10 +251,8 @@ template <typename Post>
     // A OneSendable opcode sends its payload (SourcesPayload).
     if (sample && !(p.send_flags & IBV_SEND_INLINE)) p.sge.hash = HashPayload(g.addr, g.length);
   }
-  const int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
   if (__builtin_expect(rc == 0, 1) && EmitOneSend(p)) return 0;
-  // The event: the WR copied again (a provider reads a WR, never writes
-  // it) with the hash taken before the post.
+  // The event: the WR copied again, with the hash taken above.
   std::unique_ptr<core::Event> spare;
   uint32_t copied;
   core::Event& e = SendEvent(spare, qp, wr, Lookup(qp), stack, &copied);
@@ -273,9 +278,10 @@ template <typename Post>
   if (!Checking()) return PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
   const Reentry re;  // the checks: what they call is not the program's
   Bump(GetCounters().post_send);
+  // thread-domain-race (its report walks the stack from pc and frame).
+  const td::Hold hold(qp, td::Verb::kPostSend, 0, pc, frame);
+  if (__builtin_expect(OneSendPost(qp, wr), 1)) return PostOneSend(qp, wr, bad, post, pc, frame);
   const core::StackId stack = core::CaptureStackFrom(pc, frame);
-  const td::Hold hold(qp, td::Verb::kPostSend, stack);  // thread-domain-race
-  if (__builtin_expect(OneSendPost(qp, wr), 1)) return PostOneSend(qp, wr, bad, post, LookupSend(qp), stack);
   const ObjInfo info = Lookup(qp);
   // Copy (and hash the payloads) before the provider runs: the NIC may read
   // the buffers from the moment of the post.
