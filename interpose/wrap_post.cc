@@ -218,18 +218,24 @@ inline bool OneSendPost(const ibv_qp* qp, const ibv_send_wr* wr) {
          checkers::OneSendable(wr->opcode, wr->send_flags);
 }
 
-// PostSendFull of a OneSendPost: the provider's post first, so that the
-// message leaves before the checks' work (a ping-pong's one way waits for
-// it, not for them); then the post's stack, the WR's fields as
-// CopySendChain reads them (a provider reads a WR, never writes it) and
-// its payload's hash as HashSendPayloads takes it (SamplePost asked once a
-// post; the program has not got the buffer back: its post has not
-// returned); then the engine's compact entry, or the event when that
-// declines (a failed post, a check that may speak, a trace or hook that
-// reads events).
+// PostSendFull of a OneSendPost: its payload's hash as HashSendPayloads
+// takes it, then the provider's post, so that the message leaves before
+// the rest of the checks' work (a ping-pong's one way waits for it, not
+// for them); then the post's stack and the WR's fields as CopySendChain
+// reads them (a provider reads a WR, never writes it); then the engine's
+// compact entry, or the event when that declines (a failed post, a check
+// that may speak, a trace or hook that reads events).
 template <typename Post>
 [[gnu::always_inline]] inline int PostOneSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, Post post,
                                               uintptr_t pc, uintptr_t frame) {
+  // The payload's hash before the provider's post (SamplePost asked once a
+  // post): the device may write into the buffer during the post already
+  // (softnic runs a loopback exchange there: a receive the program posted
+  // over the buffer may take a reply), which buffer-modified-in-flight is
+  // about.  Dropped below when the QP takes no SGE.
+  uint64_t hash = 0;
+  if (SamplePost() && wr->num_sge == 1 && wr->sg_list && !(wr->send_flags & IBV_SEND_INLINE))
+    hash = HashPayload(wr->sg_list[0].addr, wr->sg_list[0].length);  // OneSendable: SourcesPayload
   const int rc = PostOrFault(core::Point::kPostSend, qp, qp->qp_num, wr, bad, post);
   const SendObjInfo info = LookupSend(qp);
   const core::StackId stack = core::CaptureStackFrom(pc, frame);
@@ -242,14 +248,12 @@ template <typename Post>
   p.num_sge = wr->num_sge;
   p.wr_id = wr->wr_id;
   p.has_sge = wr->num_sge == 1 && wr->sg_list && info.max_send_sge >= 1;  // ReadableSges
-  const bool sample = SamplePost();
   if (p.has_sge) {
     const ibv_sge& g = wr->sg_list[0];
     p.sge.addr = g.addr;
     p.sge.length = g.length;
     p.sge.lkey = g.lkey;
-    // A OneSendable opcode sends its payload (SourcesPayload).
-    if (sample && !(p.send_flags & IBV_SEND_INLINE)) p.sge.hash = HashPayload(g.addr, g.length);
+    p.sge.hash = hash;
   }
   if (__builtin_expect(rc == 0, 1) && EmitOneSend(p)) return 0;
   // The event: the WR copied again, with the hash taken above.
