@@ -157,21 +157,47 @@ void ConnectionManager::Receive(int fd, const Msg& m, Outbox* out) {
   }
 }
 
+namespace {
+
+// A GET_EVENT whose channel the program closed while the call waited (its
+// CM thread blocked while main tears down, as rping's does): the kernel's
+// call holds the file and waits on for events that no longer come, until a
+// signal interrupts it or the process ends; a non-blocking one has none.
+ssize_t ChannelClosedUnderCall(bool nonblocking) {
+  errno = EAGAIN;
+  if (nonblocking) return -1;
+  for (;;) {
+    pause();
+    if (!RestartAfterSignal()) {
+      errno = EINTR;
+      return -1;
+    }
+  }
+}
+
+}  // namespace
+
 ssize_t ConnectionManager::GetEvent(int fd, uint64_t response, size_t out_len) {
   if (out_len < sizeof(rdma_ucm_event_resp)) {
     errno = ENOSPC;
     return -1;
   }
+  // The channel this call reads (its inbox's name): the fd's number may
+  // name another channel once the program closed this one.  The write
+  // came here because the fd was a channel when it was made (IsChannel, the
+  // kernel's taking of the file at the call's entry): a channel not found,
+  // even at the first look, was closed under the call.
+  std::string name;
+  bool nonblocking = false;
   for (;;) {
     int inbox = -1;
     {
       std::lock_guard<std::mutex> l(table_.mu);
       auto it = table_.chans.find(fd);
-      if (it == table_.chans.end()) {
-        errno = EBADF;
-        return -1;
-      }
+      if (it == table_.chans.end() || (!name.empty() && it->second.name != name))
+        return ChannelClosedUnderCall(nonblocking);
       Channel& c = it->second;
+      if (name.empty()) name = c.name;
       while (!c.events.empty()) {
         CmEvent e = c.events.front();
         c.events.pop_front();
@@ -210,17 +236,33 @@ ssize_t ConnectionManager::GetEvent(int fd, uint64_t response, size_t out_len) {
       continue;
     }
     if (errno == EINTR) continue;
+    // A descriptor closed under the call (EBADF, or one reopened as no
+    // socket): the loop's lookup tells whether the channel went.
+    if (errno == EBADF || errno == ENOTSOCK) {
+      if (ChannelGone(fd, name)) return ChannelClosedUnderCall(nonblocking);
+      errno = EBADF;
+      return -1;
+    }
     if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
     const int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0 && (fl & O_NONBLOCK)) {
+    if (fl < 0 && ChannelGone(fd, name)) return ChannelClosedUnderCall(nonblocking);
+    nonblocking = fl >= 0 && (fl & O_NONBLOCK);
+    if (nonblocking) {
       errno = EAGAIN;
       return -1;
     }
     epoll_event ev;
     const int r = epoll_wait(fd, &ev, 1, -1);
+    if (r < 0 && errno != EINTR && ChannelGone(fd, name)) return ChannelClosedUnderCall(false);
     // Interrupted: as the kernel's wait is, unless every handler restarts.
     if (r < 0 && (errno != EINTR || !RestartAfterSignal())) return -1;
   }
+}
+
+bool ConnectionManager::ChannelGone(int fd, const std::string& name) {
+  std::lock_guard<std::mutex> l(table_.mu);
+  auto it = table_.chans.find(fd);
+  return it == table_.chans.end() || it->second.name != name;
 }
 
 }  // namespace rdmasan::softnic::cm

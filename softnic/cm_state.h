@@ -198,6 +198,9 @@ class ConnectionManager {
   // and (a blocking channel) waiting for one; 0, or -1 with errno.  Takes
   // the lock itself.
   ssize_t GetEvent(int fd, uint64_t response, size_t out_len);
+  // Whether channel `fd` is no longer the channel whose inbox is `name`
+  // (the program closed it, or its number now names another).
+  bool ChannelGone(int fd, const std::string& name);
 
   // One command written to channel `fd` (cm_commands.cc): `len`, or -1
   // with errno.

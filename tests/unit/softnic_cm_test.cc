@@ -10,14 +10,19 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_user_cm.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "core/options.h"
 #include "softnic/softnic.h"
@@ -354,6 +359,44 @@ TEST_F(SoftnicCm, CloseForgetsTheChannel) {
   EXPECT_FALSE(IsChannel(fd));
   close(fd);
   fd_ = -1;
+}
+
+// A GET_EVENT that found a channel at its call's entry and the channel
+// closed before it looked (a CM thread's read while main destroys the
+// channel, as rping's teardown does) waits as the kernel's call does, for
+// events that no longer come, until a signal ends it: never EBADF, which
+// made rping's CM thread exit(-1) under the program's normal exit.
+void NoteSignal(int) {}
+TEST_F(SoftnicCm, GetEventOnAChannelClosedUnderTheCallWaitsAsTheKernelsDoes) {
+  const int fd = Open(O_RDWR | O_CLOEXEC);  // blocking
+  ASSERT_GE(fd, 0) << strerror(errno);
+  Close(fd);
+  close(fd);
+  std::atomic<bool> done{false};
+  ssize_t got = 0;
+  int err = 0;
+  std::thread reader([&] {
+    rdma_ucm_event_resp ev{};
+    auto c = Make<rdma_ucm_get_event>(RDMA_USER_CM_CMD_GET_EVENT, sizeof(ev));
+    c.body.response = reinterpret_cast<uintptr_t>(&ev);
+    got = Write(fd, &c, sizeof(c));
+    err = errno;
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(done.load()) << "returned " << got << ", " << strerror(err);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = NoteSignal;  // no SA_RESTART: the wait ends with EINTR
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  for (int i = 0; i < 500 && !done.load(); ++i) {  // until it has left its wait
+    pthread_kill(reader.native_handle(), SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reader.join();
+  sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_EQ(got, -1);
+  EXPECT_EQ(err, EINTR);
 }
 
 }  // namespace
