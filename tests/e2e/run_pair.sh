@@ -29,6 +29,14 @@
 #                    fabric, the first try's logs and traces kept as
 #                    NAME.try1.*); exit 77 (ctest: skipped), not 1, only when
 #                    the second try proves it too.  --timeout is per try.
+#   --listen-race REGEX
+#                    perftest -R's listen race (docs/softnic.md): when the
+#                    client failed printing REGEX (its connect rejected for
+#                    want of a listener) and the server, still running,
+#                    listened on PORT after the client's end (so its listen
+#                    came after that connect), run the pair once more (a new
+#                    fabric, the first try's logs kept as NAME.try1.*).
+#                    Proven twice is a failure.
 #
 # What it does: picks a softnic fabric private to this run
 # (softnic_fabric=e2e-NAME-<pid>; the softnic mode is the default, auto,
@@ -53,6 +61,7 @@ rdma_cm=0
 allow_findings=0
 quiet=0
 teardown_re=""
+listen_race_re=""
 
 die() { echo "run_pair: $*" >&2; exit 2; }
 
@@ -69,6 +78,7 @@ while [[ $# -gt 0 ]]; do
     --rdma-cm) rdma_cm=1; shift ;;
     --quiet) quiet=1; shift ;;
     --teardown-race) teardown_re=$2; shift 2 ;;
+    --listen-race) listen_race_re=$2; shift 2 ;;
     -*) die "unknown option $1" ;;
     *) break ;;
   esac
@@ -220,8 +230,24 @@ teardown_race() {
   return 0
 }
 
+# listen_race: true, with race_evidence set, when the try failed only as
+# perftest -R's listen race does (docs/softnic.md): the client failed
+# printing $listen_race_re (a connect rejected because nobody listened),
+# no finding, and the server, alive after the client's end, was then seen
+# listening on the port (late_listen): the listener the client's connect
+# wanted came after it.  Anything else is a failure.
+listen_race() {
+  [[ -n $listen_race_re && $client_status != 0 && $client_status != "not run" ]] || return 1
+  [[ $late_listen -eq 1 ]] || return 1
+  grep -Eq -- "$listen_race_re" "$client_log" || return 1
+  local f
+  for f in "${failures[@]}"; do [[ $f != "rdmasan reported errors" ]] || return 1; done
+  race_evidence="the client ($(describe "$client_status")) was refused for want of a listener (/$listen_race_re/) and the server listened on port $port only after the client's end"
+  return 0
+}
+
 # run_try: one run of the pair; sets failures, server_status,
-# client_status and killed_server.
+# client_status, killed_server and late_listen.
 run_try() {
   failures=()
   # A stale server (an earlier run, another test) would answer our client.
@@ -254,12 +280,21 @@ run_try() {
 
   client_status="not run"
   killed_server=0
+  late_listen=0
   if [[ ${#failures[@]} -eq 0 ]]; then
     timeout -k 5 "$limit" "${client_prefix[@]}" "${client[@]}" >"$client_log" 2>&1 </dev/null
     client_status=$?
     if [[ $client_status -ne 0 ]]; then
       # The server may wait forever for a peer that is gone: 5 s grace.
-      for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+      # With --listen-race, whether it listens meanwhile (listen_race).
+      for _ in $(seq 1 50); do
+        kill -0 "$server_pid" 2>/dev/null || break
+        if [[ -n $listen_race_re ]] && listening "$port"; then
+          late_listen=1
+          break
+        fi
+        sleep 0.1
+      done
     fi
   fi
   if [[ -n $server_pid ]]; then
@@ -304,6 +339,13 @@ while :; do
     try=$((try + 1))
     continue
   fi
+  # Likewise perftest -R's listen race.
+  if [[ ${#failures[@]} -gt 0 && $try -lt 2 ]] && listen_race; then
+    keep_try "$try"
+    echo "run_pair: $name: try $try: perftest -R's listen race (docs/softnic.md): $race_evidence; running the pair again (this try's logs: $outdir/$safe_name.try$try.*)"
+    try=$((try + 1))
+    continue
+  fi
   break
 done
 
@@ -319,6 +361,9 @@ if [[ ${#failures[@]} -gt 0 ]]; then
   if [[ -n $teardown_re ]] && teardown_race; then
     echo "run_pair: $name: SKIP: libfabric 1.17's ofi_rxm teardown race (docs/softnic.md): $race_evidence"
     exit 77
+  fi
+  if listen_race; then
+    echo "run_pair: $name: FAIL: perftest -R's listen race twice in a row (docs/softnic.md): $race_evidence"
   fi
   for f in "${failures[@]}"; do echo "run_pair: $name: FAIL: $f"; done
   exit 1
