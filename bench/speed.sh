@@ -21,7 +21,12 @@
 #             round): full checking <= 0.5x softnic's own post+poll pair
 #             (and <= +100 ns on README's machine),
 #             scheduling on <= +30 ns, reorder=random <= +80 ns over it;
-#             pass-through (goal 6: options that are off)
+#             pass-through (goal 6: options that are off); goal 6's
+#             options that are off: full checking's cost in postpoll_bench
+#             against build/postpoll_bench_bare, the same over the shim
+#             with those options' tests compiled out
+#             (interpose/off_options.h), alternated twice: zero within
+#             the run-to-run spread of either
 #   replay    a ~4 M-event trace recorded from ib_send_bw -s 8: rdmasan
 #             replay >= 20 M events/s, the reader alone (trace_read_bench)
 #             >= 40 M events/s
@@ -72,7 +77,7 @@ want floor && need+=("$build/shm_floor")
 { want latency || want event; } && need+=("$build/lean_pingpong")
 { want rate || want write; } && need+=("$build/lean_stream")
 want write && need+=("$build/xcopy_bw")
-want checking && need+=("$build/postpoll_bench")
+want checking && need+=("$build/postpoll_bench" "$build/postpoll_bench_bare")
 want replay && need+=("$build/trace_read_bench")
 want campaign && need+=("$build/campaign_robust_control")
 for f in "${need[@]}"; do
@@ -292,7 +297,7 @@ goal_checking() {
     awk -v m="$1" 'index($1, "postpoll/" m "/round:") == 1 && NF >= 5 {
                      v = $4 * ($5 == "us" ? 1000 : $5 == "ms" ? 1e6 : 1)
                      if (best == "" || v < best) best = v }
-                   END { if (best != "") printf "%.1f\n", best }' "$log"
+                   END { if (best != "") printf "%.1f\n", best }' "${2:-$log}"
   }
   local raw pass full sched reorder
   raw=$(pp no_shim) pass=$(pp pass_through) full=$(pp full_checking) sched=$(pp scheduling)
@@ -323,6 +328,44 @@ goal_checking() {
     row 6.off-is-free "pass-through (shim loaded, checking=false) over no shim" "$(calc "%+.1f" "$pass - $raw") ns" \
       "< +10 ns" "$(holds "$(calc "%.3f" "$pass - $raw")" le 9.999)"
   else failed 6.off-is-free "pass-through over no shim" "< +10 ns" "no figure in $log"; fi
+  off_options_row "$log" "$(calc "%.3f" "$full - $raw")"
+}
+
+# Goal 6's options that are off (trace, faults, chaos, schedule, reorder,
+# hang_timeout, the in-process fuzzer's hook): full checking's cost in
+# postpoll_bench ($2, of its run in $1) against postpoll_bench_bare's, whose
+# shim has those options' tests compiled out, in turns: bare, full, bare.
+# Each build's figure is its best run; the spread is the larger difference
+# between two runs of one build, the noise the difference is judged by.
+off_options_row() {
+  local what="full checking with trace, faults, chaos, schedule, hang_timeout off, over a build without their tests"
+  local -a normal=("$2") bare=()
+  local i log b f
+  for i in 1 2 3; do
+    if [[ $i == 2 ]]; then b=postpoll_bench; else b=postpoll_bench_bare; fi
+    log=$out/$b.off$i.log
+    "$build/$b" "$postpoll_pairs" >"$log" 2>&1 || { tail -5 "$log" >&2; }
+    local fc ns
+    fc=$(pp full_checking "$log") ns=$(pp no_shim "$log")
+    if [[ -z $fc || -z $ns ]]; then
+      failed 6.off-is-free "$what" "zero within noise" "$b gave no summary (see $log)"
+      return
+    fi
+    f=$(calc "%.3f" "$fc - $ns")
+    if [[ $b == postpoll_bench ]]; then normal+=("$f"); else bare+=("$f"); fi
+  done
+  local best_n best_b spread delta
+  best_n=$(calc "%.3f" "(${normal[0]} < ${normal[1]} ? ${normal[0]} : ${normal[1]})")
+  best_b=$(calc "%.3f" "(${bare[0]} < ${bare[1]} ? ${bare[0]} : ${bare[1]})")
+  local dn db
+  dn=$(calc "%.3f" "${normal[0]} - ${normal[1]}") db=$(calc "%.3f" "${bare[0]} - ${bare[1]}")
+  dn=${dn#-} db=${db#-}
+  spread=$(calc "%.3f" "($dn > $db ? $dn : $db)")
+  delta=$(calc "%.3f" "$best_n - $best_b")
+  row 6.off-is-free "$what" \
+    "$(calc "%+.1f" "$delta") ns (+$(calc "%.1f" "$best_n") against +$(calc "%.1f" "$best_b") ns; spread $(calc "%.1f" "$spread") ns)" \
+    "zero within noise (<= the spread, or 1 ns)" \
+    "$(holds "$delta" le "$(calc "%.3f" "($spread > 1 ? $spread : 1)")")"
 }
 
 goal_replay() {
@@ -437,9 +480,6 @@ awk -F'\t' '
     for (i = 1; i <= NR; i++) printf fmt, g[i], m[i], f[i], t[i], v[i]
   }
   function dash(n,   s) { s = ""; while (n-- > 0) s = s "-"; return s }' "$results"
-want checking &&
-  echo "6.off-is-free: trace, faults, chaos and schedule off cost zero? not measured: no build without them" \
-    "exists to compare with (pass-through above prices the shim with checking off)"
 echo "logs: $out"
 missing=$(awk -F'\t' '$5 == "FAILED"' "$results" | wc -l)
 missed=$(awk -F'\t' '$5 == "missed"' "$results" | wc -l)

@@ -28,6 +28,7 @@
 #include "core/decision.h"
 #include "core/event.h"
 #include "core/options.h"
+#include "interpose/off_options.h"
 
 namespace rdmasan::interpose {
 
@@ -38,6 +39,9 @@ struct FaultsState;
 extern std::atomic<core::Decider*> g_decider;  // set once built
 extern std::atomic<bool> g_decider_built;
 inline core::Decider* Decider() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return nullptr;  // bench/postpoll_bench_bare (interpose/off_options.h)
+#endif
   if (__builtin_expect(g_decider_built.load(std::memory_order_acquire), 1))
     return g_decider.load(std::memory_order_relaxed);
   return DeciderSlow();

@@ -3,6 +3,7 @@
 
 #include "interpose/destroyed.h"
 #include "interpose/faults.h"
+#include "interpose/off_options.h"
 #include "interpose/ptr_table.h"
 #include "interpose/thread_domains.h"
 #include "interpose/watchdog.h"
@@ -616,6 +617,9 @@ namespace {
 // Whether an event would reach the engine alone (Emit): the first event's
 // work done, no trace to record it, no fuzz hook and no watchdog to see it.
 inline bool EngineAlone() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return g_started.load(std::memory_order_acquire);  // interpose/off_options.h
+#endif
   return g_started.load(std::memory_order_acquire) && !g_trace.load(std::memory_order_acquire) &&
          !g_fuzz_hook.load(std::memory_order_relaxed) && !watchdog::Enabled();
 }

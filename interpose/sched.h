@@ -56,6 +56,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "interpose/off_options.h"
+
 namespace rdmasan::interpose::sched {
 
 inline constexpr int kCapacity = 256;  // completions buffered per CQ
@@ -64,8 +66,18 @@ inline constexpr int kCapacity = 256;  // completions buffered per CQ
 // is held or picked: reorder=off, not replaying).
 extern std::atomic<int> g_on;
 bool ComputeOn();
+// Whether the scheduler is known to be off (the poll wrapper's first test).
+inline bool KnownOff() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return true;  // bench/postpoll_bench_bare (interpose/off_options.h)
+#endif
+  return g_on.load(std::memory_order_relaxed) == 1;
+}
 // Whether the poll paths schedule: one relaxed load and one branch when off.
 inline bool On() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return false;  // bench/postpoll_bench_bare (interpose/off_options.h)
+#endif
   const int s = g_on.load(std::memory_order_relaxed);
   if (__builtin_expect(s == 1, 1)) return false;
   return s >= 2 || ComputeOn();

@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "core/event.h"
+#include "interpose/off_options.h"
 
 namespace rdmasan::interpose::watchdog {
 
@@ -48,7 +49,12 @@ extern std::atomic<bool> g_on;
 // Whether the hang watchdog runs (hang_timeout > 0, after the first verbs
 // event).  One relaxed load: test it before calling the hooks below on the
 // data path.
-inline bool Enabled() { return internal::g_on.load(std::memory_order_relaxed); }
+inline bool Enabled() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return false;  // bench/postpoll_bench_bare (interpose/off_options.h)
+#endif
+  return internal::g_on.load(std::memory_order_relaxed);
+}
 
 // At the first verbs event (hooks.cc): starts the watchdog thread when
 // hang_timeout > 0.  Idempotent.

@@ -33,6 +33,7 @@
 #include "interpose/faults.h"
 #include "interpose/hooks.h"
 #include "interpose/interpose.h"
+#include "interpose/off_options.h"
 
 namespace rdmasan::interpose::wrap {
 
@@ -101,6 +102,10 @@ class PostEntry {
 // wrapper's pass-through needs no frame of its own: it ends in a tail call
 // of the provider's op.
 inline bool OnlyForward() {
+#if RDMASAN_OFF_OPTIONS_COMPILED_OUT
+  return g_destroyed_count.load(std::memory_order_relaxed) == 0 &&
+         g_checking.load(std::memory_order_relaxed) == 0;  // interpose/off_options.h
+#endif
   return g_destroyed_count.load(std::memory_order_relaxed) == 0 &&
          g_checking.load(std::memory_order_relaxed) == 0 && g_decider_built.load(std::memory_order_acquire) &&
          g_decider.load(std::memory_order_relaxed) == nullptr;

@@ -349,7 +349,7 @@ inline core::ObjId PolledCqId(const ibv_cq* cq) {
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   Saved* const s = Find(cq->context);
   if (__builtin_expect(s != nullptr && g_destroyed_count.load(std::memory_order_relaxed) == 0, 1) &&
-      sched::g_on.load(std::memory_order_relaxed) == 1) {
+      sched::KnownOff()) {
     const int checking = g_checking.load(std::memory_order_relaxed);
     if (__builtin_expect(checking == 0, 1) && g_decider_built.load(std::memory_order_acquire) &&
         g_decider.load(std::memory_order_relaxed) == nullptr)
