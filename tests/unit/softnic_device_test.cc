@@ -83,6 +83,10 @@ TEST(SoftnicCopyLocal, FaultsAreEfaultAndCopiesAreWhole) {
   ASSERT_NE(m, nullptr);
   ASSERT_EQ(munmap(m + 4096, 4096), 0);
   const uint64_t ok = reinterpret_cast<uint64_t>(m), gone = ok + 4096;
+#ifndef RDMASAN_SOFTNIC_VM_COPY
+  // A sanitizer build's runtime owns SIGSEGV (TSan's dies in it), and its
+  // softnic never copies locally with CopyLocal (access.h: Move): the
+  // faults are tested in the other builds only.
   for (uint32_t len : {1u, 8u, 13u, 256u, 257u, 4000u}) {
     SCOPED_TRACE(absl::StrCat(len, " bytes"));
     Seg mapped{ok, len}, unmapped{gone, len}, tail{gone - 4, len};
@@ -92,6 +96,9 @@ TEST(SoftnicCopyLocal, FaultsAreEfaultAndCopiesAreWhole) {
       EXPECT_EQ(CopyLocal(&tail, 1, &mapped, 1), EFAULT) << "the range runs into the unmapped page";
     }
   }
+#else
+  (void)gone;
+#endif
   std::vector<uint8_t> src(300), dst(300, 0);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
   const uint64_t s = reinterpret_cast<uint64_t>(src.data()), d = reinterpret_cast<uint64_t>(dst.data());
