@@ -9,10 +9,11 @@
 // under the lock and collects the messages it must send; they leave after
 // the lock is dropped (a send may wait for a full inbox), and a send that
 // fails turns into the event the kernel would give (UNREACHABLE for a
-// connect, DISCONNECTED for a disconnect).  GET_EVENT delivers the
-// channel's queued events first, then reads its inbox (without the lock),
-// turns each message into state and events, and blocks in epoll_wait only
-// when the channel is blocking and both are empty.
+// connect, DISCONNECTED for a disconnect).  GET_EVENT first retries the
+// connects that wait for a listener (cm_state.h), delivers the channel's
+// queued events, then reads its inbox (without the lock), turns each
+// message into state and events, and blocks in epoll_wait only when the
+// channel is blocking and both are empty.
 #include "softnic/cm.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/sysmacros.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -81,10 +83,11 @@ int Open(int flags) {
   }
   if (c.inbox < 0) return -1;
   c.efd = eventfd(0, EFD_SEMAPHORE | EFD_NONBLOCK | EFD_CLOEXEC);
+  c.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   c.fd = epoll_create1((flags & O_CLOEXEC) ? EPOLL_CLOEXEC : 0);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  bool ok = c.efd >= 0 && c.fd >= 0;
+  bool ok = c.efd >= 0 && c.tfd >= 0 && c.fd >= 0;
   if (ok) {
     ev.data.fd = c.inbox;
     ok = epoll_ctl(c.fd, EPOLL_CTL_ADD, c.inbox, &ev) == 0;
@@ -92,6 +95,10 @@ int Open(int flags) {
   if (ok) {
     ev.data.fd = c.efd;
     ok = epoll_ctl(c.fd, EPOLL_CTL_ADD, c.efd, &ev) == 0;
+  }
+  if (ok) {
+    ev.data.fd = c.tfd;
+    ok = epoll_ctl(c.fd, EPOLL_CTL_ADD, c.tfd, &ev) == 0;
   }
   if (ok && (flags & O_NONBLOCK)) ok = fcntl(c.fd, F_SETFL, O_NONBLOCK) == 0;
   if (ok && c.fd >= kMaxMarked) {
@@ -102,6 +109,7 @@ int Open(int flags) {
     const int err = errno;
     if (c.fd >= 0) close(c.fd);
     if (c.efd >= 0) close(c.efd);
+    if (c.tfd >= 0) close(c.tfd);
     close(c.inbox);
     unlink((folder + "/" + c.name).c_str());
     errno = err;

@@ -268,14 +268,7 @@ int Connect(ConnectionManager& cm, const CommandCall& call) {
   memcpy(m.private_data, cp.private_data, cp.private_data_len);
   id->st = IdState::kConnect;
   if (!LookupPort(cm.table().folder, id->ps, PortOf(id->dst), &rec) || !rec.listening) {
-    // No listener: the remote CM's answer, given at once.
-    if (ud) {
-      id->st = IdState::kRouteResolved;
-      cm.Queue(*id, id->handle, kEventUnreachable, -ECONNREFUSED);
-    } else {
-      id->st = IdState::kRouteResolved;
-      cm.Queue(*id, id->handle, kEventRejected, kRejInvalidServiceId);
-    }
+    cm.ConnectUnheard(*id, m);  // no listener (yet)
     return 0;
   }
   id->peer_inbox = rec.inbox;
@@ -520,6 +513,7 @@ ssize_t ConnectionManager::Command(int fd, const void* buf, size_t len) {
     if (!table_.chans.contains(fd)) return Fail(EBADF);
     const CommandHandler handler = hdr.cmd < kHandlers.size() ? kHandlers[hdr.cmd] : nullptr;
     err = handler ? handler(*this, CommandCall{fd, hdr.cmd, hdr.out, in, hdr.in, &out}) : EINVAL;
+    RetryAwaiting(&out);  // a listen of this process, a destroyed waiting id
   }
   Flush(&out);
   if (err) return Fail(err);

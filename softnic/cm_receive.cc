@@ -2,8 +2,8 @@
 // (cm_state.h): what a message from a peer's channel does to the id it
 // names (REQ and SIDR REQ make a new id on the listener's channel; REP,
 // RTU, REJ, DREQ, DREP move the id and queue the event the kernel would
-// give), and GET_EVENT, which delivers queued events, reads the inbox and
-// waits on a blocking channel.
+// give), and GET_EVENT, which retries the connects waiting for a listener,
+// delivers queued events, reads the inbox and waits on a blocking channel.
 //
 // May not: wait or read the inbox while holding the table's lock, or act on
 // a datagram cm_wire's ValidMsg refused.
@@ -191,6 +191,16 @@ ssize_t ConnectionManager::GetEvent(int fd, uint64_t response, size_t out_len) {
   bool nonblocking = false;
   for (;;) {
     int inbox = -1;
+    {
+      // The connects waiting for a listener, first: this call may be what
+      // their timer woke (cm_state.h).
+      Outbox out;
+      {
+        std::lock_guard<std::mutex> l(table_.mu);
+        RetryAwaiting(&out);
+      }
+      Flush(&out);
+    }
     {
       std::lock_guard<std::mutex> l(table_.mu);
       auto it = table_.chans.find(fd);

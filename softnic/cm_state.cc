@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <sys/random.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 
+#include "core/options.h"
 #include "softnic/cm_abi.h"
 #include "softnic/cm_address.h"
 #include "softnic/fabric.h"
@@ -104,6 +106,91 @@ void ConnectionManager::Flush(Outbox* out) {
     }
   }
   out->clear();
+}
+
+namespace {
+
+// The period of a waiting channel's timer: how soon a connect sees the
+// listener that came.
+constexpr long kListenPollNs = 1000000;
+
+void SetTicking(Channel& c, bool on) {
+  if (c.ticking == on || c.tfd < 0) return;
+  itimerspec t{};
+  if (on) t.it_value.tv_nsec = t.it_interval.tv_nsec = kListenPollNs;
+  if (timerfd_settime(c.tfd, 0, &t, nullptr) == 0) c.ticking = on;
+  uint64_t ticks;
+  if (!on) (void)::read(c.tfd, &ticks, sizeof(ticks));  // a tick already due: not a wake any more
+}
+
+}  // namespace
+
+void ConnectionManager::ConnectUnheard(CmId& id, const Msg& req) {
+  const uint64_t wait_ns = static_cast<uint64_t>(core::GlobalOptions().softnic_cm_listen_wait) * 1000000u;
+  auto ch = table_.chans.find(id.chan);
+  if (wait_ns && ch != table_.chans.end() && ch->second.tfd >= 0) {
+    id.awaiting_listener = true;
+    id.await_deadline_ns = NowNs() + wait_ns;
+    id.awaiting_req = req;
+    table_.awaiting.insert(id.handle);
+    SetTicking(ch->second, true);
+    return;
+  }
+  AnswerUnheard(id);
+}
+
+void ConnectionManager::AnswerUnheard(CmId& id) {
+  // The remote CM's answer for a port nobody listens on: a REJ, invalid
+  // service ID (a SIDR REP the kernel reports as UNREACHABLE).
+  id.awaiting_listener = false;
+  id.st = IdState::kRouteResolved;
+  if (id.qp_type == IBV_QPT_UD)
+    Queue(id, id.handle, kEventUnreachable, -ECONNREFUSED);
+  else
+    Queue(id, id.handle, kEventRejected, kRejInvalidServiceId);
+}
+
+void ConnectionManager::RetryAwaiting(Outbox* out) {
+  if (table_.awaiting.empty()) {
+    for (auto& [fd, c] : table_.chans) SetTicking(c, false);
+    return;
+  }
+  for (auto& [fd, c] : table_.chans) {
+    uint64_t ticks;
+    if (c.ticking) (void)::read(c.tfd, &ticks, sizeof(ticks));  // this look answers the ticks so far
+  }
+  const uint64_t now = NowNs();
+  absl::flat_hash_set<int> waiting_chans;
+  for (auto it = table_.awaiting.begin(); it != table_.awaiting.end();) {
+    auto f = table_.ids.find(*it);
+    if (f == table_.ids.end() || !f->second.awaiting_listener || f->second.st != IdState::kConnect) {
+      table_.awaiting.erase(it++);  // destroyed, or moved on (a disconnect, a destroy and a reuse)
+      continue;
+    }
+    CmId& id = f->second;
+    PortRecord rec;
+    if (LookupPort(table_.folder, id.ps, PortOf(id.dst), &rec) && rec.listening) {
+      // The listener came: the REQ leaves, from the channel the id has now.
+      Msg m = id.awaiting_req;
+      auto ch = table_.chans.find(id.chan);
+      if (ch != table_.chans.end()) snprintf(m.reply_to, sizeof(m.reply_to), "%s", ch->second.name.c_str());
+      m.dst_handle = rec.handle;
+      id.awaiting_listener = false;
+      id.peer_inbox = rec.inbox;
+      id.peer_handle = rec.handle;
+      Send(out, id, m, kEventUnreachable, -ETIMEDOUT);
+      table_.awaiting.erase(it++);
+      continue;
+    }
+    if (now >= id.await_deadline_ns) {
+      table_.awaiting.erase(it++);
+      AnswerUnheard(id);  // no wait left
+      continue;
+    }
+    waiting_chans.insert(id.chan);
+    ++it;
+  }
+  for (auto& [fd, c] : table_.chans) SetTicking(c, waiting_chans.contains(fd));
 }
 
 int ConnectionManager::ReservePortFor(CmId& id, uint16_t want) {
@@ -208,6 +295,7 @@ void ConnectionManager::CloseChannel(int fd) {
     Channel& c = it->second;
     close(c.inbox);
     close(c.efd);
+    if (c.tfd >= 0) close(c.tfd);
     unlink((table_.folder + "/" + c.name).c_str());
     rmdir(table_.folder.c_str());  // the fabric's folder goes with its last name
     table_.chan_by_name.erase(c.name);

@@ -3,7 +3,16 @@
 // table under one lock, the IB CM states an id moves through, and the
 // machine's steps shared by the commands (cm_commands.cc), the messages
 // from peers (cm_receive.cc) and the fd entry points (cm.cc): queueing an
-// event, composing and sending messages, ports, tearing an id down.
+// event, composing and sending messages, ports, tearing an id down, and
+// the connects that wait for a listener.
+//
+// A connect that finds nobody listening on its port waits (the option
+// softnic_cm_listen_wait, in ms) before the REJ the passive CM gives: its
+// REQ is held as a slow fabric or a lost and retransmitted REQ would hold
+// it, and leaves as soon as the port's record says it listens.  A periodic
+// timerfd in the channel's epoll set wakes the program's waits while one
+// of its ids waits; every GET_EVENT and command looks again.  The wait is
+// only timing: no outcome a real CM could not give.
 //
 // May not: block or send while holding the table's lock (messages a step
 // produces are collected and sent by Flush after the lock is dropped), or
@@ -24,6 +33,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "softnic/cm_wire.h"
 
 namespace rdmasan::softnic::cm {
@@ -65,6 +75,8 @@ struct Channel {
   int fd = -1;     // the epoll fd the program holds
   int inbox = -1;  // unix datagram socket: other processes' messages
   int efd = -1;    // eventfd: one count per queued event
+  int tfd = -1;    // timerfd: ticks while an id of the channel waits for a listener
+  bool ticking = false;
   std::string name;
   std::deque<CmEvent> events;
 
@@ -104,6 +116,11 @@ struct CmId {
   uint8_t ack_timeout = 18;                      // RTS's timeout; RDMA_OPTION_ID_ACK_TIMEOUT sets it
   uint32_t events_reported = 0;
   std::vector<McastJoin> joins;
+  // A connect waiting for a listener (st kConnect): its REQ, and when the
+  // wait ends in the REJ (CLOCK_MONOTONIC ns).
+  bool awaiting_listener = false;
+  uint64_t await_deadline_ns = 0;
+  Msg awaiting_req{};
 };
 
 // A message a step produced, sent by Flush once the lock is dropped.
@@ -122,6 +139,7 @@ struct CmTable {
   absl::flat_hash_map<int, Channel> chans;
   absl::flat_hash_map<std::string, int> chan_by_name;
   absl::flat_hash_map<uint32_t, CmId> ids;
+  absl::flat_hash_set<uint32_t> awaiting;  // ids whose connect waits for a listener
   uint32_t next_handle = 1;
   std::string folder;
   bool swept = false;
@@ -174,6 +192,14 @@ class ConnectionManager {
   // Takes the lock itself.
   void Flush(Outbox* out);
 
+  // A connect (REQ in `req`) to a port nobody listens on: waits for a
+  // listener when softnic_cm_listen_wait allows, else answers at once.
+  void ConnectUnheard(CmId& id, const Msg& req);
+  // The connects waiting for a listener, every channel's: those whose
+  // port now listens send their REQ, those past their time get the REJ;
+  // the channels' timers tick only while one of theirs waits.
+  void RetryAwaiting(Outbox* out);
+
   int ReservePortFor(CmId& id, uint16_t want);
   void ReleasePortOf(CmId& id);
   void PublishPort(const CmId& id);
@@ -208,6 +234,7 @@ class ConnectionManager {
 
  private:
   void ReceiveRequest(int fd, const Msg& m, Outbox* out);
+  void AnswerUnheard(CmId& id);
 
   CmTable& table_;
 };

@@ -11,21 +11,25 @@
  * on a kernel's rdma_cm as on softnic's.
  *
  * Here the server accepts the first connection, then either (normal)
- * listens again and disconnects, or (late, -L) disconnects, waits 1 s and
- * only then listens again.  The client connects, waits for the disconnect
+ * listens again and disconnects, or (late, -L) disconnects, waits (-W ms,
+ * 1000 unless given) and only then listens again.  The client connects, waits for the disconnect
  * and connects again at once: after a late server's disconnect it is
  * rejected (status 8), prints perftest's words for it and exits 1; the late
- * server listens on for a peer that is gone.  Both sides print
+ * server listens on for a peer that is gone.  softnic's CM holds a connect
+ * that finds no listener for softnic_cm_listen_wait (docs/softnic.md): a
+ * server late by less connects on the first try; the harness tests of the
+ * retry turn that wait off.  Both sides print
  * "sim: connected twice" when the second connection is established.
  *
  * May not: be late unless told (-L), or pass with a connection missing.
  *
- * usage: listen_race_sim -p PORT [-L always|once:MARKER|never] [SERVER_IPV4]
+ * usage: listen_race_sim -p PORT [-L always|once:MARKER|never] [-W MS] [SERVER_IPV4]
  *   -L always       the server listens late;
  *   -L once:MARKER  late unless MARKER exists, and creates it (a second
  *                   run of the pair passes);
  *   -L never        the server never listens again: it exits 0 after the
- *                   first connection (a rejected client, but no race). */
+ *                   first connection (a rejected client, but no race);
+ *   -W MS           how late a late server listens again (default 1000). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -138,7 +142,7 @@ static void drop(struct rdma_cm_id *id) {
   CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id: %s", strerror(errno));
 }
 
-static int server(int port, int how) {
+static int server(int port, int how, int late_ms) {
   struct rdma_cm_id *lid = listen_on(port);
   struct rdma_cm_id *first = accept_one();
   CHECK(rdma_destroy_id(lid) == 0, "rdma_destroy_id: %s", strerror(errno));
@@ -148,7 +152,7 @@ static int server(int port, int how) {
   drop(first);
   if (how < 0) return 0;
   if (how > 0) {
-    sleep(1);
+    usleep((useconds_t)late_ms * 1000);
     lid = listen_on(port);
   }
   struct rdma_cm_id *second = accept_one();
@@ -197,22 +201,24 @@ static int client(const char *ip, int port) {
 }
 
 int main(int argc, char **argv) {
-  int port = 0, opt;
+  int port = 0, late_ms = 1000, opt;
   const char *how = NULL;
-  while ((opt = getopt(argc, argv, "p:L:")) != -1) {
+  while ((opt = getopt(argc, argv, "p:L:W:")) != -1) {
     if (opt == 'p')
       port = atoi(optarg);
     else if (opt == 'L')
       how = optarg;
+    else if (opt == 'W')
+      late_ms = atoi(optarg);
     else
       return 2;
   }
-  CHECK(port > 0 && port < 65536,
-        "usage: listen_race_sim -p PORT [-L always|once:MARKER|never] [SERVER_IPV4]");
+  CHECK(port > 0 && port < 65536 && late_ms >= 0 && late_ms <= 60000,
+        "usage: listen_race_sim -p PORT [-L always|once:MARKER|never] [-W MS] [SERVER_IPV4]");
   setvbuf(stdout, NULL, _IONBF, 0);
   ch = rdma_create_event_channel();
   CHECK(ch, "rdma_create_event_channel: %s", strerror(errno));
-  const int rc = optind < argc ? client(argv[optind], port) : server(port, late(how));
+  const int rc = optind < argc ? client(argv[optind], port) : server(port, late(how), late_ms);
   rdma_destroy_event_channel(ch);
   return rc;
 }

@@ -79,6 +79,19 @@ class SoftnicCm : public ::testing::Test {
     return Write(fd_, &c, sizeof(c));
   }
 
+  // The next event within `limit`, polling the nonblocking channel: a
+  // wake with nothing to deliver (a waiting connect's tick) reads EAGAIN.
+  bool NextEvent(rdma_ucm_event_resp* ev, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (GetEvent(ev) > 0) return true;
+      if (errno != EAGAIN) return false;
+      pollfd p{fd_, POLLIN, 0};
+      poll(&p, 1, 100);
+    }
+    return false;
+  }
+
   int fd_ = -1;
 };
 
@@ -181,10 +194,17 @@ TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
   EXPECT_EQ(Write(fd_, &conn, sizeof(conn)), -1);
   EXPECT_EQ(errno, EINVAL);
   conn.body.conn_param.private_data_len = 56;
+  // The REQ waits softnic_cm_listen_wait for a listener (cm_state.h), the
+  // channel's timer waking a poll meanwhile; then the REJ.
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(Write(fd_, &conn, sizeof(conn)), static_cast<ssize_t>(sizeof(conn)));
-  ASSERT_GT(GetEvent(&ev), 0);
+  EXPECT_EQ(poll(&p, 1, 1000), 1) << "the wait's timer wakes a poll";
+  ASSERT_TRUE(NextEvent(&ev, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(core::GlobalOptions().softnic_cm_listen_wait));
   EXPECT_EQ(ev.event, 8u);  // REJECTED
   EXPECT_EQ(ev.status, 8u);
+  EXPECT_EQ(poll(&p, 1, 20), 0) << "the timer stops when nothing waits";
 
   rdma_ucm_destroy_id_resp dresp{};
   auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
@@ -192,6 +212,40 @@ TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
   destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
   ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
   EXPECT_EQ(dresp.events_reported, 3u);
+}
+
+TEST_F(SoftnicCm, AConnectThatWaitsAndIsDestroyedStopsTheTimer) {
+  // A connect nobody listens for (port 20124), destroyed while it waits:
+  // no event for it, and the channel's timer stops (no wake of a poll).
+  const uint32_t id = CreateId();
+  auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
+  r.body.id = id;
+  auto* dst = reinterpret_cast<sockaddr_in*>(&r.body.dst_addr);
+  dst->sin_family = AF_INET;
+  dst->sin_port = htons(20124);
+  dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r))) << strerror(errno);
+  rdma_ucm_event_resp ev{};
+  ASSERT_GT(GetEvent(&ev), 0) << strerror(errno);
+  auto route = Make<rdma_ucm_resolve_route>(RDMA_USER_CM_CMD_RESOLVE_ROUTE);
+  route.body.id = id;
+  ASSERT_EQ(Write(fd_, &route, sizeof(route)), static_cast<ssize_t>(sizeof(route)));
+  ASSERT_GT(GetEvent(&ev), 0);
+  auto conn = Make<rdma_ucm_connect>(RDMA_USER_CM_CMD_CONNECT);
+  conn.body.id = id;
+  ASSERT_EQ(Write(fd_, &conn, sizeof(conn)), static_cast<ssize_t>(sizeof(conn)));
+  pollfd p{fd_, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 1000), 1) << "the wait's timer wakes a poll";
+  EXPECT_EQ(GetEvent(&ev), -1) << "a tick, no event yet";
+  EXPECT_EQ(errno, EAGAIN);
+
+  rdma_ucm_destroy_id_resp dresp{};
+  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
+  destroy.body.id = id;
+  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
+  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
+  EXPECT_EQ(dresp.events_reported, 2u);
+  EXPECT_EQ(poll(&p, 1, 50), 0) << "the timer stopped with the last waiting id";
 }
 
 // Multicast: a UD id resolved toward a group joins it; the join event

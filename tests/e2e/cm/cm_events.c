@@ -2,7 +2,10 @@
  * in one process (a server channel and a client channel, driven in turn):
  *   - a second bind of a port: EADDRINUSE;
  *   - resolving an address of another host: RDMA_CM_EVENT_ADDR_ERROR;
- *   - a connect nobody listens for: RDMA_CM_EVENT_REJECTED, status 8;
+ *   - a connect nobody listens for: RDMA_CM_EVENT_REJECTED, status 8 (after
+ *     softnic_cm_listen_wait);
+ *   - a connect before the listen (the listener comes within that wait):
+ *     the request reaches it, and its reject reaches the client (status 28);
  *   - a reject with private data: REJECTED, status 28, the data arrives;
  *   - private data on connect and accept, both ends ESTABLISHED, one SEND
  *     over the QPs rdma_cm set up, then DISCONNECTED on both ends;
@@ -137,6 +140,32 @@ static void step_no_listener(void) {
   rdma_destroy_qp(id);
   rdma_destroy_id(id);
   printf("ok: no listener\n");
+}
+
+/* The REQ of a connect made before the listen waits for the listener
+ * (docs/softnic.md): the listener gets it, with its private data, and its
+ * reject is the client's answer, not the "nobody listens" one. */
+static void step_listen_late(void) {
+  struct rdma_cm_id *id = resolved_client(RDMA_PS_TCP);
+  make_qp(id, IBV_QPT_RC);
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof(cp));
+  cp.private_data = "early";
+  cp.private_data_len = 6;
+  CHECK(rdma_connect(id, &cp) == 0, "connect: %s", strerror(errno));
+  struct rdma_cm_id *lid = listener(RDMA_PS_TCP);
+  char got[64] = {0};
+  struct rdma_cm_event req = next_event(server_ch, RDMA_CM_EVENT_CONNECT_REQUEST, got, sizeof(got));
+  CHECK(strcmp(got, "early") == 0, "request private data '%s'", got);
+  CHECK(req.listen_id == lid, "request not on the late listener");
+  CHECK(rdma_reject(req.id, NULL, 0) == 0, "reject: %s", strerror(errno));
+  struct rdma_cm_event ev = next_event(client_ch, RDMA_CM_EVENT_REJECTED, NULL, 0);
+  CHECK(ev.status == 28, "REJECTED status %d, want 28 (the late listener's reject)", ev.status);
+  rdma_destroy_id(req.id);
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+  rdma_destroy_id(lid);
+  printf("ok: listen after the connect\n");
 }
 
 static void step_reject(struct rdma_cm_id *lid) {
@@ -337,6 +366,7 @@ int main(int argc, char **argv) {
   step_bind_twice();
   step_addr_error();
   step_no_listener();
+  step_listen_late();
   struct rdma_cm_id *lid = listener(RDMA_PS_TCP);
   step_reject(lid);
   step_connect_send_disconnect();
