@@ -79,6 +79,16 @@ class SoftnicCm : public ::testing::Test {
     return Write(fd_, &c, sizeof(c));
   }
 
+  // DESTROY_ID of `id`: the events reported on it (the command's response).
+  uint32_t DestroyId(uint32_t id) {
+    rdma_ucm_destroy_id_resp resp{};
+    auto c = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(resp));
+    c.body.id = id;
+    c.body.response = reinterpret_cast<uintptr_t>(&resp);
+    EXPECT_EQ(Write(fd_, &c, sizeof(c)), static_cast<ssize_t>(sizeof(c))) << strerror(errno);
+    return resp.events_reported;
+  }
+
   // The next event within `limit`, polling the nonblocking channel: a
   // wake with nothing to deliver (a waiting connect's tick) reads EAGAIN.
   bool NextEvent(rdma_ucm_event_resp* ev, std::chrono::milliseconds limit) {
@@ -206,12 +216,7 @@ TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
   EXPECT_EQ(ev.status, 8u);
   EXPECT_EQ(poll(&p, 1, 20), 0) << "the timer stops when nothing waits";
 
-  rdma_ucm_destroy_id_resp dresp{};
-  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
-  destroy.body.id = id;
-  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
-  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
-  EXPECT_EQ(dresp.events_reported, 3u);
+  EXPECT_EQ(DestroyId(id), 3u) << "the events reported on the id";
 }
 
 TEST_F(SoftnicCm, AConnectThatWaitsAndIsDestroyedStopsTheTimer) {
@@ -239,12 +244,7 @@ TEST_F(SoftnicCm, AConnectThatWaitsAndIsDestroyedStopsTheTimer) {
   EXPECT_EQ(GetEvent(&ev), -1) << "a tick, no event yet";
   EXPECT_EQ(errno, EAGAIN);
 
-  rdma_ucm_destroy_id_resp dresp{};
-  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
-  destroy.body.id = id;
-  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
-  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
-  EXPECT_EQ(dresp.events_reported, 2u);
+  EXPECT_EQ(DestroyId(id), 2u) << "the events reported on the id";
   EXPECT_EQ(poll(&p, 1, 50), 0) << "the timer stopped with the last waiting id";
 }
 
@@ -351,12 +351,7 @@ TEST_F(SoftnicCm, MulticastJoinAndLeave) {
   EXPECT_EQ(errno, EINVAL);
 
   // The id's own count: ADDR_RESOLVED only, not the join's event.
-  rdma_ucm_destroy_id_resp dresp{};
-  auto destroy = Make<rdma_ucm_destroy_id>(RDMA_USER_CM_CMD_DESTROY_ID, sizeof(dresp));
-  destroy.body.id = id;
-  destroy.body.response = reinterpret_cast<uintptr_t>(&dresp);
-  ASSERT_EQ(Write(fd_, &destroy, sizeof(destroy)), static_cast<ssize_t>(sizeof(destroy)));
-  EXPECT_EQ(dresp.events_reported, 1u);
+  EXPECT_EQ(DestroyId(id), 1u) << "the events reported on the id";
 }
 
 TEST_F(SoftnicCm, DatagramsThatAreNotACmsAreDroppedUnread) {
