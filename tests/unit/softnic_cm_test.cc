@@ -79,6 +79,17 @@ class SoftnicCm : public ::testing::Test {
     return Write(fd_, &c, sizeof(c));
   }
 
+  // RESOLVE_IP of `id` to 127.0.0.1:`port`: whether the command was taken.
+  bool ResolveToLoopback(uint32_t id, uint16_t port) {
+    auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
+    r.body.id = id;
+    auto* dst = reinterpret_cast<sockaddr_in*>(&r.body.dst_addr);
+    dst->sin_family = AF_INET;
+    dst->sin_port = htons(port);
+    dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return Write(fd_, &r, sizeof(r)) == static_cast<ssize_t>(sizeof(r));
+  }
+
   // DESTROY_ID of `id`: the events reported on it (the command's response).
   uint32_t DestroyId(uint32_t id) {
     rdma_ucm_destroy_id_resp resp{};
@@ -174,13 +185,7 @@ TEST_F(SoftnicCm, ResolveGivesAnEventOnAPollableFd) {
   pollfd p{fd_, POLLIN, 0};
   EXPECT_EQ(poll(&p, 1, 0), 0) << "nothing pending yet";
 
-  auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
-  r.body.id = id;
-  auto* dst = reinterpret_cast<sockaddr_in*>(&r.body.dst_addr);
-  dst->sin_family = AF_INET;
-  dst->sin_port = htons(20123);
-  dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r))) << strerror(errno);
+  ASSERT_TRUE(ResolveToLoopback(id, 20123)) << strerror(errno);
   EXPECT_EQ(poll(&p, 1, 1000), 1);
   EXPECT_TRUE(p.revents & POLLIN);
 
@@ -223,13 +228,7 @@ TEST_F(SoftnicCm, AConnectThatWaitsAndIsDestroyedStopsTheTimer) {
   // A connect nobody listens for (port 20124), destroyed while it waits:
   // no event for it, and the channel's timer stops (no wake of a poll).
   const uint32_t id = CreateId();
-  auto r = Make<rdma_ucm_resolve_ip>(RDMA_USER_CM_CMD_RESOLVE_IP);
-  r.body.id = id;
-  auto* dst = reinterpret_cast<sockaddr_in*>(&r.body.dst_addr);
-  dst->sin_family = AF_INET;
-  dst->sin_port = htons(20124);
-  dst->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(Write(fd_, &r, sizeof(r)), static_cast<ssize_t>(sizeof(r))) << strerror(errno);
+  ASSERT_TRUE(ResolveToLoopback(id, 20124)) << strerror(errno);
   rdma_ucm_event_resp ev{};
   ASSERT_GT(GetEvent(&ev), 0) << strerror(errno);
   auto route = Make<rdma_ucm_resolve_route>(RDMA_USER_CM_CMD_RESOLVE_ROUTE);

@@ -94,6 +94,19 @@ static void make_qp(struct rdma_cm_id *id, enum ibv_qp_type type) {
   CHECK(rdma_create_qp(id, NULL, &attr) == 0, "rdma_create_qp: %s", strerror(errno));
 }
 
+/* A resolved RC client with its QP, connecting with `pdata` (a string, its
+ * NUL included) as the request's private data. */
+static struct rdma_cm_id *connecting_client(const char *pdata) {
+  struct rdma_cm_id *id = resolved_client(RDMA_PS_TCP);
+  make_qp(id, IBV_QPT_RC);
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof(cp));
+  cp.private_data = pdata;
+  cp.private_data_len = (uint8_t)(strlen(pdata) + 1);
+  CHECK(rdma_connect(id, &cp) == 0, "connect: %s", strerror(errno));
+  return id;
+}
+
 static void wait_wc(struct ibv_cq *cq, enum ibv_wc_opcode op) {
   struct ibv_wc wc;
   int n;
@@ -146,13 +159,7 @@ static void step_no_listener(void) {
  * (docs/softnic.md): the listener gets it, with its private data, and its
  * reject is the client's answer, not the "nobody listens" one. */
 static void step_listen_late(void) {
-  struct rdma_cm_id *id = resolved_client(RDMA_PS_TCP);
-  make_qp(id, IBV_QPT_RC);
-  struct rdma_conn_param cp;
-  memset(&cp, 0, sizeof(cp));
-  cp.private_data = "early";
-  cp.private_data_len = 6;
-  CHECK(rdma_connect(id, &cp) == 0, "connect: %s", strerror(errno));
+  struct rdma_cm_id *id = connecting_client("early");
   struct rdma_cm_id *lid = listener(RDMA_PS_TCP);
   char got[64] = {0};
   struct rdma_cm_event req = next_event(server_ch, RDMA_CM_EVENT_CONNECT_REQUEST, got, sizeof(got));
@@ -169,13 +176,7 @@ static void step_listen_late(void) {
 }
 
 static void step_reject(struct rdma_cm_id *lid) {
-  struct rdma_cm_id *id = resolved_client(RDMA_PS_TCP);
-  make_qp(id, IBV_QPT_RC);
-  struct rdma_conn_param cp;
-  memset(&cp, 0, sizeof(cp));
-  cp.private_data = "hello";
-  cp.private_data_len = 6;
-  CHECK(rdma_connect(id, &cp) == 0, "connect: %s", strerror(errno));
+  struct rdma_cm_id *id = connecting_client("hello");
   char got[64] = {0};
   struct rdma_cm_event req = next_event(server_ch, RDMA_CM_EVENT_CONNECT_REQUEST, got, sizeof(got));
   CHECK(strcmp(got, "hello") == 0, "request private data '%s'", got);
